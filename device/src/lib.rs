@@ -2,6 +2,11 @@
 //!
 //! Work in progress: this crate is being built up module by module.
 
+pub mod control;
+pub mod dma;
+pub mod eeprom;
+pub mod hostmem;
+pub mod sram;
 pub mod time;
 pub mod wire;
 

@@ -1,0 +1,723 @@
+//! Host memory for DMA: one region addressed by bus address, shared by the host program
+//! and the board's DMA controller (seed 000, Buffers; DESIGN.md, device).
+//!
+//! The region is cut into pages, and every page has one owner at a time:
+//!
+//! | state    | who may touch the bytes                                   |
+//! |----------|-----------------------------------------------------------|
+//! | `Free`   | nobody                                                    |
+//! | `Host`   | the one [`HostBuf`] that claimed it                       |
+//! | `Device` | the DMA controller, one access at a time (`Busy` during it)|
+//! | `Shared` | both, but only with 32-bit atomic loads and stores        |
+//!
+//! Ownership moves only by publishing a new page state: the host hands a buffer to the
+//! board with a Release store ([`HostBuf::to_device`]) before it publishes the queue entry
+//! that names it, and takes it back with an Acquire compare-exchange
+//! ([`DeviceBuf::reclaim`]) after the board has published that it is done. The DMA
+//! controller checks the state of every page it touches ([`HostMemory::dma_read`],
+//! [`HostMemory::dma_write`]): an address from SRAM that is out of range or names a page
+//! the device does not own is a [`DmaFault`], not a data race.
+//!
+//! This is the only module of the crate with `unsafe` code. Every block carries a
+//! `// SAFETY:` note; the handoff is model-checked with loom (`--cfg loom`) and the
+//! module's tests run under Miri.
+
+#![allow(unsafe_code)]
+
+mod sync;
+
+use core::fmt;
+use core::ptr::NonNull;
+use std::alloc::{self, Layout};
+use std::sync::atomic::AtomicU32;
+use sync::{AccessTracker, Arc, AtomicU8, Ordering, spin};
+use thiserror::Error;
+
+const FREE: u8 = 0;
+const HOST: u8 = 1;
+const DEVICE: u8 = 2;
+const BUSY: u8 = 3;
+const SHARED: u8 = 4;
+
+/// Who owns a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Nobody.
+    Free,
+    /// A [`HostBuf`].
+    Host,
+    /// The board, idle.
+    Device,
+    /// The board, in the middle of a DMA.
+    Busy,
+    /// Both sides, atomically.
+    Shared,
+}
+
+impl Owner {
+    fn from_state(state: u8) -> Owner {
+        match state {
+            FREE => Owner::Free,
+            HOST => Owner::Host,
+            DEVICE => Owner::Device,
+            BUSY => Owner::Busy,
+            _ => Owner::Shared,
+        }
+    }
+}
+
+/// A refused host-side operation on host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum HostMemError {
+    /// The region's geometry is impossible.
+    #[error("invalid host memory layout: {0}")]
+    Layout(&'static str),
+    /// A range outside the region.
+    #[error("range of {len} bytes at offset {offset:#x} is outside the {size:#x}-byte region")]
+    OutOfRange {
+        /// Start of the range.
+        offset: usize,
+        /// Length of the range.
+        len: usize,
+        /// Size of the region.
+        size: usize,
+    },
+    /// A range that does not start on a page boundary.
+    #[error("offset {offset:#x} is not on a {page_size}-byte page boundary")]
+    Unaligned {
+        /// Start of the range.
+        offset: usize,
+        /// Page size.
+        page_size: usize,
+    },
+    /// A zero-length range.
+    #[error("empty range")]
+    Empty,
+    /// A page that is not free.
+    #[error("page {page} is already in use ({owner:?})")]
+    InUse {
+        /// Page index.
+        page: usize,
+        /// Its owner.
+        owner: Owner,
+    },
+    /// A shared-word access not aligned to 4 bytes or outside the shared range.
+    #[error("shared word access at byte {offset:#x} is unaligned or out of range")]
+    BadWord {
+        /// Byte offset in the shared range.
+        offset: usize,
+    },
+}
+
+/// A DMA the controller could not perform on host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum DmaFault {
+    /// The bus address range is not inside the region.
+    #[error("bus address {bus:#x}+{len} is outside host memory")]
+    OutOfRange {
+        /// Bus address.
+        bus: u64,
+        /// Length.
+        len: usize,
+    },
+    /// A page in the range is not the device's to touch.
+    #[error("bus address {bus:#x}: page {page} is owned by {owner:?}, not the device")]
+    NotDeviceOwned {
+        /// Bus address of the transfer.
+        bus: u64,
+        /// Offending page.
+        page: usize,
+        /// Its owner.
+        owner: Owner,
+    },
+    /// A transfer into shared (poll-word) memory that is not whole aligned 32-bit words.
+    #[error("bus address {bus:#x}+{len} into shared memory is not whole aligned words")]
+    SharedUnaligned {
+        /// Bus address.
+        bus: u64,
+        /// Length.
+        len: usize,
+    },
+}
+
+struct Page {
+    state: AtomicU8,
+    tracker: AccessTracker,
+}
+
+/// The DMA region. Create it with [`HostMemory::new`]; share it with `Arc`.
+pub struct HostMemory {
+    base: u64,
+    len: usize,
+    page_shift: u32,
+    bytes: NonNull<u8>,
+    layout: Layout,
+    pages: Box<[Page]>,
+}
+
+// SAFETY: the region's bytes are only read or written under the page-ownership protocol
+// described in the module documentation (exclusive `HostBuf`, device access under `Busy`,
+// atomic access to `Shared` pages), so sharing the handle between threads cannot create a
+// data race; the remaining fields are immutable or atomic.
+unsafe impl Send for HostMemory {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for HostMemory {}
+
+impl HostMemory {
+    /// A zeroed region of `len` bytes at bus address `base`, with `page_size`-byte pages.
+    ///
+    /// `page_size` is a power of two of at least 64 bytes; `len` a non-zero multiple of it;
+    /// `base` page-aligned, and `base + len` must not overflow.
+    pub fn new(base: u64, len: usize, page_size: usize) -> Result<Arc<HostMemory>, HostMemError> {
+        if !page_size.is_power_of_two() || page_size < 64 {
+            return Err(HostMemError::Layout(
+                "page size must be a power of two of at least 64",
+            ));
+        }
+        if len == 0 || len % page_size != 0 {
+            return Err(HostMemError::Layout(
+                "length must be a non-zero multiple of the page size",
+            ));
+        }
+        if base % page_size as u64 != 0 || base.checked_add(len as u64).is_none() {
+            return Err(HostMemError::Layout(
+                "base must be page-aligned and base + len must fit in 64 bits",
+            ));
+        }
+        let layout = Layout::from_size_align(len, page_size.max(64))
+            .map_err(|_| HostMemError::Layout("length too large"))?;
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(bytes) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        let pages = (0..len / page_size)
+            .map(|_| Page {
+                state: AtomicU8::new(FREE),
+                tracker: AccessTracker::default(),
+            })
+            .collect();
+        Ok(Arc::new(HostMemory {
+            base,
+            len,
+            page_shift: page_size.trailing_zeros(),
+            bytes,
+            layout,
+            pages,
+        }))
+    }
+
+    /// Bus address of the first byte.
+    pub fn bus_base(&self) -> u64 {
+        self.base
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a region has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        1 << self.page_shift
+    }
+
+    /// Who owns the page holding byte `offset` (for diagnostics).
+    pub fn owner(&self, offset: usize) -> Option<Owner> {
+        self.pages
+            .get(offset >> self.page_shift)
+            .map(|p| Owner::from_state(p.state.load(Ordering::Acquire)))
+    }
+
+    fn pages_of(&self, offset: usize, len: usize) -> core::ops::Range<usize> {
+        (offset >> self.page_shift)..((offset + len - 1) >> self.page_shift) + 1
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<(), HostMemError> {
+        if len == 0 {
+            return Err(HostMemError::Empty);
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {}
+            _ => {
+                return Err(HostMemError::OutOfRange {
+                    offset,
+                    len,
+                    size: self.len,
+                });
+            }
+        }
+        if offset & (self.page_size() - 1) != 0 {
+            return Err(HostMemError::Unaligned {
+                offset,
+                page_size: self.page_size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves every page of `[offset, offset + len)` from `Free` to `to`, or none of them.
+    fn take_free_pages(&self, offset: usize, len: usize, to: u8) -> Result<(), HostMemError> {
+        self.check_range(offset, len)?;
+        let pages = self.pages_of(offset, len);
+        for p in pages.clone() {
+            // Acquire: whatever the previous owner wrote before freeing the page is visible
+            // to the new owner.
+            if let Err(state) =
+                self.pages[p]
+                    .state
+                    .compare_exchange(FREE, to, Ordering::Acquire, Ordering::Relaxed)
+            {
+                for q in pages.start..p {
+                    self.pages[q].state.store(FREE, Ordering::Release);
+                }
+                return Err(HostMemError::InUse {
+                    page: p,
+                    owner: Owner::from_state(state),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims `[offset, offset + len)` for the host. `offset` must be page-aligned; whole
+    /// pages are claimed (the tail of the last page stays unused).
+    pub fn claim(self: &Arc<Self>, offset: usize, len: usize) -> Result<HostBuf, HostMemError> {
+        self.take_free_pages(offset, len, HOST)?;
+        Ok(HostBuf {
+            mem: Arc::clone(self),
+            offset,
+            len,
+        })
+    }
+
+    /// Makes `[offset, offset + len)` shared memory for poll words. Shared pages stay
+    /// shared for the life of the region (the device may write them at any time).
+    pub fn share(self: &Arc<Self>, offset: usize, len: usize) -> Result<SharedWords, HostMemError> {
+        if len % 4 != 0 {
+            return Err(HostMemError::BadWord { offset: len });
+        }
+        self.take_free_pages(offset, len, SHARED)?;
+        Ok(SharedWords {
+            mem: Arc::clone(self),
+            offset,
+            len,
+        })
+    }
+
+    /// Translates a bus address range to an offset range, checked.
+    fn offset_of(&self, bus: u64, len: usize) -> Result<usize, DmaFault> {
+        let fault = DmaFault::OutOfRange { bus, len };
+        let offset = bus.checked_sub(self.base).ok_or(fault)?;
+        let end = offset.checked_add(len as u64).ok_or(fault)?;
+        if end > self.len as u64 {
+            return Err(fault);
+        }
+        Ok(offset as usize)
+    }
+
+    /// Marks the device-owned pages of a transfer `Busy`, or faults and marks none.
+    fn begin_device_access(&self, bus: u64, offset: usize, len: usize) -> Result<(), DmaFault> {
+        let pages = self.pages_of(offset, len);
+        for p in pages.clone() {
+            let state = &self.pages[p].state;
+            // Acquire: the host's writes before its Release hand-over are visible here.
+            let result = state.compare_exchange(DEVICE, BUSY, Ordering::Acquire, Ordering::Acquire);
+            let owner = match result {
+                Ok(_) => continue,
+                Err(SHARED) => {
+                    let in_page = p << self.page_shift;
+                    let seg_start = offset.max(in_page);
+                    let seg_end = (offset + len).min(in_page + self.page_size());
+                    if seg_start % 4 == 0 && (seg_end - seg_start) % 4 == 0 {
+                        continue;
+                    }
+                    self.end_device_access(pages.start, p);
+                    return Err(DmaFault::SharedUnaligned { bus, len });
+                }
+                Err(other) => Owner::from_state(other),
+            };
+            self.end_device_access(pages.start, p);
+            return Err(DmaFault::NotDeviceOwned {
+                bus,
+                page: p,
+                owner,
+            });
+        }
+        Ok(())
+    }
+
+    /// Returns pages `[from, to)` that are `Busy` to `Device`.
+    fn end_device_access(&self, from: usize, to: usize) {
+        for p in from..to {
+            // Release: the device's writes to the page happen-before the host's Acquire
+            // reclaim.
+            let _ = self.pages[p].state.compare_exchange(
+                BUSY,
+                DEVICE,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Runs `copy(region_offset, request_offset, len, shared)` for each page-sized piece
+    /// of a device transfer, inside the page's access tracker.
+    fn for_each_segment(
+        &self,
+        offset: usize,
+        len: usize,
+        write: bool,
+        mut copy: impl FnMut(usize, usize, usize, bool),
+    ) {
+        let mut done = 0;
+        while done < len {
+            let at = offset + done;
+            let page = at >> self.page_shift;
+            let seg = (self.page_size() - (at & (self.page_size() - 1))).min(len - done);
+            let p = &self.pages[page];
+            let shared = p.state.load(Ordering::Relaxed) == SHARED;
+            if write {
+                p.tracker.writing(|| copy(at, done, seg, shared));
+            } else {
+                p.tracker.reading(|| copy(at, done, seg, shared));
+            }
+            done += seg;
+        }
+    }
+
+    /// The DMA controller reads host memory (host → LANai) into `dst`.
+    pub fn dma_read(&self, bus: u64, dst: &mut [u8]) -> Result<(), DmaFault> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let offset = self.offset_of(bus, dst.len())?;
+        self.begin_device_access(bus, offset, dst.len())?;
+        let base = self.bytes.as_ptr();
+        self.for_each_segment(offset, dst.len(), false, |at, done, seg, shared| {
+            if shared {
+                for w in (0..seg).step_by(4) {
+                    // SAFETY: `at + w` is inside the region and 4-aligned (checked in
+                    // `begin_device_access`; the region is page-aligned), and shared pages
+                    // are only ever accessed with 32-bit atomics.
+                    let word = unsafe { AtomicU32::from_ptr(base.add(at + w).cast::<u32>()) };
+                    dst[done + w..done + w + 4]
+                        .copy_from_slice(&word.load(Ordering::Acquire).to_ne_bytes());
+                }
+            } else {
+                // SAFETY: `[at, at + seg)` is inside the region (`offset_of`), its page is
+                // `Busy` so no `HostBuf` can reach it and no other device access runs, and
+                // `dst` is a distinct Rust buffer.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(base.add(at), dst[done..].as_mut_ptr(), seg)
+                };
+            }
+        });
+        self.end_device_access(
+            self.pages_of(offset, dst.len()).start,
+            self.pages_of(offset, dst.len()).end,
+        );
+        Ok(())
+    }
+
+    /// The DMA controller writes `src` into host memory (LANai → host).
+    pub fn dma_write(&self, bus: u64, src: &[u8]) -> Result<(), DmaFault> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let offset = self.offset_of(bus, src.len())?;
+        self.begin_device_access(bus, offset, src.len())?;
+        let base = self.bytes.as_ptr();
+        self.for_each_segment(offset, src.len(), true, |at, done, seg, shared| {
+            if shared {
+                for w in (0..seg).step_by(4) {
+                    let value = u32::from_ne_bytes(
+                        src[done + w..done + w + 4].try_into().expect("4 bytes"),
+                    );
+                    // SAFETY: as in `dma_read`: in range, 4-aligned, atomics only.
+                    let word = unsafe { AtomicU32::from_ptr(base.add(at + w).cast::<u32>()) };
+                    word.store(value, Ordering::Release);
+                }
+            } else {
+                // SAFETY: as in `dma_read`; the page is `Busy`, so this is the only access.
+                unsafe { core::ptr::copy_nonoverlapping(src[done..].as_ptr(), base.add(at), seg) };
+            }
+        });
+        let pages = self.pages_of(offset, src.len());
+        self.end_device_access(pages.start, pages.end);
+        Ok(())
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        // SAFETY: `bytes` was allocated in `new` with exactly `layout`, and no `HostBuf`,
+        // `DeviceBuf` or `SharedWords` outlives the region (each holds an `Arc` to it).
+        unsafe { alloc::dealloc(self.bytes.as_ptr(), self.layout) };
+    }
+}
+
+impl fmt::Debug for HostMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostMemory")
+            .field("base", &format_args!("{:#x}", self.base))
+            .field("len", &self.len)
+            .field("page_size", &self.page_size())
+            .finish()
+    }
+}
+
+/// A host-owned buffer in host memory: the host may read and write it; the board may not.
+pub struct HostBuf {
+    mem: Arc<HostMemory>,
+    offset: usize,
+    len: usize,
+}
+
+impl HostBuf {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes (never: claims are non-empty).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Offset in the region.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Bus address of the first byte, as the board's DMA controller names it.
+    pub fn bus_addr(&self) -> u64 {
+        self.mem.base + self.offset as u64
+    }
+
+    /// The region this buffer lives in.
+    pub fn memory(&self) -> &Arc<HostMemory> {
+        &self.mem
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the pages of `[offset, offset + len)` are `Host` and this `HostBuf` is
+        // their only owner (claims are exclusive and `HostBuf` is neither `Clone` nor
+        // `Copy`); the device never touches `Host` pages. The range is inside the region.
+        unsafe { core::slice::from_raw_parts(self.mem.bytes.as_ptr().add(self.offset), self.len) }
+    }
+
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only live reference.
+        unsafe {
+            core::slice::from_raw_parts_mut(self.mem.bytes.as_ptr().add(self.offset), self.len)
+        }
+    }
+
+    /// Runs `f` on the bytes while telling loom about the access (same as `as_slice`
+    /// without loom).
+    pub fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let first = self.offset >> self.mem.page_shift;
+        self.mem.pages[first].tracker.reading(|| f(self.as_slice()))
+    }
+
+    /// Runs `f` on the writable bytes while telling loom about the access.
+    pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let first = self.offset >> self.mem.page_shift;
+        let mem = Arc::clone(&self.mem);
+        mem.pages[first].tracker.writing(|| f(self.as_mut_slice()))
+    }
+
+    /// Hands the buffer to the board. Call this before publishing the queue entry that
+    /// names the buffer: the Release store makes the host's writes visible to the DMA.
+    pub fn to_device(self) -> DeviceBuf {
+        let this = core::mem::ManuallyDrop::new(self);
+        for p in this.mem.pages_of(this.offset, this.len) {
+            this.mem.pages[p].state.store(DEVICE, Ordering::Release);
+        }
+        // SAFETY: `this` is never used or dropped again; moving the `Arc` out once is fine.
+        let mem = unsafe { core::ptr::read(&this.mem) };
+        DeviceBuf {
+            mem,
+            offset: this.offset,
+            len: this.len,
+        }
+    }
+}
+
+impl Drop for HostBuf {
+    fn drop(&mut self) {
+        for p in self.mem.pages_of(self.offset, self.len) {
+            self.mem.pages[p].state.store(FREE, Ordering::Release);
+        }
+    }
+}
+
+impl fmt::Debug for HostBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostBuf({:#x}+{})", self.bus_addr(), self.len)
+    }
+}
+
+/// A buffer the board owns: the host holds this token but cannot touch the bytes until
+/// it [reclaims](DeviceBuf::reclaim) it.
+pub struct DeviceBuf {
+    mem: Arc<HostMemory>,
+    offset: usize,
+    len: usize,
+}
+
+impl DeviceBuf {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes (never).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Offset in the region.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Bus address of the first byte.
+    pub fn bus_addr(&self) -> u64 {
+        self.mem.base + self.offset as u64
+    }
+
+    /// The region this buffer lives in.
+    pub fn memory(&self) -> &Arc<HostMemory> {
+        &self.mem
+    }
+
+    /// Takes the buffer back. Call this only after the board has published that it is
+    /// done with it; if a DMA is touching it at this instant, waits for that DMA to end.
+    pub fn reclaim(self) -> HostBuf {
+        let this = core::mem::ManuallyDrop::new(self);
+        this.take_pages(HOST);
+        // SAFETY: `this` is never used or dropped again; moving the `Arc` out once is fine.
+        let mem = unsafe { core::ptr::read(&this.mem) };
+        HostBuf {
+            mem,
+            offset: this.offset,
+            len: this.len,
+        }
+    }
+
+    fn take_pages(&self, to: u8) {
+        for p in self.mem.pages_of(self.offset, self.len) {
+            let state = &self.mem.pages[p].state;
+            loop {
+                // Acquire: the device's writes, published by its Release at the end of the
+                // DMA, are visible to the host from here on.
+                match state.compare_exchange_weak(DEVICE, to, Ordering::Acquire, Ordering::Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(BUSY) | Err(DEVICE) => spin(),
+                    Err(_) => {
+                        // Only this token and the device move these pages, and the device
+                        // only between Device and Busy: any other state is impossible.
+                        debug_assert!(false, "device-owned page in an impossible state");
+                        state.store(to, Ordering::Release);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for DeviceBuf {
+    fn drop(&mut self) {
+        self.take_pages(FREE);
+    }
+}
+
+impl fmt::Debug for DeviceBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceBuf({:#x}+{})", self.bus_addr(), self.len)
+    }
+}
+
+/// Shared pages holding 32-bit poll words that the board DMAs into and the host polls.
+pub struct SharedWords {
+    mem: Arc<HostMemory>,
+    offset: usize,
+    len: usize,
+}
+
+impl SharedWords {
+    /// Bus address of the first word.
+    pub fn bus_addr(&self) -> u64 {
+        self.mem.base + self.offset as u64
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn word(&self, byte_offset: usize) -> Result<&AtomicU32, HostMemError> {
+        if byte_offset % 4 != 0 || byte_offset.checked_add(4).is_none_or(|end| end > self.len) {
+            return Err(HostMemError::BadWord {
+                offset: byte_offset,
+            });
+        }
+        // SAFETY: the word is inside this shared range (checked), 4-aligned (the range is
+        // page-aligned), lives as long as `self.mem`, and shared pages are only ever
+        // accessed with 32-bit atomics.
+        Ok(unsafe {
+            AtomicU32::from_ptr(
+                self.mem
+                    .bytes
+                    .as_ptr()
+                    .add(self.offset + byte_offset)
+                    .cast::<u32>(),
+            )
+        })
+    }
+
+    /// Loads the big-endian word at `byte_offset` (Acquire: what the board wrote before it
+    /// is visible after).
+    pub fn load_be(&self, byte_offset: usize) -> Result<u32, HostMemError> {
+        Ok(u32::from_be_bytes(
+            self.word(byte_offset)?
+                .load(Ordering::Acquire)
+                .to_ne_bytes(),
+        ))
+    }
+
+    /// Stores a big-endian word at `byte_offset` (Release).
+    pub fn store_be(&self, byte_offset: usize, value: u32) -> Result<(), HostMemError> {
+        self.word(byte_offset)?
+            .store(u32::from_ne_bytes(value.to_be_bytes()), Ordering::Release);
+        Ok(())
+    }
+}
+
+impl fmt::Debug for SharedWords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedWords({:#x}+{})", self.bus_addr(), self.len)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
