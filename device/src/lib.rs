@@ -4,7 +4,9 @@
 
 pub mod control;
 pub mod dma;
+pub mod doorbell;
 pub mod eeprom;
+pub mod fabric;
 pub mod hostmem;
 pub mod sram;
 pub mod time;

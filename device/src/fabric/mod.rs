@@ -1,0 +1,720 @@
+//! The network between boards: cables, crossbar switches, source routes, faults, time.
+//!
+//! A [`Fabric`] is built once with a [`FabricBuilder`] and then shared (`Arc<Fabric>`) by
+//! every board and driver. A board's link port calls [`Fabric::transmit`] with a finished
+//! packet; the fabric walks it along its source route at once, link by link: each
+//! direction of a cable applies its [`LinkModel`] (latency, bandwidth, cut-through timing)
+//! and its seeded [`FaultConfig`] middleware; each switch consumes one route byte,
+//! recomputes the CRC-8 (in constant time) and forwards the packet out of the port the byte
+//! names, or drops and counts it if the byte is bad. The packet lands in the destination
+//! port's queue with the times its head and tail arrive; [`Fabric::receive`] hands it to
+//! the board once its head has arrived, after checking the CRC-8 (bad packets are dropped
+//! and counted there, as by the receiving port).
+//!
+//! The fabric never blocks a sender and never reads a clock: every call carries `now`.
+//! Each link and port has its own lock, so boards on different threads can share it (the
+//! threaded mode); under the deterministic scheduler the same calls happen in the same
+//! order and [`Fabric::trace_hash`] is the same for the same seed.
+
+pub mod fault;
+pub mod link;
+pub mod topology;
+pub mod trace;
+
+use crate::time::Time;
+use crate::wire::Packet;
+use crate::wire::route::decode_hop;
+pub use fault::{BurstLoss, DropCause, FaultConfig, LinkFlap};
+use link::{InTransit, LinkState};
+pub use link::{LinkCounters, LinkModel};
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use thiserror::Error;
+use trace::{Event, EventKind, PacketId, Place, TraceHash};
+
+/// A host port: where a board's link connects to the fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortId(pub u32);
+
+/// A crossbar switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SwitchId(pub u32);
+
+/// A cable. Its two directions are links `2 * id` (a → b) and `2 * id + 1` (b → a).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CableId(pub u32);
+
+/// One direction of a cable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkId(pub u32);
+
+/// Either end of a cable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// A host port.
+    Host(PortId),
+    /// A port of a switch.
+    Switch(SwitchId, u8),
+}
+
+/// The sizes of crossbar switch this model builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SwitchSize {
+    /// 8 ports.
+    Eight = 8,
+    /// 16 ports.
+    Sixteen = 16,
+}
+
+/// How a cable is made: timing and faults for each direction.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CableConfig {
+    /// Timing of both directions.
+    pub model: LinkModel,
+    /// Faults from the first endpoint to the second.
+    pub faults_ab: FaultConfig,
+    /// Faults from the second endpoint to the first.
+    pub faults_ba: FaultConfig,
+}
+
+impl CableConfig {
+    /// The same faults in both directions.
+    pub fn symmetric(model: LinkModel, faults: FaultConfig) -> CableConfig {
+        CableConfig {
+            model,
+            faults_ab: faults,
+            faults_ba: faults,
+        }
+    }
+}
+
+/// A topology the builder refused.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum TopologyError {
+    /// An endpoint that does not exist.
+    #[error("no such endpoint {0:?}")]
+    NoSuchEndpoint(Endpoint),
+    /// An endpoint that already has a cable.
+    #[error("endpoint {0:?} is already cabled")]
+    AlreadyCabled(Endpoint),
+    /// A cable from an endpoint to itself.
+    #[error("a cable cannot join {0:?} to itself")]
+    SelfLoop(Endpoint),
+    /// Fault probabilities out of range.
+    #[error(transparent)]
+    Faults(#[from] fault::BadProbability),
+}
+
+/// A refused transmit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum TransmitError {
+    /// The port does not exist.
+    #[error("no such port {0:?}")]
+    NoSuchPort(PortId),
+    /// The port has no cable: the packet goes nowhere (counted).
+    #[error("port {0:?} has no cable")]
+    Unconnected(PortId),
+}
+
+/// A packet the fabric hands to a board.
+#[derive(Debug)]
+pub struct Arrival {
+    /// The packet, CRC-8 checked.
+    pub packet: Packet,
+    /// Its identity.
+    pub id: PacketId,
+    /// When its first byte arrived.
+    pub head: Time,
+    /// When its last byte arrives (the receive engine cannot finish before).
+    pub tail: Time,
+}
+
+/// Counters of a host port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Packets this port sent.
+    pub sent: u64,
+    /// Packets handed to the board.
+    pub delivered: u64,
+    /// Packets dropped for a bad CRC-8.
+    pub crc_errors: u64,
+    /// Packets dropped because the port's queue was full.
+    pub overflows: u64,
+    /// Transmits refused because the port has no cable.
+    pub unconnected: u64,
+}
+
+/// Totals over the whole fabric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FabricCounters {
+    /// Packets sent by host ports.
+    pub sent: u64,
+    /// Packets delivered to boards.
+    pub delivered: u64,
+    /// Packets dropped anywhere (links, switches, ports).
+    pub dropped: u64,
+    /// Of those, dropped by links (random, burst, link down, first after init).
+    pub link_drops: u64,
+    /// Of those, dropped by switches for a bad route.
+    pub bad_routes: u64,
+    /// Of those, dropped by ports for a bad CRC-8.
+    pub crc_errors: u64,
+    /// Of those, dropped by full port queues.
+    pub overflows: u64,
+    /// Bits flipped by fault injection.
+    pub corrupted: u64,
+    /// Copies made by fault injection.
+    pub duplicated: u64,
+    /// Packets held back by fault injection.
+    pub reordered: u64,
+}
+
+struct Queued(InTransit, u64);
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == core::cmp::Ordering::Equal
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    /// Reversed: the heap's top is the earliest head arrival, ties in arrival order.
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (other.0.head, other.1).cmp(&(self.0.head, self.1))
+    }
+}
+
+struct RxQueue {
+    heap: BinaryHeap<Queued>,
+    arrivals: u64,
+    counters: PortCounters,
+    trace: TraceHash,
+}
+
+struct HostPort {
+    out: Option<LinkId>,
+    next_seq: AtomicU64,
+    rx: Mutex<RxQueue>,
+    has_waker: AtomicBool,
+    waker: Mutex<Option<std::thread::Thread>>,
+}
+
+struct Switch {
+    /// Outgoing link of each port.
+    out: Vec<Option<LinkId>>,
+    state: Mutex<(u64, TraceHash)>,
+}
+
+/// The fabric. See the module documentation.
+pub struct Fabric {
+    seed: u64,
+    hosts: Vec<HostPort>,
+    switches: Vec<Switch>,
+    links: Vec<Mutex<LinkState>>,
+    /// Where each link leads.
+    far_end: Vec<Endpoint>,
+    queue_limit: usize,
+    recorder: Option<Mutex<Recorder>>,
+}
+
+struct Recorder {
+    events: Vec<Event>,
+    capacity: usize,
+    lost: u64,
+}
+
+/// Builds a [`Fabric`].
+#[derive(Debug, Clone)]
+pub struct FabricBuilder {
+    seed: u64,
+    hosts: u32,
+    switches: Vec<SwitchSize>,
+    cables: Vec<(Endpoint, Endpoint, CableConfig)>,
+    queue_limit: usize,
+    record: usize,
+}
+
+impl FabricBuilder {
+    /// An empty fabric whose faults are seeded from `seed`.
+    pub fn new(seed: u64) -> FabricBuilder {
+        FabricBuilder {
+            seed,
+            hosts: 0,
+            switches: Vec::new(),
+            cables: Vec::new(),
+            queue_limit: 4096,
+            record: 0,
+        }
+    }
+
+    /// Adds a host port.
+    pub fn add_host(&mut self) -> PortId {
+        self.hosts += 1;
+        PortId(self.hosts - 1)
+    }
+
+    /// Adds a switch.
+    pub fn add_switch(&mut self, size: SwitchSize) -> SwitchId {
+        self.switches.push(size);
+        SwitchId(self.switches.len() as u32 - 1)
+    }
+
+    /// How many packets a host port's queue holds before it drops (default 4096).
+    pub fn queue_limit(&mut self, packets: usize) -> &mut FabricBuilder {
+        self.queue_limit = packets.max(1);
+        self
+    }
+
+    /// Keeps up to `events` trace events for [`Fabric::events`] (default 0: hash only).
+    pub fn record(&mut self, events: usize) -> &mut FabricBuilder {
+        self.record = events;
+        self
+    }
+
+    fn check(&self, e: Endpoint) -> Result<(), TopologyError> {
+        let exists = match e {
+            Endpoint::Host(p) => p.0 < self.hosts,
+            Endpoint::Switch(s, port) => self
+                .switches
+                .get(s.0 as usize)
+                .is_some_and(|&size| port < size as u8),
+        };
+        if !exists {
+            return Err(TopologyError::NoSuchEndpoint(e));
+        }
+        if self.cables.iter().any(|&(a, b, _)| a == e || b == e) {
+            return Err(TopologyError::AlreadyCabled(e));
+        }
+        Ok(())
+    }
+
+    /// Joins two endpoints with a cable.
+    pub fn connect(
+        &mut self,
+        a: Endpoint,
+        b: Endpoint,
+        config: CableConfig,
+    ) -> Result<CableId, TopologyError> {
+        if a == b {
+            return Err(TopologyError::SelfLoop(a));
+        }
+        self.check(a)?;
+        self.check(b)?;
+        config.faults_ab.validate()?;
+        config.faults_ba.validate()?;
+        self.cables.push((a, b, config));
+        Ok(CableId(self.cables.len() as u32 - 1))
+    }
+
+    /// The fabric.
+    pub fn build(&self) -> Fabric {
+        let mut hosts: Vec<HostPort> = (0..self.hosts)
+            .map(|_| HostPort {
+                out: None,
+                next_seq: AtomicU64::new(0),
+                rx: Mutex::new(RxQueue {
+                    heap: BinaryHeap::new(),
+                    arrivals: 0,
+                    counters: PortCounters::default(),
+                    trace: TraceHash::default(),
+                }),
+                has_waker: AtomicBool::new(false),
+                waker: Mutex::new(None),
+            })
+            .collect();
+        let mut switches: Vec<Switch> = self
+            .switches
+            .iter()
+            .map(|&size| Switch {
+                out: vec![None; size as usize],
+                state: Mutex::new((0, TraceHash::default())),
+            })
+            .collect();
+        let mut links = Vec::new();
+        let mut far_end = Vec::new();
+        for (i, &(a, b, config)) in self.cables.iter().enumerate() {
+            for (from, to, faults, id) in [
+                (a, b, config.faults_ab, 2 * i as u32),
+                (b, a, config.faults_ba, 2 * i as u32 + 1),
+            ] {
+                links.push(Mutex::new(LinkState::new(
+                    id,
+                    config.model,
+                    faults,
+                    self.seed,
+                )));
+                far_end.push(to);
+                match from {
+                    Endpoint::Host(p) => hosts[p.0 as usize].out = Some(LinkId(id)),
+                    Endpoint::Switch(s, port) => {
+                        switches[s.0 as usize].out[port as usize] = Some(LinkId(id))
+                    }
+                }
+            }
+        }
+        let recorder = (self.record > 0).then(|| {
+            Mutex::new(Recorder {
+                events: Vec::new(),
+                capacity: self.record,
+                lost: 0,
+            })
+        });
+        Fabric {
+            seed: self.seed,
+            hosts,
+            switches,
+            links,
+            far_end,
+            queue_limit: self.queue_limit,
+            recorder,
+        }
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section here leaves its state
+/// consistent before anything that could panic.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Fabric {
+    /// The seed faults were drawn from.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Number of host ports.
+    pub fn ports(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Number of cables.
+    pub fn cables(&self) -> usize {
+        self.links.len() / 2
+    }
+
+    fn record(&self, e: Event) {
+        if let Some(r) = &self.recorder {
+            let mut r = lock(r);
+            if r.events.len() < r.capacity {
+                r.events.push(e);
+            } else {
+                r.lost += 1;
+            }
+        }
+    }
+
+    /// Sends a packet out of host port `from` at `now`. The fabric takes it along its
+    /// route at once; see the module documentation. Returns the packet's identity.
+    pub fn transmit(
+        &self,
+        now: Time,
+        from: PortId,
+        packet: Packet,
+    ) -> Result<PacketId, TransmitError> {
+        let host = self
+            .hosts
+            .get(from.0 as usize)
+            .ok_or(TransmitError::NoSuchPort(from))?;
+        let seq = host.next_seq.fetch_add(1, Ordering::Relaxed);
+        let id = PacketId {
+            source: from.0,
+            seq,
+        };
+        let Some(first) = host.out else {
+            lock(&host.rx).counters.unconnected += 1;
+            return Err(TransmitError::Unconnected(from));
+        };
+        let record = &mut |e: Event| self.record(e);
+        {
+            let mut l = lock(&self.links[first.0 as usize]);
+            let e = Event {
+                at: now,
+                place: Place::Link(first.0),
+                kind: EventKind::Sent,
+                packet: id,
+            };
+            l.trace.event(&e);
+            record(e);
+        }
+        lock(&host.rx).counters.sent += 1;
+        let mut work = vec![(
+            first,
+            InTransit {
+                packet,
+                id,
+                head: now,
+                tail: now,
+                hold: std::time::Duration::ZERO,
+            },
+        )];
+        let mut out = Vec::with_capacity(2);
+        while let Some((link, t)) = work.pop() {
+            lock(&self.links[link.0 as usize]).carry(t, &mut out, record);
+            for mut t in out.drain(..) {
+                match self.far_end[link.0 as usize] {
+                    Endpoint::Host(port) => self.deliver(port, t),
+                    Endpoint::Switch(s, _) => {
+                        let sw = &self.switches[s.0 as usize];
+                        let byte = t.packet.first_byte().unwrap_or(0);
+                        let next = decode_hop(0, byte)
+                            .ok()
+                            .and_then(|port| sw.out.get(port as usize).copied().flatten())
+                            .filter(|_| t.packet.len() >= 2);
+                        match next {
+                            Some(next) => {
+                                // Length checked above: there is a route byte to consume.
+                                let _ = t.packet.consume_route_byte();
+                                work.push((next, t));
+                            }
+                            None => {
+                                let e = Event {
+                                    at: t.head,
+                                    place: Place::Switch(s.0),
+                                    kind: EventKind::BadRoute { byte },
+                                    packet: t.id,
+                                };
+                                let mut st = lock(&sw.state);
+                                st.0 += 1;
+                                st.1.event(&e);
+                                record(e);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    fn deliver(&self, port: PortId, mut t: InTransit) {
+        t.head += t.hold;
+        t.tail += t.hold;
+        let host = &self.hosts[port.0 as usize];
+        {
+            let mut rx = lock(&host.rx);
+            if rx.heap.len() >= self.queue_limit {
+                rx.counters.overflows += 1;
+                let e = Event {
+                    at: t.head,
+                    place: Place::Port(port.0),
+                    kind: EventKind::Overflow,
+                    packet: t.id,
+                };
+                rx.trace.event(&e);
+                drop(rx);
+                self.record(e);
+                return;
+            }
+            let n = rx.arrivals;
+            rx.arrivals += 1;
+            rx.heap.push(Queued(t, n));
+        }
+        if host.has_waker.load(Ordering::Acquire) {
+            if let Some(thread) = lock(&host.waker).as_ref() {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// The next packet whose head has reached host port `at` by `now`, after the port's
+    /// CRC-8 check (bad ones are dropped and counted here).
+    pub fn receive(&self, now: Time, at: PortId) -> Option<Arrival> {
+        let host = self.hosts.get(at.0 as usize)?;
+        let mut rx = lock(&host.rx);
+        loop {
+            if rx.heap.peek()?.0.head > now {
+                return None;
+            }
+            let Queued(t, _) = rx.heap.pop()?;
+            let ok = t.packet.crc_ok();
+            let kind = if ok {
+                EventKind::Delivered
+            } else {
+                EventKind::CrcError
+            };
+            let e = Event {
+                at: t.head,
+                place: Place::Port(at.0),
+                kind,
+                packet: t.id,
+            };
+            rx.trace.event(&e);
+            if ok {
+                rx.counters.delivered += 1;
+            } else {
+                rx.counters.crc_errors += 1;
+            }
+            if self.recorder.is_some() {
+                self.record(e);
+            }
+            if ok {
+                return Some(Arrival {
+                    packet: t.packet,
+                    id: t.id,
+                    head: t.head,
+                    tail: t.tail,
+                });
+            }
+        }
+    }
+
+    /// When the next packet's head reaches host port `at` (already arrived ones included).
+    pub fn next_arrival(&self, at: PortId) -> Option<Time> {
+        let host = self.hosts.get(at.0 as usize)?;
+        lock(&host.rx).heap.peek().map(|q| q.0.head)
+    }
+
+    /// Packets waiting at host port `at`.
+    pub fn queued(&self, at: PortId) -> usize {
+        self.hosts
+            .get(at.0 as usize)
+            .map_or(0, |h| lock(&h.rx).heap.len())
+    }
+
+    /// Unparks `thread` whenever a packet is queued at `at` (threaded mode).
+    pub fn set_waker(&self, at: PortId, thread: Option<std::thread::Thread>) {
+        if let Some(host) = self.hosts.get(at.0 as usize) {
+            let set = thread.is_some();
+            *lock(&host.waker) = thread;
+            host.has_waker.store(set, Ordering::Release);
+        }
+    }
+
+    /// Brings both directions of a cable down or up at `now`.
+    pub fn set_cable_up(&self, cable: CableId, up: bool, now: Time) {
+        for id in [2 * cable.0, 2 * cable.0 + 1] {
+            if let Some(l) = self.links.get(id as usize) {
+                lock(l).set_up(up, now, &mut |e| self.record(e));
+            }
+        }
+    }
+
+    /// Replaces the faults of one link direction.
+    pub fn set_faults(
+        &self,
+        link: LinkId,
+        faults: FaultConfig,
+        now: Time,
+    ) -> Result<(), fault::BadProbability> {
+        faults.validate()?;
+        if let Some(l) = self.links.get(link.0 as usize) {
+            lock(l).set_faults(faults, now);
+        }
+        Ok(())
+    }
+
+    /// Replaces the faults of every link.
+    pub fn set_all_faults(
+        &self,
+        faults: FaultConfig,
+        now: Time,
+    ) -> Result<(), fault::BadProbability> {
+        faults.validate()?;
+        for l in &self.links {
+            lock(l).set_faults(faults, now);
+        }
+        Ok(())
+    }
+
+    /// Whether the link leaving host port `at` is up.
+    pub fn port_link_up(&self, at: PortId) -> bool {
+        self.hosts
+            .get(at.0 as usize)
+            .and_then(|h| h.out)
+            .is_some_and(|l| lock(&self.links[l.0 as usize]).faults.is_up())
+    }
+
+    /// The link leaving host port `at`.
+    pub fn port_link(&self, at: PortId) -> Option<LinkId> {
+        self.hosts.get(at.0 as usize).and_then(|h| h.out)
+    }
+
+    /// Counters of one link direction.
+    pub fn link_counters(&self, link: LinkId) -> Option<LinkCounters> {
+        self.links.get(link.0 as usize).map(|l| lock(l).counters)
+    }
+
+    /// Where a link leads.
+    pub fn link_end(&self, link: LinkId) -> Option<Endpoint> {
+        self.far_end.get(link.0 as usize).copied()
+    }
+
+    /// Counters of a host port.
+    pub fn port_counters(&self, at: PortId) -> Option<PortCounters> {
+        self.hosts.get(at.0 as usize).map(|h| lock(&h.rx).counters)
+    }
+
+    /// Bad routes dropped by a switch.
+    pub fn switch_bad_routes(&self, s: SwitchId) -> Option<u64> {
+        self.switches.get(s.0 as usize).map(|sw| lock(&sw.state).0)
+    }
+
+    /// Totals over the fabric.
+    pub fn counters(&self) -> FabricCounters {
+        let mut c = FabricCounters::default();
+        for l in &self.links {
+            let l = lock(l).counters;
+            c.link_drops += l.dropped();
+            c.corrupted += l.corrupted;
+            c.duplicated += l.duplicated;
+            c.reordered += l.reordered;
+        }
+        for s in &self.switches {
+            c.bad_routes += lock(&s.state).0;
+        }
+        for h in &self.hosts {
+            let p = lock(&h.rx).counters;
+            c.sent += p.sent;
+            c.delivered += p.delivered;
+            c.crc_errors += p.crc_errors;
+            c.overflows += p.overflows;
+        }
+        c.dropped = c.link_drops + c.bad_routes + c.crc_errors + c.overflows;
+        c
+    }
+
+    /// One hash of everything that has happened, combined in a fixed order (links, then
+    /// switches, then ports).
+    pub fn trace_hash(&self) -> u64 {
+        let mut h = TraceHash::default();
+        for l in &self.links {
+            h.write_u64(lock(l).trace.value());
+        }
+        for s in &self.switches {
+            h.write_u64(lock(&s.state).1.value());
+        }
+        for p in &self.hosts {
+            h.write_u64(lock(&p.rx).trace.value());
+        }
+        h.value()
+    }
+
+    /// The recorded events (see [`FabricBuilder::record`]) and how many did not fit.
+    pub fn events(&self) -> (Vec<Event>, u64) {
+        self.recorder.as_ref().map_or((Vec::new(), 0), |r| {
+            let r = lock(r);
+            (r.events.clone(), r.lost)
+        })
+    }
+}
+
+impl core::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("seed", &self.seed)
+            .field("ports", &self.hosts.len())
+            .field("switches", &self.switches.len())
+            .field("cables", &self.cables())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;
