@@ -189,7 +189,7 @@ impl Doorbell {
         if !(WINDOW_START..WINDOW_END).contains(&addr) {
             return Err(DoorbellError::NotDoorbell(addr));
         }
-        if addr % 4 != 0 {
+        if !addr.is_multiple_of(4) {
             return Err(DoorbellError::Unaligned(addr));
         }
         let queue = if config.multi_queue {
@@ -202,7 +202,7 @@ impl Doorbell {
         let fits = base
             .checked_add(size)
             .is_some_and(|end| end <= sram.len() - PAGE);
-        if base % size != 0 || !fits {
+        if !base.is_multiple_of(size) || !fits {
             return Err(DoorbellError::BadBase { queue, base, size });
         }
         let slot = base + self.write_pos[queue] * ENTRY_LEN;

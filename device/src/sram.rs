@@ -102,7 +102,7 @@ impl Sram {
 
     #[inline]
     fn aligned(addr: u32, align: u32) -> Result<(), SramError> {
-        if addr % align != 0 {
+        if !addr.is_multiple_of(align) {
             return Err(SramError::Misaligned { addr, align });
         }
         Ok(())

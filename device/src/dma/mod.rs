@@ -255,13 +255,13 @@ impl DmaController {
 
     /// Wakes a channel to (re)examine its current block. Harmless if already active.
     pub fn trigger(&mut self, channel: usize, now: Time) {
-        if let Some(c) = self.channels.get_mut(channel) {
-            if c.state != ChannelState::Active {
-                c.state = ChannelState::Active;
-                c.activated = now;
-                c.visits = 0;
-                c.cycle = Brent::default();
-            }
+        if let Some(c) = self.channels.get_mut(channel)
+            && c.state != ChannelState::Active
+        {
+            c.state = ChannelState::Active;
+            c.activated = now;
+            c.visits = 0;
+            c.cycle = Brent::default();
         }
     }
 

@@ -307,7 +307,8 @@ fn cycles_of_real_blocks_end_by_themselves() {
 #[test]
 fn bad_addresses_stop_the_channel_with_a_typed_error() {
     let sram_end = SramSize::Mib2.bytes();
-    let cases: Vec<(&str, DmaBlockRepr, fn(DmaError) -> bool)> = vec![
+    type Expect = fn(DmaError) -> bool;
+    let cases: Vec<(&str, DmaBlockRepr, Expect)> = vec![
         (
             "sram range",
             to_lanai(0x200, 16, sram_end - 8, HOST_BASE),

@@ -516,10 +516,10 @@ impl Fabric {
             rx.arrivals += 1;
             rx.heap.push(Queued(t, n));
         }
-        if host.has_waker.load(Ordering::Acquire) {
-            if let Some(thread) = lock(&host.waker).as_ref() {
-                thread.unpark();
-            }
+        if host.has_waker.load(Ordering::Acquire)
+            && let Some(thread) = lock(&host.waker).as_ref()
+        {
+            thread.unpark();
         }
     }
 
@@ -569,6 +569,14 @@ impl Fabric {
     pub fn next_arrival(&self, at: PortId) -> Option<Time> {
         let host = self.hosts.get(at.0 as usize)?;
         lock(&host.rx).heap.peek().map(|q| q.0.head)
+    }
+
+    /// How many packets have ever been queued at host port `at` (schedulers use it to
+    /// tell new arrivals from ones a node chose to leave waiting).
+    pub fn arrivals(&self, at: PortId) -> u64 {
+        self.hosts
+            .get(at.0 as usize)
+            .map_or(0, |h| lock(&h.rx).arrivals)
     }
 
     /// Packets waiting at host port `at`.

@@ -174,12 +174,12 @@ impl HostMemory {
                 "page size must be a power of two of at least 64",
             ));
         }
-        if len == 0 || len % page_size != 0 {
+        if len == 0 || !len.is_multiple_of(page_size) {
             return Err(HostMemError::Layout(
                 "length must be a non-zero multiple of the page size",
             ));
         }
-        if base % page_size as u64 != 0 || base.checked_add(len as u64).is_none() {
+        if !base.is_multiple_of(page_size as u64) || base.checked_add(len as u64).is_none() {
             return Err(HostMemError::Layout(
                 "base must be page-aligned and base + len must fit in 64 bits",
             ));
@@ -299,7 +299,7 @@ impl HostMemory {
     /// Makes `[offset, offset + len)` shared memory for poll words. Shared pages stay
     /// shared for the life of the region (the device may write them at any time).
     pub fn share(self: &Arc<Self>, offset: usize, len: usize) -> Result<SharedWords, HostMemError> {
-        if len % 4 != 0 {
+        if !len.is_multiple_of(4) {
             return Err(HostMemError::BadWord { offset: len });
         }
         self.take_free_pages(offset, len, SHARED)?;
@@ -334,7 +334,7 @@ impl HostMemory {
                     let in_page = p << self.page_shift;
                     let seg_start = offset.max(in_page);
                     let seg_end = (offset + len).min(in_page + self.page_size());
-                    if seg_start % 4 == 0 && (seg_end - seg_start) % 4 == 0 {
+                    if seg_start.is_multiple_of(4) && (seg_end - seg_start).is_multiple_of(4) {
                         continue;
                     }
                     self.end_device_access(pages.start, p);
@@ -673,7 +673,9 @@ impl SharedWords {
     }
 
     fn word(&self, byte_offset: usize) -> Result<&AtomicU32, HostMemError> {
-        if byte_offset % 4 != 0 || byte_offset.checked_add(4).is_none_or(|end| end > self.len) {
+        if !byte_offset.is_multiple_of(4)
+            || byte_offset.checked_add(4).is_none_or(|end| end > self.len)
+        {
             return Err(HostMemError::BadWord {
                 offset: byte_offset,
             });
