@@ -136,6 +136,7 @@ pub struct Board {
     pub(crate) host: Option<Arc<HostMemory>>,
     pub(crate) counters: BoardCounters,
     pub(crate) pci_command: u16,
+    pub(crate) lanai_starts: u64,
 }
 
 impl Board {
@@ -154,6 +155,7 @@ impl Board {
             host: None,
             counters: BoardCounters::default(),
             pci_command: config::COMMAND_MEMORY | config::COMMAND_BUS_MASTER,
+            lanai_starts: 0,
             config,
         }
     }
@@ -206,6 +208,12 @@ impl Board {
     /// The initialization state: the first missing step, or `None` when the LANai runs.
     pub fn missing_init_step(&self) -> Option<InitStep> {
         self.tracker.missing()
+    }
+
+    /// How many times the LANai has been let run: a control program that sees this change
+    /// was restarted and must boot again.
+    pub fn lanai_starts(&self) -> u64 {
+        self.lanai_starts
     }
 
     /// The LANai's clock in MHz.

@@ -218,6 +218,9 @@ impl Board {
         if effects.lanai_reset {
             self.reset_lanai();
         }
+        if effects.lanai_started {
+            self.lanai_starts += 1;
+        }
         for ch in 0..4 {
             if effects.dma_triggers & (1 << ch) != 0 {
                 self.dma.trigger(ch, now);

@@ -1,0 +1,681 @@
+//! The host-DMA state machine (seed 000, Data Flow; Appendix B, Host DMA State Machine).
+//!
+//! One engine moves data both ways, so it is scheduled: a pending receive first (the
+//! lowest latency for small packets, as seed 000 settled on), then a pending send if the
+//! tx pool has room. Every transfer is a short chain of control blocks in a ring on DMA
+//! channel 0: the channel sleeps on a terminal block; to start a transfer the MCP writes
+//! its blocks after that one, terminates the chain after them, makes the sleeping block
+//! valid last, and pulses the channel. Completion is the last block's T bit.
+//!
+//! A delivery to the host is one chain of three blocks: the payload into the channel's
+//! next posted host buffer, its length into the channel's poll structure, and the
+//! channel's new completion count into the poll word the host watches (seed 000: DMA
+//! notification instead of host polling of SRAM).
+
+use super::Mcp;
+use super::pool::{TxEntry, tx_buffer};
+use crate::frame::{ApiFrame, FrameError, FrameRepr, HEADER_LEN};
+use crate::hcb::{
+    self, DMA_RING, Layout, NUM_CHANNELS, RECV_SLOTS, SEND_SLOTS, counter, recv_chan, send_slot,
+};
+use myri_device::board::Lanai;
+use myri_device::dma::block::{FLAG_HOST_TO_LANAI, FLAG_TERMINAL, FLAG_WAKE};
+use myri_device::dma::{ChannelState, Direction};
+use myri_device::engines::RecvState;
+use myri_device::sram::SramError;
+use myri_device::time::Time;
+
+/// Spacing of blocks in the ring (a 24-byte block, 8-aligned).
+const STRIDE: u32 = 32;
+/// Byte offset of the poll structure's length array.
+pub const POLL_LENS: u32 = 16;
+
+/// One transfer of a chain.
+#[derive(Debug, Clone, Copy)]
+struct Transfer {
+    dir: Direction,
+    lar: u32,
+    len: u32,
+    host: u64,
+}
+
+/// The ring of control blocks on channel 0.
+#[derive(Debug)]
+struct DmaRing {
+    base: u32,
+    /// Free-running index of the block the channel sleeps on.
+    cur: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Pending,
+    Done,
+    Faulted,
+}
+
+impl DmaRing {
+    fn addr(&self, i: u32) -> u32 {
+        self.base + (i % DMA_RING) * STRIDE
+    }
+
+    /// Writes every block terminal, chained in a ring. The host points channel 0 at the
+    /// first before it shakes hands.
+    fn init(base: u32, l: &mut Lanai<'_>) -> Result<DmaRing, SramError> {
+        let ring = DmaRing { base, cur: 0 };
+        for i in 0..DMA_RING {
+            l.sram().fill(ring.addr(i), STRIDE as usize, 0)?;
+            l.sram()
+                .write_u32(ring.addr(i), ring.addr(i + 1) | FLAG_TERMINAL)?;
+        }
+        Ok(ring)
+    }
+
+    fn write_block(
+        &self,
+        l: &mut Lanai<'_>,
+        i: u32,
+        t: &Transfer,
+        next_word: u32,
+    ) -> Result<(), SramError> {
+        let at = self.addr(i);
+        let s = l.sram();
+        s.write_u32(at + 4, 0)?;
+        s.write_u32(at + 8, t.len)?;
+        s.write_u32(at + 12, t.lar)?;
+        s.write_u32(at + 16, (t.host >> 32) as u32)?;
+        s.write_u32(at + 20, t.host as u32)?;
+        s.write_u32(at, next_word)
+    }
+
+    /// Starts a chain; returns the ring indices of its first and last blocks.
+    fn issue(
+        &mut self,
+        l: &mut Lanai<'_>,
+        now: Time,
+        chain: &[Transfer],
+    ) -> Result<(u32, u32), SramError> {
+        let k = chain.len() as u32;
+        let (first, end) = (self.cur, self.cur + k);
+        l.sram()
+            .write_u32(self.addr(end), self.addr(end + 1) | FLAG_TERMINAL)?;
+        let word = |i: u32, t: &Transfer| {
+            let dir = if t.dir == Direction::HostToLanai {
+                FLAG_HOST_TO_LANAI
+            } else {
+                0
+            };
+            let wake = if i == k - 1 { FLAG_WAKE } else { 0 };
+            self.addr(first + i + 1) | dir | wake
+        };
+        // Later blocks first; the block the channel sleeps on becomes valid last.
+        for (i, t) in chain.iter().enumerate().rev() {
+            self.write_block(l, first + i as u32, t, word(i as u32, t))?;
+        }
+        l.pulse_dma(now, 0);
+        self.cur = end;
+        Ok((first, end - 1))
+    }
+
+    fn status(&self, l: &mut Lanai<'_>, last: u32) -> Status {
+        if let Some(ChannelState::Faulted(_)) = l.board().dma().state(0) {
+            return Status::Faulted;
+        }
+        match l.sram_ref().read_u32(self.addr(last)) {
+            Ok(w) if w & FLAG_TERMINAL != 0 => Status::Done,
+            Ok(_) => Status::Pending,
+            Err(_) => Status::Faulted,
+        }
+    }
+
+    /// After a fault: empties the chain's blocks so the channel skips them to the
+    /// terminal block, and wakes it.
+    fn skip(&self, l: &mut Lanai<'_>, now: Time, first: u32, last: u32) {
+        for i in first..=last {
+            let _ = l.sram().write_u32(self.addr(i) + 8, 0);
+        }
+        l.pulse_dma(now, 0);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Idle,
+    /// Bringing a send slot's payload into a tx pool buffer.
+    FromHost {
+        slot: u32,
+        entry: TxEntry,
+        pushed: bool,
+        first: u32,
+        last: u32,
+    },
+    /// Delivering the rx pool's oldest packet (the rest of it, if `overlapped`).
+    ToHost {
+        chan: u8,
+        overlapped: bool,
+        first: u32,
+        last: u32,
+    },
+    /// Overlapped receive: copying a packet to the host while it arrives.
+    Follow {
+        chan: u8,
+        buf: u32,
+        host: u64,
+        capacity: u32,
+        copied: u32,
+        epoch: u64,
+        inflight: Option<(u32, u32, u32)>,
+    },
+}
+
+/// The host-DMA state machine's state, and the send and receive channel bookkeeping it
+/// owns (it is the one that consumes slots and posted buffers).
+pub struct HostDma {
+    ring: DmaRing,
+    op: Op,
+    /// Send slots dequeued (free-running; mirrored to the HCB's HEAD).
+    head: u32,
+    /// Send slots finished with (free-running; mirrored to SENT).
+    sent: u32,
+    slot_done: [bool; SEND_SLOTS as usize],
+    /// Buffers filled per receive channel (mirrored to DONE).
+    done: [u32; NUM_CHANNELS],
+}
+
+impl HostDma {
+    /// Sets up the DMA ring.
+    pub fn new(layout: &Layout, l: &mut Lanai<'_>) -> Result<HostDma, SramError> {
+        Ok(HostDma {
+            ring: DmaRing::init(layout.dma_ring, l)?,
+            op: Op::Idle,
+            head: 0,
+            sent: 0,
+            slot_done: [false; SEND_SLOTS as usize],
+            done: [0; NUM_CHANNELS],
+        })
+    }
+
+    /// How much of an overlapped entry's payload has arrived in SRAM, and whether all of it
+    /// has (the live host-DMA pointer the send DMA follows).
+    pub fn fill(&self, entry: &TxEntry, now: Time, l: &Lanai<'_>) -> (u32, bool) {
+        match self.op {
+            Op::FromHost { entry: e, .. } if e.frame == entry.frame => {
+                let done = l
+                    .dma_progress(now)
+                    .filter(|p| p.channel == 0)
+                    .map_or(0, |p| p.done);
+                (entry.inline + done, false)
+            }
+            _ => (entry.len, true),
+        }
+    }
+}
+
+fn hcb_read(l: &Lanai<'_>, at: u32) -> u32 {
+    l.sram_ref().read_u32(at).unwrap_or(0)
+}
+
+/// Marks send slot `slot` finished and advances SENT over every finished slot in order.
+pub fn slot_done(mcp: &mut Mcp, l: &mut Lanai<'_>, slot: u32) {
+    let h = &mut mcp.host;
+    h.slot_done[(slot % SEND_SLOTS) as usize] = true;
+    while h.slot_done[(h.sent % SEND_SLOTS) as usize] && h.sent != h.head {
+        h.slot_done[(h.sent % SEND_SLOTS) as usize] = false;
+        h.sent = h.sent.wrapping_add(1);
+    }
+    let _ = l.sram().write_u32(mcp.layout.send + 8, h.sent);
+}
+
+/// Runs the host-DMA state machine one step. Returns whether it made progress.
+pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    match mcp.host.op {
+        Op::Idle => to_host(mcp, now, l) || follow_start(mcp, now, l) || from_host(mcp, now, l),
+        Op::FromHost {
+            slot,
+            entry,
+            pushed,
+            first,
+            last,
+        } => match mcp.host.ring.status(l, last) {
+            Status::Pending => false,
+            Status::Done => {
+                mcp.host.op = Op::Idle;
+                slot_done(mcp, l, slot);
+                if !pushed {
+                    mcp.tx.push(entry);
+                }
+                true
+            }
+            Status::Faulted => {
+                mcp.host.ring.skip(l, now, first, last);
+                mcp.host.op = Op::Idle;
+                mcp.count(counter::DMA_FAULTS);
+                mcp.count(counter::SEND_ERRORS);
+                if pushed {
+                    // The send DMA sends nothing of an overlapped packet before its data
+                    // arrives; mark it so it is dropped.
+                    if let Some(e) = mcp.tx.head_mut().filter(|e| e.frame == entry.frame) {
+                        e.aborted = true;
+                    }
+                }
+                slot_done(mcp, l, slot);
+                true
+            }
+        },
+        Op::ToHost {
+            chan,
+            overlapped,
+            first,
+            last,
+        } => match mcp.host.ring.status(l, last) {
+            Status::Pending => false,
+            Status::Done => {
+                mcp.host.op = Op::Idle;
+                mcp.recv.rx.pop();
+                let c = usize::from(chan);
+                mcp.host.done[c] = mcp.host.done[c].wrapping_add(1);
+                let _ = l.sram().write_u32(
+                    mcp.layout.recv_chan(u32::from(chan)) + recv_chan::DONE,
+                    mcp.host.done[c],
+                );
+                mcp.count(counter::DELIVERED);
+                if overlapped {
+                    mcp.count(counter::OVERLAPPED_RECVS);
+                }
+                true
+            }
+            Status::Faulted => {
+                mcp.host.ring.skip(l, now, first, last);
+                mcp.host.op = Op::Idle;
+                mcp.recv.rx.pop();
+                mcp.count(counter::DMA_FAULTS);
+                true
+            }
+        },
+        Op::Follow { .. } => follow_step(mcp, now, l),
+    }
+}
+
+/// Where a packet for `chan` would go: the next posted descriptor and the poll structure.
+struct Target {
+    host: u64,
+    capacity: u32,
+    poll: u64,
+    done: u32,
+}
+
+/// Checks a frame header and its channel. `Ok(None)`: the channel has no posted buffer
+/// yet (wait). `Err(c)`: drop the packet, counting `c`.
+fn target(mcp: &Mcp, l: &Lanai<'_>, header: &[u8]) -> Result<Option<(u8, Target)>, u32> {
+    let frame = ApiFrame::new_checked(header).map_err(|_| counter::DROP_LENGTH)?;
+    let repr = FrameRepr::parse(&frame).map_err(|e| match e {
+        FrameError::Truncated(_) => counter::DROP_LENGTH,
+        FrameError::WrongType(_) => counter::DROP_TYPE,
+        FrameError::UnknownSubtype(_) => counter::DROP_SUBTYPE,
+    })?;
+    let chan = u32::from(repr.chan);
+    if chan >= NUM_CHANNELS as u32 {
+        return Err(counter::DROP_CHANNEL);
+    }
+    let c = mcp.layout.recv_chan(chan);
+    if hcb_read(l, c + recv_chan::STATE) != 1 {
+        return Err(counter::DROP_CHANNEL);
+    }
+    let done = mcp.host.done[chan as usize];
+    let posted = hcb_read(l, c + recv_chan::POSTED).wrapping_sub(done);
+    if posted == 0 {
+        return Ok(None);
+    }
+    if posted > RECV_SLOTS {
+        // The host claims more buffers than there are descriptors: its queue is corrupt.
+        return Err(counter::DROP_CHANNEL);
+    }
+    let d = mcp.layout.recv_slot(chan, done);
+    let host = (u64::from(hcb_read(l, d)) << 32) | u64::from(hcb_read(l, d + 4));
+    let capacity = hcb_read(l, d + 8);
+    let poll = (u64::from(hcb_read(l, c + recv_chan::POLL_HI)) << 32)
+        | u64::from(hcb_read(l, c + recv_chan::POLL_LO));
+    Ok(Some((
+        repr.chan,
+        Target {
+            host,
+            capacity,
+            poll,
+            done,
+        },
+    )))
+}
+
+/// The chain that finishes a delivery: the payload bytes from `copied` on, the length
+/// word and the count word.
+fn deliver_chain(
+    mcp: &Mcp,
+    l: &mut Lanai<'_>,
+    buf: u32,
+    payload: u32,
+    copied: u32,
+    t: &Target,
+) -> Option<smallvec::SmallVec<[Transfer; 3]>> {
+    let scratch = mcp.layout.scratch;
+    l.sram().write_u32(scratch, payload).ok()?;
+    l.sram()
+        .write_u32(scratch + 4, t.done.wrapping_add(1))
+        .ok()?;
+    let mut chain = smallvec::SmallVec::new();
+    if payload > copied {
+        let lar = buf + HEADER_LEN as u32 + copied;
+        chain.push(Transfer {
+            dir: Direction::LanaiToHost,
+            lar,
+            len: payload - copied,
+            host: t.host + u64::from(copied),
+        });
+    }
+    let lens = t.poll + u64::from(POLL_LENS + 4 * (t.done % RECV_SLOTS));
+    chain.push(Transfer {
+        dir: Direction::LanaiToHost,
+        lar: scratch,
+        len: 4,
+        host: lens,
+    });
+    chain.push(Transfer {
+        dir: Direction::LanaiToHost,
+        lar: scratch + 4,
+        len: 4,
+        host: t.poll,
+    });
+    Some(chain)
+}
+
+/// Starts delivering the rx pool's oldest packet, or drops it.
+fn to_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    let Some(e) = mcp.recv.rx.head() else {
+        return false;
+    };
+    let header = l
+        .sram_ref()
+        .slice(e.buf, (e.len as usize).min(HEADER_LEN))
+        .unwrap_or(&[])
+        .to_vec();
+    let (chan, t) = match target(mcp, l, &header) {
+        Ok(Some(x)) => x,
+        Ok(None) => return false,
+        Err(c) => {
+            mcp.recv.rx.pop();
+            mcp.count(c);
+            return true;
+        }
+    };
+    let payload = e.len - HEADER_LEN as u32;
+    if payload > t.capacity || payload as usize > hcb::MAX_PAYLOAD {
+        mcp.recv.rx.pop();
+        mcp.count(counter::DROP_LENGTH);
+        return true;
+    }
+    let Some(chain) = deliver_chain(mcp, l, e.buf, payload, 0, &t) else {
+        return false;
+    };
+    match mcp.host.ring.issue(l, now, &chain) {
+        Ok((first, last)) => {
+            mcp.host.op = Op::ToHost {
+                chan,
+                overlapped: false,
+                first,
+                last,
+            }
+        }
+        Err(_) => return false,
+    }
+    true
+}
+
+/// Overlapped receive (polled mode only): start copying a packet to the host while it is
+/// still arriving, once enough of it is in.
+fn follow_start(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    if mcp.config.recv_mode != super::RecvMode::Polled || !mcp.recv.rx.is_empty() {
+        return false;
+    }
+    let RecvState::Receiving { start, .. } = l.recv_state() else {
+        return false;
+    };
+    let have = l.recv_pointer(now).saturating_sub(start);
+    if have < HEADER_LEN as u32 + mcp.config.overlap_threshold {
+        return false;
+    }
+    let header = l
+        .sram_ref()
+        .slice(start, HEADER_LEN)
+        .unwrap_or(&[])
+        .to_vec();
+    let Ok(Some((chan, t))) = target(mcp, l, &header) else {
+        return false;
+    };
+    let n = (have - HEADER_LEN as u32) & !3;
+    if n > t.capacity {
+        return false;
+    }
+    let chunk = Transfer {
+        dir: Direction::LanaiToHost,
+        lar: start + HEADER_LEN as u32,
+        len: n,
+        host: t.host,
+    };
+    let Ok((first, last)) = mcp.host.ring.issue(l, now, &[chunk]) else {
+        return false;
+    };
+    let epoch = mcp.recv.epoch();
+    mcp.host.op = Op::Follow {
+        chan,
+        buf: start,
+        host: t.host,
+        capacity: t.capacity,
+        copied: 0,
+        epoch,
+        inflight: Some((first, last, n)),
+    };
+    true
+}
+
+fn follow_step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    let Op::Follow {
+        chan,
+        buf,
+        host,
+        capacity,
+        mut copied,
+        epoch,
+        inflight,
+    } = mcp.host.op
+    else {
+        return false;
+    };
+    if let Some((first, last, n)) = inflight {
+        match mcp.host.ring.status(l, last) {
+            Status::Pending => return false,
+            Status::Faulted => {
+                // Give up following; the ordinary path delivers the packet from the start.
+                mcp.host.ring.skip(l, now, first, last);
+                mcp.count(counter::DMA_FAULTS);
+                mcp.host.op = Op::Idle;
+                return true;
+            }
+            Status::Done => copied += n,
+        }
+    }
+    if mcp.recv.epoch() != epoch {
+        // The packet has finished arriving: queued at the head of the rx pool, or dropped.
+        mcp.host.op = Op::Idle;
+        let Some(e) = mcp
+            .recv
+            .rx
+            .head()
+            .filter(|e| e.buf == buf && e.epoch == epoch + 1)
+        else {
+            return true;
+        };
+        let payload = e.len - HEADER_LEN as u32;
+        if payload > capacity {
+            mcp.recv.rx.pop();
+            mcp.count(counter::DROP_LENGTH);
+            return true;
+        }
+        let c = mcp.layout.recv_chan(u32::from(chan));
+        let poll = (u64::from(hcb_read(l, c + recv_chan::POLL_HI)) << 32)
+            | u64::from(hcb_read(l, c + recv_chan::POLL_LO));
+        let t = Target {
+            host,
+            capacity,
+            poll,
+            done: mcp.host.done[usize::from(chan)],
+        };
+        let Some(chain) = deliver_chain(mcp, l, buf, payload, copied, &t) else {
+            return true;
+        };
+        if let Ok((first, last)) = mcp.host.ring.issue(l, now, &chain) {
+            mcp.host.op = Op::ToHost {
+                chan,
+                overlapped: true,
+                first,
+                last,
+            };
+        }
+        return true;
+    }
+    let avail = (l.recv_pointer(now).saturating_sub(buf + HEADER_LEN as u32) & !3).min(capacity);
+    let mut next = Op::Follow {
+        chan,
+        buf,
+        host,
+        capacity,
+        copied,
+        epoch,
+        inflight: None,
+    };
+    if avail >= copied + mcp.config.overlap_chunk {
+        let chunk = Transfer {
+            dir: Direction::LanaiToHost,
+            lar: buf + HEADER_LEN as u32 + copied,
+            len: avail - copied,
+            host: host + u64::from(copied),
+        };
+        if let Ok((first, last)) = mcp.host.ring.issue(l, now, &[chunk]) {
+            next = Op::Follow {
+                chan,
+                buf,
+                host,
+                capacity,
+                copied,
+                epoch,
+                inflight: Some((first, last, avail - copied)),
+            };
+        }
+    }
+    let progressed = inflight.is_some()
+        || matches!(
+            next,
+            Op::Follow {
+                inflight: Some(_),
+                ..
+            }
+        );
+    mcp.host.op = next;
+    progressed
+}
+
+/// Takes the next send-channel slot.
+fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    if mcp.tx.is_full() {
+        return false;
+    }
+    let send = mcp.layout.send;
+    let head = mcp.host.head;
+    if hcb_read(l, send) == head {
+        return false;
+    }
+    let slot = mcp.layout.send_slot(head);
+    let read = |o: u32| hcb_read(l, slot + o);
+    let (flags, len, chan, route, inline) = (
+        read(send_slot::FLAGS),
+        read(send_slot::LEN),
+        read(send_slot::CHAN),
+        read(send_slot::ROUTE),
+        read(send_slot::INLINE_LEN),
+    );
+    let host = (u64::from(read(send_slot::HOST_HI)) << 32) | u64::from(read(send_slot::HOST_LO));
+    mcp.host.head = head.wrapping_add(1);
+    let _ = l.sram().write_u32(send + 4, mcp.host.head);
+
+    let pio = flags & hcb::slot_flags::PIO != 0;
+    let route_ok = route < hcb::NUM_ROUTES && hcb_read(l, mcp.layout.route(route)) & 1 == 1;
+    let sizes_ok = if pio {
+        len as usize <= hcb::PIO_MAX && inline == 0
+    } else {
+        len as usize <= hcb::MAX_PAYLOAD && inline as usize <= hcb::PIO_MAX
+    };
+    if !route_ok || !sizes_ok || chan > 0xFF {
+        mcp.count(counter::SEND_ERRORS);
+        slot_done(mcp, l, head);
+        return true;
+    }
+    let chan = chan as u8;
+    if pio {
+        let frame = mcp.layout.pio_buf(head) + hcb::ROUTE_AREA;
+        mcp.tx.push(TxEntry {
+            frame,
+            len,
+            chan,
+            route,
+            slot: head,
+            pio: true,
+            overlapped: false,
+            inline: 0,
+            aborted: false,
+        });
+        return true;
+    }
+    let frame = tx_buffer(&mcp.layout, mcp.tx.incoming()) + hcb::ROUTE_AREA;
+    let data = frame + HEADER_LEN as u32;
+    if inline > 0 {
+        let from = mcp.layout.pio_buf(head) + hcb::ROUTE_AREA + HEADER_LEN as u32;
+        let _ = l.sram().copy_within(from, data, inline as usize);
+    }
+    let overlapped = mcp.tx.is_empty() && len >= mcp.config.overlap_threshold;
+    let entry = TxEntry {
+        frame,
+        len: inline + len,
+        chan,
+        route,
+        slot: head,
+        pio: false,
+        overlapped,
+        inline,
+        aborted: false,
+    };
+    if len == 0 {
+        mcp.tx.push(entry);
+        slot_done(mcp, l, head);
+        return true;
+    }
+    let t = Transfer {
+        dir: Direction::HostToLanai,
+        lar: data + inline,
+        len,
+        host,
+    };
+    let Ok((first, last)) = mcp.host.ring.issue(l, now, &[t]) else {
+        mcp.count(counter::SEND_ERRORS);
+        slot_done(mcp, l, head);
+        return true;
+    };
+    if overlapped {
+        mcp.tx.push(entry);
+    }
+    mcp.host.op = Op::FromHost {
+        slot: head,
+        entry,
+        pushed: overlapped,
+        first,
+        last,
+    };
+    true
+}

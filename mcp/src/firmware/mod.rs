@@ -1,0 +1,258 @@
+//! The Myrinet Control Program: the firmware that runs on the board's LANai (seed 000,
+//! MCP Overview, MCP Features, Data Flow, Sending, Receiving, Appendix B).
+//!
+//! Three state machines, one per DMA engine, share two pools of SRAM buffers:
+//!
+//! * **host DMA** ([`host_dma`]) moves packets between host memory and the pools with the
+//!   board's DMA controller (channel 0, a ring of control blocks). Receives go first: it
+//!   takes the oldest packet of the rx pool to its channel's next posted host buffer, then
+//!   DMAs the length and the channel's completion count to the host's poll words. Otherwise
+//!   it takes the next send-channel slot: a PIO slot needs no DMA; a DMA slot is brought
+//!   into a tx pool buffer, overlapped with the send DMA when the tx pool was empty and the
+//!   packet is large.
+//! * **send DMA** ([`send`]) sends the oldest tx pool packet: the route (placed with the
+//!   send alignment so it ends where the word-aligned frame starts), then the frame, or,
+//!   when overlapped, the frame chunk by chunk behind the live host-DMA pointer.
+//! * **receive DMA** ([`recv`]) keeps the receive engine always armed with an rx pool
+//!   buffer and never blocks the network: with the pool full, the packet is dropped and
+//!   counted. It runs from the interrupt (RECV_INT/BUFF_INT unmasked, serviced before
+//!   anything else) or polled (in its turn, which also allows overlapped receive).
+//!
+//! The MCP is stepped by [`Mcp::poll`]: inline by the host's progress calls, on a thread of
+//! its own, or under the deterministic scheduler. It never reads a clock.
+
+pub mod host_dma;
+pub mod pool;
+pub mod recv;
+pub mod send;
+
+use crate::hcb::{self, HCB_PTR, IMAGE_MAGIC, Layout, counter, off, state};
+use myri_device::board::Lanai;
+use myri_device::time::Time;
+use pool::{Ring, TxEntry};
+
+/// How the receive DMA is driven (seed 000, Receiving).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecvMode {
+    /// RECV_INT and BUFF_INT unmasked; received packets are handled before anything else.
+    Interrupt,
+    /// Handled in the main loop's turn; allows overlapped receive.
+    Polled,
+}
+
+/// The control program's settings, carried in its image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct McpConfig {
+    /// Interrupt-driven or polled receive.
+    pub recv_mode: RecvMode,
+    /// Payloads up to this many bytes go by PIO (at most [`hcb::PIO_MAX`]).
+    pub pio_threshold: u32,
+    /// Payloads of at least this many bytes use overlapped send and receive.
+    pub overlap_threshold: u32,
+    /// The least a follower DMA moves at a time in overlapped mode (a multiple of 4).
+    pub overlap_chunk: u32,
+    /// A broken image that never answers the host's handshake (for testing the host).
+    pub mute: bool,
+}
+
+impl Default for McpConfig {
+    fn default() -> McpConfig {
+        McpConfig {
+            recv_mode: RecvMode::Interrupt,
+            pio_threshold: 256,
+            overlap_threshold: 2048,
+            overlap_chunk: 1024,
+            mute: false,
+        }
+    }
+}
+
+/// Word offsets of the image header at SRAM 0.
+mod image {
+    pub const MAGIC: u32 = 0x0;
+    pub const FLAGS: u32 = 0x4;
+    pub const PIO: u32 = 0x10;
+    pub const OVERLAP: u32 = 0x14;
+    pub const CHUNK: u32 = 0x18;
+    pub const LEN: usize = 0x20;
+    pub const FLAG_POLLED: u32 = 1;
+    pub const FLAG_MUTE: u32 = 2;
+}
+
+impl McpConfig {
+    /// The image the host loads into SRAM at step 17 of the initialization: a header with
+    /// this configuration. The word at [`HCB_PTR`] is zero until the MCP sets it.
+    pub fn image(&self) -> Vec<u8> {
+        let mut b = vec![0u8; image::LEN];
+        let mut put =
+            |at: u32, v: u32| b[at as usize..at as usize + 4].copy_from_slice(&v.to_be_bytes());
+        put(image::MAGIC, IMAGE_MAGIC);
+        let mut flags = 0;
+        if self.recv_mode == RecvMode::Polled {
+            flags |= image::FLAG_POLLED;
+        }
+        if self.mute {
+            flags |= image::FLAG_MUTE;
+        }
+        put(image::FLAGS, flags);
+        put(image::PIO, self.pio_threshold);
+        put(image::OVERLAP, self.overlap_threshold);
+        put(image::CHUNK, self.overlap_chunk);
+        b
+    }
+
+    /// Reads the configuration from an image in SRAM, clamping nonsense to sane values.
+    fn from_sram(l: &Lanai<'_>) -> Option<McpConfig> {
+        let s = l.sram_ref();
+        if s.read_u32(image::MAGIC).ok()? != IMAGE_MAGIC {
+            return None;
+        }
+        let flags = s.read_u32(image::FLAGS).ok()?;
+        Some(McpConfig {
+            recv_mode: if flags & image::FLAG_POLLED != 0 {
+                RecvMode::Polled
+            } else {
+                RecvMode::Interrupt
+            },
+            pio_threshold: s.read_u32(image::PIO).ok()?.min(hcb::PIO_MAX as u32),
+            overlap_threshold: s.read_u32(image::OVERLAP).ok()?.max(hcb::recv_chan::SLOTS),
+            overlap_chunk: (s.read_u32(image::CHUNK).ok()?.max(64)) & !3,
+            mute: flags & image::FLAG_MUTE != 0,
+        })
+    }
+}
+
+/// The MCP's counters, mirrored into the HCB for the host to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct McpCounters {
+    /// Raw values, indexed by [`hcb::counter`].
+    pub values: [u32; counter::COUNT as usize],
+}
+
+impl McpCounters {
+    /// One counter.
+    pub fn get(&self, c: u32) -> u32 {
+        self.values[c as usize]
+    }
+}
+
+/// The running control program.
+pub struct Mcp {
+    layout: Layout,
+    config: McpConfig,
+    counters: McpCounters,
+    dirty: u32,
+    host: host_dma::HostDma,
+    send: send::SendDma,
+    recv: recv::RecvDma,
+    tx: Ring<TxEntry>,
+    running: bool,
+}
+
+impl Mcp {
+    /// Boots from the image in SRAM: sets up the HCB, the DMA ring and the receive DMA, and
+    /// publishes the HCB address. `None` if SRAM holds no MCP image (the LANai then runs
+    /// nothing useful, and the host's handshake will time out).
+    pub fn boot(l: &mut Lanai<'_>) -> Option<Mcp> {
+        let config = McpConfig::from_sram(l)?;
+        let layout = Layout::new(l.sram_ref().len())?;
+        hcb::initialize(l.sram(), &layout).ok()?;
+        let host = host_dma::HostDma::new(&layout, l).ok()?;
+        let mut recv = recv::RecvDma::new(&layout);
+        recv.start(l, config.recv_mode);
+        l.sram()
+            .write_u32(layout.base + off::MCP_STATE, state::READY)
+            .ok()?;
+        l.sram().write_u32(HCB_PTR, layout.base).ok()?;
+        Some(Mcp {
+            layout,
+            config,
+            counters: McpCounters::default(),
+            dirty: 0,
+            host,
+            send: send::SendDma::default(),
+            recv,
+            tx: Ring::new(hcb::TX_POOL),
+            running: false,
+        })
+    }
+
+    /// The configuration read from the image.
+    pub fn config(&self) -> &McpConfig {
+        &self.config
+    }
+
+    /// The SRAM layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> McpCounters {
+        self.counters
+    }
+
+    pub(crate) fn count(&mut self, c: u32) {
+        self.counters.values[c as usize] = self.counters.values[c as usize].wrapping_add(1);
+        self.dirty |= 1 << c;
+    }
+
+    fn flush_counters(&mut self, l: &mut Lanai<'_>) {
+        while self.dirty != 0 {
+            let c = self.dirty.trailing_zeros();
+            self.dirty &= !(1 << c);
+            let _ = l
+                .sram()
+                .write_u32(self.layout.counter(c), self.counters.values[c as usize]);
+        }
+    }
+
+    /// Answers a host's handshake: a host writes a nonce and `HELLO`; the MCP writes the
+    /// nonce's complement and `RUNNING`.
+    fn handshake(&mut self, l: &mut Lanai<'_>) {
+        let at = self.layout.base;
+        if l.sram_ref().read_u32(at + off::MCP_STATE) == Ok(state::HELLO) && !self.config.mute {
+            let nonce = l.sram_ref().read_u32(at + off::HANDSHAKE).unwrap_or(0);
+            let _ = l.sram().write_u32(at + off::HANDSHAKE, !nonce);
+            let _ = l.sram().write_u32(at + off::MCP_STATE, state::RUNNING);
+            self.running = true;
+        }
+    }
+
+    /// Whether a host has completed a handshake.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// Runs the control program at `now` until it has nothing more to do right away.
+    /// Returns whether it did anything (the threaded runner spins while it does).
+    pub fn poll(&mut self, now: Time, l: &mut Lanai<'_>) -> bool {
+        l.advance(now);
+        self.handshake(l);
+        if !self.running {
+            // Until a host has shaken hands (and so set up the DMA channel pointer), only
+            // keep the network drained.
+            let worked = recv::service(self, now, l, false);
+            self.flush_counters(l);
+            return worked;
+        }
+        let mut worked = false;
+        for _ in 0..64 {
+            let mut progress = false;
+            let interrupt = self.config.recv_mode == RecvMode::Interrupt;
+            progress |= recv::service(self, now, l, interrupt);
+            progress |= host_dma::step(self, now, l);
+            progress |= send::step(self, now, l);
+            l.advance(now);
+            if !progress {
+                break;
+            }
+            worked = true;
+        }
+        self.flush_counters(l);
+        worked
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,368 @@
+//! The host communications block (seed 000, Host Communications Block) and the SRAM map.
+//!
+//! The HCB is the only thing the host and the control program share: a structure in SRAM
+//! whose address the MCP publishes at the fixed location [`HCB_PTR`] (word 3 of the image,
+//! where seed 000's `crts0.s` keeps `_hcb_ptr`). Every field is a big-endian 32-bit word.
+//!
+//! ```text
+//! +0      SIG_START  'HCB<'                 signature, start
+//! +4      MCP_STATE                         handshake state (see [`state`])
+//! +8      HANDSHAKE                         nonce written by the host, echoed by the MCP
+//! +12     VERSION
+//! +16     geometry: channels, send slots, recv slots, routes, pio max, max payload
+//! +64     counters: MCP_COUNTERS words, written by the MCP
+//! SEND    send channel: TAIL (host), HEAD (MCP), SENT (MCP), then SEND_SLOTS slots of
+//!         SLOT_LEN bytes: FLAGS, LEN, CHAN, ROUTE, HOST_HI, HOST_LO, INLINE_LEN, SEQ
+//! PIO     SEND_SLOTS PIO buffers of PIO_BUF bytes: route area, frame header, payload
+//! MID     SIG_MIDDLE 'HCB|'
+//! RECV    NUM_CHANNELS channels: STATE, POLL_HI, POLL_LO, POSTED (host), DONE (MCP),
+//!         then RECV_SLOTS descriptors of HOST_HI, HOST_LO, CAPACITY, pad
+//! ROUTES  NUM_ROUTES entries of ROUTE_ENTRY bytes: VALID, LEN, 32 route bytes
+//! END     SIG_END 'HCB>'
+//! ```
+//!
+//! Queue indices are free-running `u32` counters (wrapping), so full and empty differ:
+//! `tail - head == slots` is full, `tail == head` is empty. Sizes are powers of two or sums
+//! of two, as seed 000 recommends (the LANai has no multiply).
+
+use myri_device::sram::{Sram, SramError};
+
+/// SRAM address of the word holding the HCB's address (`_hcb_ptr` in `crts0.s`).
+pub const HCB_PTR: u32 = 0xC;
+/// Where the MCP puts the HCB.
+pub const HCB_BASE: u32 = 0x1000;
+
+/// The first word of an MCP image: 'MCP0'.
+pub const IMAGE_MAGIC: u32 = 0x4D43_5030;
+
+/// Signature at the start of the HCB.
+pub const SIG_START: u32 = 0x4843_423C;
+/// Signature in the middle of the HCB.
+pub const SIG_MIDDLE: u32 = 0x4843_427C;
+/// Signature at the end of the HCB.
+pub const SIG_END: u32 = 0x4843_423E;
+/// Layout version.
+pub const VERSION: u32 = 1;
+
+/// Number of receive channels (`MYRI_API0_NUM_CHANNELS`).
+pub const NUM_CHANNELS: usize = 8;
+/// Slots in the send channel.
+pub const SEND_SLOTS: u32 = 16;
+/// Buffer descriptors per receive channel.
+pub const RECV_SLOTS: u32 = 64;
+/// Entries in the route table.
+pub const NUM_ROUTES: u32 = 64;
+/// Longest route a table entry holds.
+pub const MAX_ROUTE: usize = 32;
+/// Largest application payload of one packet.
+pub const MAX_PAYLOAD: usize = 8192;
+/// Room before the frame header in every SRAM packet buffer: routes are laid out so they
+/// end exactly here, and the send alignment skips what precedes them (seed 000, Sending).
+pub const ROUTE_AREA: u32 = MAX_ROUTE as u32;
+/// Largest payload sent by programmed I/O through a PIO buffer.
+pub const PIO_MAX: usize = 512;
+/// Size of a PIO buffer: route area, frame header, payload.
+pub const PIO_BUF: u32 = 1024;
+/// Size of a buffer in the tx and rx pools: route area, frame header, payload, slack.
+pub const POOL_BUF: u32 = 8448;
+
+/// Handshake states in `MCP_STATE`.
+pub mod state {
+    /// The HCB is not initialized.
+    pub const BOOTING: u32 = 0;
+    /// The MCP has initialized the HCB and waits for a host.
+    pub const READY: u32 = 1;
+    /// A host wrote a nonce and asks the MCP to answer.
+    pub const HELLO: u32 = 2;
+    /// The MCP echoed the nonce: running.
+    pub const RUNNING: u32 = 3;
+}
+
+/// Word offsets of the header fields.
+pub mod off {
+    /// Start signature.
+    pub const SIG_START: u32 = 0;
+    /// Handshake state.
+    pub const MCP_STATE: u32 = 4;
+    /// Handshake nonce.
+    pub const HANDSHAKE: u32 = 8;
+    /// Layout version.
+    pub const VERSION: u32 = 12;
+    /// Number of receive channels.
+    pub const NUM_CHANNELS: u32 = 16;
+    /// Send slots.
+    pub const SEND_SLOTS: u32 = 20;
+    /// Receive slots per channel.
+    pub const RECV_SLOTS: u32 = 24;
+    /// Route table entries.
+    pub const NUM_ROUTES: u32 = 28;
+    /// Largest PIO payload.
+    pub const PIO_MAX: u32 = 32;
+    /// Largest payload.
+    pub const MAX_PAYLOAD: u32 = 36;
+    /// First counter word.
+    pub const COUNTERS: u32 = 64;
+}
+
+/// Send-slot flags.
+pub mod slot_flags {
+    /// The payload is in the slot's PIO buffer.
+    pub const PIO: u32 = 1;
+}
+
+/// Word offsets within a send slot.
+pub mod send_slot {
+    /// Flags.
+    pub const FLAGS: u32 = 0;
+    /// Payload length.
+    pub const LEN: u32 = 4;
+    /// Destination channel.
+    pub const CHAN: u32 = 8;
+    /// Route id.
+    pub const ROUTE: u32 = 12;
+    /// High 32 bits of the payload's bus address.
+    pub const HOST_HI: u32 = 16;
+    /// Low 32 bits.
+    pub const HOST_LO: u32 = 20;
+    /// Bytes of inline header in the PIO buffer before a DMA'd payload.
+    pub const INLINE_LEN: u32 = 24;
+    /// Host's sequence number of the send (diagnostics).
+    pub const SEQ: u32 = 28;
+    /// Size of a slot.
+    pub const LEN_OF_SLOT: u32 = 32;
+}
+
+/// Word offsets within a receive channel.
+pub mod recv_chan {
+    /// 1 when the host has initialized the channel.
+    pub const STATE: u32 = 0;
+    /// High 32 bits of the poll structure's bus address.
+    pub const POLL_HI: u32 = 4;
+    /// Low 32 bits.
+    pub const POLL_LO: u32 = 8;
+    /// Buffers posted by the host (free-running).
+    pub const POSTED: u32 = 12;
+    /// Buffers the MCP has filled (free-running).
+    pub const DONE: u32 = 16;
+    /// First buffer descriptor.
+    pub const SLOTS: u32 = 32;
+    /// Size of a descriptor: HOST_HI, HOST_LO, CAPACITY, pad.
+    pub const SLOT_LEN: u32 = 16;
+}
+
+/// Counter indices in the HCB's counter block, written by the MCP.
+pub mod counter {
+    /// Packets sent to the network.
+    pub const SENT: u32 = 0;
+    /// Of those, sent by PIO.
+    pub const PIO_SENDS: u32 = 1;
+    /// Of those, sent with send-DMA overlapped with the host DMA.
+    pub const OVERLAPPED_SENDS: u32 = 2;
+    /// Packets delivered into host buffers.
+    pub const DELIVERED: u32 = 3;
+    /// Of those, delivered with host DMA overlapped with the receive.
+    pub const OVERLAPPED_RECVS: u32 = 4;
+    /// Received packets dropped because the rx pool was full.
+    pub const DROP_RX_FULL: u32 = 5;
+    /// Dropped: not CRL's packet type.
+    pub const DROP_TYPE: u32 = 6;
+    /// Dropped: unknown subtype.
+    pub const DROP_SUBTYPE: u32 = 7;
+    /// Dropped: channel out of range or not initialized.
+    pub const DROP_CHANNEL: u32 = 8;
+    /// Dropped: shorter than a frame header, or longer than a receive buffer.
+    pub const DROP_LENGTH: u32 = 9;
+    /// Dropped: cut short by the receive buffer (overrun).
+    pub const DROP_OVERRUN: u32 = 10;
+    /// Send slots refused: bad route id, bad length or channel, host DMA fault.
+    pub const SEND_ERRORS: u32 = 11;
+    /// Host DMA faults.
+    pub const DMA_FAULTS: u32 = 12;
+    /// Packets received off the network.
+    pub const RECEIVED: u32 = 13;
+    /// Number of counters.
+    pub const COUNT: u32 = 16;
+}
+
+/// Where everything is, computed once from the geometry constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The HCB.
+    pub base: u32,
+    /// The send channel header (TAIL, HEAD, SENT).
+    pub send: u32,
+    /// The first send slot.
+    pub send_slots: u32,
+    /// The first PIO buffer.
+    pub pio: u32,
+    /// The middle signature.
+    pub middle: u32,
+    /// The first receive channel.
+    pub recv: u32,
+    /// Size of one receive channel.
+    pub recv_stride: u32,
+    /// The route table.
+    pub routes: u32,
+    /// The end signature.
+    pub end: u32,
+    /// The DMA control-block ring (channel 0).
+    pub dma_ring: u32,
+    /// The tx pool buffers.
+    pub tx_pool: u32,
+    /// The rx pool buffers.
+    pub rx_pool: u32,
+    /// Scratch words the MCP DMAs from (lengths and counts for the host).
+    pub scratch: u32,
+}
+
+/// Size of a route-table entry: VALID, LEN, 32 route bytes, pad.
+pub const ROUTE_ENTRY: u32 = 48;
+/// Blocks in the DMA control-block ring.
+pub const DMA_RING: u32 = 64;
+/// Buffers in the tx pool.
+pub const TX_POOL: u32 = 8;
+/// Buffers in the rx pool (one is always the receive engine's spare: seed 000, Receiving).
+pub const RX_POOL: u32 = 32;
+
+impl Layout {
+    /// The layout for an SRAM of `sram_len` bytes, or `None` if it does not fit.
+    pub const fn new(sram_len: u32) -> Option<Layout> {
+        let base = HCB_BASE;
+        let send = base + off::COUNTERS + counter::COUNT * 4;
+        let send_slots = send + 16;
+        let pio = send_slots + SEND_SLOTS * send_slot::LEN_OF_SLOT;
+        let middle = pio + SEND_SLOTS * PIO_BUF;
+        let recv = middle + 16;
+        let recv_stride = recv_chan::SLOTS + RECV_SLOTS * recv_chan::SLOT_LEN;
+        let routes = recv + NUM_CHANNELS as u32 * recv_stride;
+        let end = routes + NUM_ROUTES * ROUTE_ENTRY;
+        let dma_ring = (end + 4 + 63) & !63;
+        let scratch = dma_ring + DMA_RING * 32;
+        let tx_pool = (scratch + DMA_RING * 16 + 255) & !255;
+        let rx_pool = tx_pool + TX_POOL * POOL_BUF;
+        let top = rx_pool + RX_POOL * POOL_BUF;
+        // The last 4 KB belong to the doorbell limit counters.
+        if top > sram_len - 4096 {
+            return None;
+        }
+        Some(Layout {
+            base,
+            send,
+            send_slots,
+            pio,
+            middle,
+            recv,
+            recv_stride,
+            routes,
+            end,
+            dma_ring,
+            tx_pool,
+            rx_pool,
+            scratch,
+        })
+    }
+
+    /// Address of send slot `i` (taken modulo the slot count).
+    pub fn send_slot(&self, i: u32) -> u32 {
+        self.send_slots + (i % SEND_SLOTS) * send_slot::LEN_OF_SLOT
+    }
+
+    /// Address of PIO buffer `i` (modulo the slot count).
+    pub fn pio_buf(&self, i: u32) -> u32 {
+        self.pio + (i % SEND_SLOTS) * PIO_BUF
+    }
+
+    /// Address of receive channel `c`.
+    pub fn recv_chan(&self, c: u32) -> u32 {
+        self.recv + c * self.recv_stride
+    }
+
+    /// Address of descriptor `i` (modulo the slot count) of receive channel `c`.
+    pub fn recv_slot(&self, c: u32, i: u32) -> u32 {
+        self.recv_chan(c) + recv_chan::SLOTS + (i % RECV_SLOTS) * recv_chan::SLOT_LEN
+    }
+
+    /// Address of route-table entry `id`.
+    pub fn route(&self, id: u32) -> u32 {
+        self.routes + id * ROUTE_ENTRY
+    }
+
+    /// Address of counter `c`.
+    pub fn counter(&self, c: u32) -> u32 {
+        self.base + off::COUNTERS + c * 4
+    }
+}
+
+/// The three signature words and where they are, for checking.
+pub fn signatures(l: &Layout) -> [(u32, u32); 3] {
+    [
+        (l.base + off::SIG_START, SIG_START),
+        (l.middle, SIG_MIDDLE),
+        (l.end, SIG_END),
+    ]
+}
+
+/// Writes a fresh HCB: signatures, geometry, zeroed queues and counters, route 0 = direct.
+pub fn initialize(sram: &mut Sram, l: &Layout) -> Result<(), SramError> {
+    sram.fill(l.base, (l.end + 4 - l.base) as usize, 0)?;
+    for (at, sig) in signatures(l) {
+        sram.write_u32(at, sig)?;
+    }
+    sram.write_u32(l.base + off::VERSION, VERSION)?;
+    sram.write_u32(l.base + off::NUM_CHANNELS, NUM_CHANNELS as u32)?;
+    sram.write_u32(l.base + off::SEND_SLOTS, SEND_SLOTS)?;
+    sram.write_u32(l.base + off::RECV_SLOTS, RECV_SLOTS)?;
+    sram.write_u32(l.base + off::NUM_ROUTES, NUM_ROUTES)?;
+    sram.write_u32(l.base + off::PIO_MAX, PIO_MAX as u32)?;
+    sram.write_u32(l.base + off::MAX_PAYLOAD, MAX_PAYLOAD as u32)?;
+    // Route 0 is the direct cable: valid, no bytes.
+    sram.write_u32(l.route(0), 1)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use myri_device::sram::SramSize;
+
+    #[test]
+    fn the_layout_fits_the_smallest_board_and_is_aligned() {
+        let l = Layout::new(SramSize::Mib2.bytes()).expect("fits 2 MiB");
+        for a in [
+            l.send,
+            l.send_slots,
+            l.pio,
+            l.middle,
+            l.recv,
+            l.routes,
+            l.end,
+            l.dma_ring,
+            l.tx_pool,
+            l.rx_pool,
+            l.scratch,
+        ] {
+            assert_eq!(a % 4, 0, "{a:#x}");
+        }
+        assert_eq!(l.dma_ring % 8, 0, "control blocks are 8-aligned");
+        assert!(l.rx_pool + RX_POOL * POOL_BUF <= SramSize::Mib2.bytes() - 4096);
+        assert!(l.base > HCB_PTR);
+        assert_eq!(
+            Layout::new(256 * 1024),
+            None,
+            "too small a memory is refused"
+        );
+    }
+
+    #[test]
+    fn initialize_writes_signatures_and_the_direct_route() {
+        let mut sram = Sram::new(SramSize::Mib2);
+        let l = Layout::new(sram.len()).unwrap();
+        initialize(&mut sram, &l).unwrap();
+        for (at, sig) in signatures(&l) {
+            assert_eq!(sram.read_u32(at).unwrap(), sig);
+        }
+        assert_eq!(sram.read_u32(l.route(0)).unwrap(), 1);
+        assert_eq!(sram.read_u32(l.route(1)).unwrap(), 0);
+        assert_eq!(sram.read_u32(l.base + off::SEND_SLOTS).unwrap(), SEND_SLOTS);
+    }
+}

@@ -1,0 +1,188 @@
+//! Handles to DMA buffers, sends in flight and channels (seed 000, Buffers, Channels).
+//!
+//! Buffers live in the unit's DMA memory, so sending and receiving copy nothing: the host
+//! writes a send buffer in place and the board DMAs from it; a received packet is a view of
+//! the buffer the board DMA'd it into. Every handle gives its resource back when dropped:
+//! a [`SendBuf`] to the free list, a [`RecvBuf`] to its channel (posted again), a [`Ticket`]
+//! lets its buffer be reused once the board has sent it, a [`Channel`] is released.
+//! Because handles are owned and not `Clone`, a buffer cannot be freed twice:
+//!
+//! ```compile_fail
+//! # fn f(api: &mut myri_mcp::Api) {
+//! let buf = api.get_send_buffer().unwrap();
+//! api.free_send(buf);
+//! api.free_send(buf); // error[E0382]: use of moved value
+//! # }
+//! ```
+
+use super::unit::{BUF_LEN, Unit, lock};
+use myri_device::hostmem::HostBuf;
+use std::sync::Arc;
+
+/// A send buffer in DMA memory, writable by the host.
+pub struct SendBuf {
+    pub(crate) id: u16,
+    pub(crate) host: Option<HostBuf>,
+    pub(crate) unit: Arc<Unit>,
+}
+
+impl SendBuf {
+    /// The whole buffer ([`BUF_LEN`] bytes), to fill before sending.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.host.as_mut().map_or(&mut [], |h| h.as_mut_slice())
+    }
+
+    /// The whole buffer.
+    pub fn as_slice(&self) -> &[u8] {
+        self.host.as_ref().map_or(&[], |h| h.as_slice())
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        BUF_LEN
+    }
+
+    /// Bus address (diagnostics).
+    pub fn bus_addr(&self) -> u64 {
+        self.host.as_ref().map_or(0, HostBuf::bus_addr)
+    }
+
+    pub(crate) fn take(mut self) -> (u16, HostBuf, Arc<Unit>) {
+        let host = self.host.take().expect("a live SendBuf holds its buffer");
+        (self.id, host, self.unit.clone())
+    }
+}
+
+impl Drop for SendBuf {
+    fn drop(&mut self) {
+        if let Some(host) = self.host.take() {
+            lock(&self.unit.state).free_send.push((self.id, host));
+        }
+    }
+}
+
+impl core::fmt::Debug for SendBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "SendBuf({})", self.id)
+    }
+}
+
+/// A received packet: a view of the receive buffer the board DMA'd it into.
+pub struct RecvBuf {
+    pub(crate) chan: u8,
+    pub(crate) index: u16,
+    pub(crate) len: usize,
+    pub(crate) host: Option<HostBuf>,
+    pub(crate) unit: Arc<Unit>,
+}
+
+impl RecvBuf {
+    /// The payload.
+    pub fn as_slice(&self) -> &[u8] {
+        self.host
+            .as_ref()
+            .map_or(&[], |h| &h.as_slice()[..self.len])
+    }
+
+    /// The payload, writable (to turn it around and send it back).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let len = self.len;
+        self.host
+            .as_mut()
+            .map_or(&mut [], |h| &mut h.as_mut_slice()[..len])
+    }
+
+    /// The whole buffer, writable, for building a reply of another length in place.
+    pub fn buffer_mut(&mut self) -> &mut [u8] {
+        self.host.as_mut().map_or(&mut [], |h| h.as_mut_slice())
+    }
+
+    /// Payload length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The channel it arrived on.
+    pub fn channel(&self) -> u8 {
+        self.chan
+    }
+
+    pub(crate) fn take(mut self) -> (u8, u16, HostBuf, Arc<Unit>) {
+        let host = self.host.take().expect("a live RecvBuf holds its buffer");
+        (self.chan, self.index, host, self.unit.clone())
+    }
+}
+
+impl Drop for RecvBuf {
+    fn drop(&mut self) {
+        if let Some(host) = self.host.take() {
+            self.unit.repost(self.chan, self.index, host);
+        }
+    }
+}
+
+impl core::fmt::Debug for RecvBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "RecvBuf(chan {}, {} bytes)", self.chan, self.len)
+    }
+}
+
+/// A send handed to the board. Ask whether it is still busy, take the buffer back once it
+/// is not (to reuse or send again), or drop the ticket to let the buffer be reused when
+/// the board is done with it.
+pub struct Ticket {
+    pub(crate) seq: u32,
+    pub(crate) unit: Arc<Unit>,
+    pub(crate) live: bool,
+}
+
+impl Ticket {
+    /// The send's sequence number in the send channel.
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.live {
+            self.unit.release_ticket(self.seq);
+        }
+    }
+}
+
+impl core::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Ticket({})", self.seq)
+    }
+}
+
+/// A reserved receive channel (seed 000, Recv Channel: the board-level "port").
+pub struct Channel {
+    pub(crate) num: u8,
+    pub(crate) unit: Arc<Unit>,
+}
+
+impl Channel {
+    /// The channel number senders name.
+    pub fn number(&self) -> u8 {
+        self.num
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        self.unit.release_channel(self.num);
+    }
+}
+
+impl core::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Channel({})", self.num)
+    }
+}

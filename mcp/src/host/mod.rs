@@ -1,0 +1,904 @@
+//! The host API: the unreliable channel API of seed 000's Appendix A, in Rust.
+//!
+//! | seed 000                            | here                                        |
+//! |-------------------------------------|---------------------------------------------|
+//! | `myri_api0_init`                    | [`Api::init`]                               |
+//! | `myri_api0_handshake`               | [`Api::handshake`]                          |
+//! | `myri_api0_get_chan` / `rele_chan`  | [`Api::get_chan`] / [`Api::rele_chan`]      |
+//! | `myri_api0_init_recv_chan`          | [`Api::init_recv_chan`]                     |
+//! | `myri_api0_get_send_buffer[_l]`     | [`Api::get_send_buffer`]                    |
+//! | `myri_api0_send_route[_l]`          | [`Api::send`], [`Api::send_inline`]         |
+//! | `myri_api0_free_send[_l]`           | [`Api::free_send`], dropping a [`Ticket`]   |
+//! | `myri_api0_buffer_busy_p`           | [`Api::buffer_busy`]                        |
+//! | `myri_api0_reap_sent_l`             | [`Api::reap_sent`]                          |
+//! | `myri_api0_num_pending`             | [`Api::num_pending`]                        |
+//! | `myri_api0_recv` / `recv_poll`      | [`Api::recv`] / [`Api::recv_poll`]          |
+//! | `myri_api0_free_recv`               | [`Api::free_recv`], dropping a [`RecvBuf`]  |
+//! | (turning a receive buffer around)   | [`Api::send_recv_buffer`]                   |
+//! | `myri_api0_add_route`               | [`Api::add_route`], [`Api::load_routes`]    |
+//! | `myri_api0_lock` / `unlock`, `_l`   | [`SharedApi`] (locking) vs `&mut Api`       |
+//!
+//! Every misuse is an [`ApiError`], counted in [`HostCounters`]; calls that cannot proceed
+//! now (a full send channel, no free buffer) say so instead of blocking.
+
+mod buffers;
+mod error;
+mod shared;
+pub mod unit;
+
+pub use buffers::{Channel, RecvBuf, SendBuf, Ticket};
+pub use error::{ApiError, SendError};
+pub use shared::SharedApi;
+pub use unit::{DmaLayout, Firmware, HostCounters, McpRunner, Mode, Unit};
+
+use crate::firmware::{McpConfig, McpCounters};
+use crate::frame::HEADER_LEN;
+use crate::hcb::{
+    self, HCB_PTR, Layout, NUM_CHANNELS, NUM_ROUTES, RECV_SLOTS, SEND_SLOTS, off, recv_chan,
+    send_slot, state,
+};
+use crate::routes::{RouteFile, RouteId};
+use myri_device::board::{Board, bring_up, config};
+use myri_device::hostmem::HostBuf;
+use myri_device::time::Time;
+use myri_device::wire::Route;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use unit::{BUF_LEN, InFlight, Origin, UnitState, lock};
+
+/// How to attach to a board (seed 000, `myri_api0_init`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitOptions {
+    /// Reload the MCP even if the board already has users. Use with caution: their
+    /// channels, routes and sends in flight are lost.
+    pub force_init: bool,
+    /// The MCP to load if this is the board's first user.
+    pub mcp: McpConfig,
+    /// How many times to look for the MCP's answer before giving up.
+    pub attempts: u32,
+}
+
+impl Default for InitOptions {
+    fn default() -> InitOptions {
+        InitOptions {
+            force_init: false,
+            mcp: McpConfig::default(),
+            attempts: 200_000,
+        }
+    }
+}
+
+/// Which channel [`Api::get_chan`] should reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChanRequest {
+    /// Any free channel (`MYRI_API0_ANY_CHAN`).
+    Any,
+    /// This one.
+    Specific(u32),
+}
+
+/// Where [`Api::add_route`] should put a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteSlot {
+    /// The next free id (`MYRI_API0_NEXT_ROUTE`).
+    Next,
+    /// This id (overwriting whatever was there).
+    Id(u32),
+}
+
+/// What [`Api::take_back`] returns: the buffer that was sent.
+#[derive(Debug)]
+pub enum Reclaimed {
+    /// A send buffer.
+    Send(SendBuf),
+    /// A receive buffer that was turned around.
+    Recv(RecvBuf),
+    /// Nothing: the send was by PIO from a buffer already given back.
+    Nothing,
+}
+
+/// A user of one board. See the module documentation.
+pub struct Api {
+    unit: Arc<Unit>,
+    layout: Layout,
+    attempts: u32,
+}
+
+fn before(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
+}
+
+impl Unit {
+    fn board<R>(&self, f: impl FnOnce(&mut Board) -> R) -> R {
+        f(&mut lock(&self.node).board)
+    }
+
+    fn read(&self, at: u32) -> Result<u32, ApiError> {
+        let now = self.now();
+        Ok(self.board(|b| b.pci_read_u32(now, at))?)
+    }
+
+    fn write(&self, at: u32, v: u32) -> Result<(), ApiError> {
+        let now = self.now();
+        Ok(self.board(|b| b.pci_write_u32(now, at, v))?)
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        let len = self.board(|b| b.sram().len());
+        Layout::new(len)
+    }
+
+    /// Posts a receive buffer to its channel, or keeps it if the channel is not in use.
+    pub(crate) fn repost(&self, chan: u8, index: u16, host: HostBuf) {
+        let mut st = lock(&self.state);
+        self.repost_locked(&mut st, chan, index, host);
+    }
+
+    fn repost_locked(&self, st: &mut UnitState, chan: u8, index: u16, host: HostBuf) {
+        let c = &mut st.chans[usize::from(chan)];
+        let Some(layout) = self.layout().filter(|_| c.initialized) else {
+            c.idle.push((index, host));
+            return;
+        };
+        let at = layout.recv_slot(u32::from(chan), c.posted_count);
+        let mut desc = [0u8; 12];
+        desc[0..4].copy_from_slice(&((host.bus_addr() >> 32) as u32).to_be_bytes());
+        desc[4..8].copy_from_slice(&(host.bus_addr() as u32).to_be_bytes());
+        desc[8..12].copy_from_slice(&(host.len() as u32).to_be_bytes());
+        c.posted.push_back((index, host.to_device()));
+        c.posted_count = c.posted_count.wrapping_add(1);
+        let posted = c.posted_count;
+        let now = self.now();
+        let chan_at = layout.recv_chan(u32::from(chan));
+        self.board(|b| {
+            let _ = b.pci_write_bytes(at, &desc);
+            let _ = b.pci_write_u32(now, chan_at + recv_chan::POSTED, posted);
+        });
+        self.kick();
+    }
+
+    /// Brings finished sends home: reads SENT across the PCI bus and gives back or keeps
+    /// (for their tickets) the buffers of every send before it.
+    fn reap_locked(&self, st: &mut UnitState) {
+        let Some(layout) = self.layout() else { return };
+        if let Ok(sent) = self.read(layout.send + 8) {
+            st.sent = sent;
+            self.counters
+                .shadow_refreshes
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        while let Some(front) = st.in_flight.front() {
+            if !before(front.seq, st.sent) {
+                break;
+            }
+            let f = st.in_flight.pop_front().expect("front exists");
+            let host = f.host.or_else(|| f.buf.map(|d| d.reclaim()));
+            if f.released {
+                self.give_back(st, f.origin, host);
+            } else {
+                st.finished.push((f.seq, host, f.origin));
+            }
+        }
+    }
+
+    fn give_back(&self, st: &mut UnitState, origin: Origin, host: Option<HostBuf>) {
+        match (origin, host) {
+            (Origin::Send(id), Some(h)) => st.free_send.push((id, h)),
+            (Origin::Recv(c, i), Some(h)) => self.repost_locked(st, c, i, h),
+            _ => {}
+        }
+    }
+
+    pub(crate) fn release_ticket(&self, seq: u32) {
+        let mut st = lock(&self.state);
+        if let Some(f) = st.in_flight.iter_mut().find(|f| f.seq == seq) {
+            f.released = true;
+        } else if let Some(i) = st.finished.iter().position(|f| f.0 == seq) {
+            let (_, host, origin) = st.finished.swap_remove(i);
+            self.give_back(&mut st, origin, host);
+        }
+    }
+
+    pub(crate) fn release_channel(&self, chan: u8) {
+        let mut st = lock(&self.state);
+        let c = &mut st.chans[usize::from(chan)];
+        c.reserved = false;
+        if c.initialized {
+            c.initialized = false;
+            if let Some(layout) = self.layout() {
+                let _ = self.write(layout.recv_chan(u32::from(chan)) + recv_chan::STATE, 0);
+            }
+        }
+        self.drain_locked(&mut st, chan);
+    }
+
+    /// Discards completions nobody consumed (a released channel's leftovers), so the next
+    /// user of the channel never sees them.
+    fn drain_locked(&self, st: &mut UnitState, chan: u8) {
+        let Some(poll) = st.poll.as_ref() else { return };
+        let count = poll.load_be(DmaLayout::poll(chan)).unwrap_or(0);
+        let c = &mut st.chans[usize::from(chan)];
+        while before(c.consumed, count) {
+            let Some((i, dev)) = c.posted.pop_front() else {
+                break;
+            };
+            c.consumed = c.consumed.wrapping_add(1);
+            c.idle.push((i, dev.reclaim()));
+        }
+    }
+}
+
+impl Api {
+    /// Attaches to the board of `unit` (seed 000, `myri_api0_init`). The first user (or any
+    /// user with `force_init`) brings the board out of reset, loads and starts the MCP, and
+    /// sets up the send channel and route table with route 0; every user then shakes hands
+    /// with the MCP and checks the HCB's signatures.
+    pub fn init(unit: &Arc<Unit>, opts: InitOptions) -> Result<Api, ApiError> {
+        let layout = unit
+            .layout()
+            .ok_or(ApiError::LayoutMismatch("sram too small for the hcb"))?;
+        let first = {
+            let mut st = lock(&unit.state);
+            st.users += 1;
+            opts.force_init || !st.mcp_loaded
+        };
+        let api = Api {
+            unit: unit.clone(),
+            layout,
+            attempts: opts.attempts.max(1),
+        };
+        if first {
+            api.load(&opts.mcp)?;
+        }
+        let mut api = api;
+        api.handshake()?;
+        Ok(api)
+    }
+
+    /// Steps the MCP inline or lets a threaded one run; used while waiting for it.
+    fn nudge(&self) {
+        match self.unit.mode {
+            Mode::Inline => {
+                self.unit.poll(self.unit.now());
+            }
+            Mode::Threaded => {
+                self.unit.kick();
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn load(&self, mcp: &McpConfig) -> Result<(), ApiError> {
+        let unit = &self.unit;
+        let now = unit.now();
+        let image = mcp.image();
+        // Buffers the previous MCP held come home first (the board reset stops its DMA).
+        let mut st = lock(&unit.state);
+        unit.board(|b| bring_up(b, now, &image))?;
+        let mut found = false;
+        for _ in 0..self.attempts {
+            self.nudge();
+            if unit.read(HCB_PTR)? == self.layout.base {
+                found = true;
+                break;
+            }
+        }
+        if !found {
+            st.mcp_loaded = false;
+            return Err(ApiError::NoMcp {
+                attempts: self.attempts,
+            });
+        }
+        // Channel 0 of the DMA controller sleeps on the first block of the MCP's ring; only
+        // the host can write the pointer register (seed 002 §3.2).
+        unit.write(config::DMA_BASE, self.layout.dma_ring)?;
+        st.routes = [false; NUM_ROUTES as usize];
+        st.routes[0] = true;
+        st.tail = 0;
+        st.sent = 0;
+        for f in core::mem::take(&mut st.in_flight) {
+            let host = f.host.or_else(|| f.buf.map(|d| d.reclaim()));
+            if f.released {
+                unit.give_back(&mut st, f.origin, host);
+            } else {
+                st.finished
+                    .push((f.seq.wrapping_sub(1 << 31), host, f.origin));
+            }
+        }
+        for c in 0..NUM_CHANNELS as u8 {
+            let ch = &mut st.chans[usize::from(c)];
+            ch.initialized = false;
+            ch.posted_count = 0;
+            ch.consumed = 0;
+            let posted: Vec<_> = ch.posted.drain(..).collect();
+            for (i, dev) in posted {
+                ch.idle.push((i, dev.reclaim()));
+            }
+        }
+        if st.poll.is_none() {
+            st.poll = Some(
+                unit.mem
+                    .share(0, unit::PAGE)
+                    .map_err(|_| ApiError::LayoutMismatch("poll page in use"))?,
+            );
+        }
+        if let Some(p) = &st.poll {
+            for c in 0..NUM_CHANNELS as u8 {
+                let _ = p.store_be(DmaLayout::poll(c), 0);
+            }
+        }
+        st.pio_threshold = mcp.pio_threshold.min(hcb::PIO_MAX as u32) as usize;
+        st.mcp_loaded = true;
+        Ok(())
+    }
+
+    /// Shakes hands with the MCP and checks the HCB (seed 000, `myri_api0_handshake`).
+    pub fn handshake(&mut self) -> Result<(), ApiError> {
+        let unit = &self.unit;
+        let base = self.layout.base;
+        let nonce = {
+            let mut st = lock(&unit.state);
+            st.nonce = st.nonce.wrapping_add(0x9E37_79B9);
+            st.nonce
+        };
+        unit.write(base + off::HANDSHAKE, nonce)?;
+        unit.write(base + off::MCP_STATE, state::HELLO)?;
+        let mut answered = false;
+        for _ in 0..self.attempts {
+            self.nudge();
+            if unit.read(base + off::MCP_STATE)? == state::RUNNING
+                && unit.read(base + off::HANDSHAKE)? == !nonce
+            {
+                answered = true;
+                break;
+            }
+        }
+        if !answered {
+            unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::HandshakeTimeout {
+                attempts: self.attempts,
+            });
+        }
+        for (at, expected) in hcb::signatures(&self.layout) {
+            let found = unit.read(at)?;
+            if found != expected {
+                unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+                return Err(ApiError::SignatureMismatch {
+                    at,
+                    expected,
+                    found,
+                });
+            }
+        }
+        let geometry = [
+            (off::VERSION, hcb::VERSION, "version"),
+            (off::NUM_CHANNELS, NUM_CHANNELS as u32, "channel count"),
+            (off::SEND_SLOTS, SEND_SLOTS, "send slots"),
+            (off::RECV_SLOTS, RECV_SLOTS, "receive slots"),
+            (off::NUM_ROUTES, NUM_ROUTES, "route count"),
+        ];
+        for (o, want, what) in geometry {
+            if unit.read(base + o)? != want {
+                return Err(ApiError::LayoutMismatch(what));
+            }
+        }
+        Ok(())
+    }
+
+    /// The unit.
+    pub fn unit(&self) -> &Arc<Unit> {
+        &self.unit
+    }
+
+    fn error<T>(&self, e: ApiError) -> Result<T, ApiError> {
+        let c = &self.unit.counters;
+        match e {
+            ApiError::NoSendBuffers | ApiError::SendQueueFull | ApiError::Busy => {
+                c.would_block.fetch_add(1, Ordering::Relaxed)
+            }
+            _ => c.errors.fetch_add(1, Ordering::Relaxed),
+        };
+        Err(e)
+    }
+
+    /// Reserves a receive channel (seed 000, `myri_api0_get_chan`).
+    pub fn get_chan(&mut self, want: ChanRequest) -> Result<Channel, ApiError> {
+        let mut st = lock(&self.unit.state);
+        let num = match want {
+            ChanRequest::Specific(n) if n as usize >= NUM_CHANNELS => {
+                return self.error(ApiError::ChannelOutOfRange(n));
+            }
+            ChanRequest::Specific(n) if st.chans[n as usize].reserved => {
+                return self.error(ApiError::ChannelInUse(n as u8));
+            }
+            ChanRequest::Specific(n) => n as u8,
+            ChanRequest::Any => match st.chans.iter().position(|c| !c.reserved) {
+                Some(n) => n as u8,
+                None => return self.error(ApiError::NoChannels),
+            },
+        };
+        st.chans[usize::from(num)].reserved = true;
+        Ok(Channel {
+            num,
+            unit: self.unit.clone(),
+        })
+    }
+
+    /// Releases a channel (seed 000, `myri_api0_rele_chan`); dropping it does the same.
+    pub fn rele_chan(&mut self, chan: Channel) {
+        drop(chan);
+    }
+
+    fn own_channel(&self, chan: &Channel) -> Result<(), ApiError> {
+        if !Arc::ptr_eq(&chan.unit, &self.unit) {
+            return self.error(ApiError::ForeignChannel(chan.num));
+        }
+        Ok(())
+    }
+
+    /// Makes a reserved channel ready to receive: posts its buffers to the MCP and tells
+    /// it where the channel's poll structure is (seed 000, `myri_api0_init_recv_chan`).
+    pub fn init_recv_chan(&mut self, chan: &Channel) -> Result<(), ApiError> {
+        self.own_channel(chan)?;
+        let unit = &self.unit;
+        let mut st = lock(&unit.state);
+        let c = chan.num;
+        unit.drain_locked(&mut st, c);
+        let ch = &mut st.chans[usize::from(c)];
+        while usize::from(ch.created) < RECV_SLOTS as usize {
+            let i = ch.created;
+            let host = unit
+                .mem
+                .claim(DmaLayout::recv_buf(c, usize::from(i)), BUF_LEN)
+                .map_err(|_| ApiError::LayoutMismatch("receive buffers in use"))?;
+            ch.idle.push((i, host));
+            ch.created += 1;
+        }
+        let at = self.layout.recv_chan(u32::from(c));
+        let poll = unit.mem.bus_base() + DmaLayout::poll(c) as u64;
+        unit.write(at + recv_chan::POLL_HI, (poll >> 32) as u32)?;
+        unit.write(at + recv_chan::POLL_LO, poll as u32)?;
+        let done = unit.read(at + recv_chan::DONE)?;
+        let ch = &mut st.chans[usize::from(c)];
+        if !ch.initialized && ch.posted.is_empty() {
+            ch.consumed = done;
+            ch.posted_count = done;
+        }
+        ch.initialized = true;
+        let idle = core::mem::take(&mut ch.idle);
+        for (i, host) in idle {
+            unit.repost_locked(&mut st, c, i, host);
+        }
+        unit.write(at + recv_chan::STATE, 1)?;
+        Ok(())
+    }
+
+    /// A free send buffer (seed 000, `myri_api0_get_send_buffer`). Reaps finished sends
+    /// first if none is free; [`ApiError::NoSendBuffers`] if still none.
+    pub fn get_send_buffer(&mut self) -> Result<SendBuf, ApiError> {
+        let unit = &self.unit;
+        let mut st = lock(&unit.state);
+        if st.free_send.is_empty() {
+            if usize::from(st.send_created) < unit::SEND_BUFS {
+                let id = st.send_created;
+                let host = unit
+                    .mem
+                    .claim(DmaLayout::send_buf(usize::from(id)), BUF_LEN)
+                    .map_err(|_| ApiError::LayoutMismatch("send buffers in use"))?;
+                st.send_created += 1;
+                return Ok(SendBuf {
+                    id,
+                    host: Some(host),
+                    unit: unit.clone(),
+                });
+            }
+            unit.reap_locked(&mut st);
+        }
+        match st.free_send.pop() {
+            Some((id, host)) => Ok(SendBuf {
+                id,
+                host: Some(host),
+                unit: unit.clone(),
+            }),
+            None => {
+                drop(st);
+                self.error(ApiError::NoSendBuffers)
+            }
+        }
+    }
+
+    /// Gives back a send buffer that was not sent (seed 000, `myri_api0_free_send`).
+    /// Dropping it does the same. A buffer that was sent is freed by dropping its ticket.
+    pub fn free_send(&mut self, buf: SendBuf) {
+        drop(buf);
+    }
+
+    /// Sends `len` bytes of `buf` to channel `chan` of the board at the end of `route`
+    /// (seed 000, `myri_api0_send_route`). Small payloads go by PIO into the slot's buffer
+    /// in SRAM; larger ones are DMA'd by the board from `buf` itself, with no copy.
+    pub fn send(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        buf: SendBuf,
+        len: usize,
+    ) -> Result<Ticket, SendError<SendBuf>> {
+        self.send_inline(chan, route, &[], buf, len)
+    }
+
+    /// Like [`Api::send`], with `header` (a reliable protocol's header, say) sent inline
+    /// from the slot's PIO buffer ahead of the payload DMA'd from `buf`: the packet is
+    /// `header` then `buf[..len]`, gathered by the board with no copy on the host.
+    pub fn send_inline(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        buf: SendBuf,
+        len: usize,
+    ) -> Result<Ticket, SendError<SendBuf>> {
+        if !Arc::ptr_eq(&buf.unit, &self.unit) {
+            return Err(SendError {
+                error: self.error::<()>(ApiError::ForeignBuffer).unwrap_err(),
+                buf,
+            });
+        }
+        if let Err(error) = self.check_send(chan, route, header.len() + len) {
+            return Err(SendError { error, buf });
+        }
+        let (id, host, _) = buf.take();
+        self.enqueue(chan, route, header, host, len, Origin::Send(id))
+            .map_err(|(error, host)| SendError {
+                error,
+                buf: SendBuf {
+                    id,
+                    host: Some(host),
+                    unit: self.unit.clone(),
+                },
+            })
+    }
+
+    /// Sends a received buffer back out (seed 000, Buffers: "received packets can be turned
+    /// around and sent as send packets"). When the board is done with it, it goes back to
+    /// its channel.
+    pub fn send_recv_buffer(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        buf: RecvBuf,
+        len: usize,
+    ) -> Result<Ticket, SendError<RecvBuf>> {
+        if !Arc::ptr_eq(&buf.unit, &self.unit) {
+            return Err(SendError {
+                error: self.error::<()>(ApiError::ForeignBuffer).unwrap_err(),
+                buf,
+            });
+        }
+        if let Err(error) = self.check_send(chan, route, len) {
+            return Err(SendError { error, buf });
+        }
+        let (c, i, host, _) = buf.take();
+        self.enqueue(chan, route, &[], host, len, Origin::Recv(c, i))
+            .map_err(|(error, host)| SendError {
+                error,
+                buf: RecvBuf {
+                    chan: c,
+                    index: i,
+                    len,
+                    host: Some(host),
+                    unit: self.unit.clone(),
+                },
+            })
+    }
+
+    fn check_send(&self, chan: u8, route: RouteId, len: usize) -> Result<(), ApiError> {
+        if usize::from(chan) >= NUM_CHANNELS {
+            return self.error(ApiError::ChannelOutOfRange(chan.into()));
+        }
+        if len > BUF_LEN {
+            return self.error(ApiError::TooLong { len, max: BUF_LEN });
+        }
+        let valid = route.0 < NUM_ROUTES && lock(&self.unit.state).routes[route.0 as usize];
+        if !valid {
+            return self.error(ApiError::UnknownRoute(route));
+        }
+        Ok(())
+    }
+
+    fn enqueue(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        host: HostBuf,
+        len: usize,
+        origin: Origin,
+    ) -> Result<Ticket, (ApiError, HostBuf)> {
+        let unit = &self.unit;
+        let l = self.layout;
+        let mut st = lock(&unit.state);
+        if st.tail.wrapping_sub(st.sent) >= SEND_SLOTS {
+            // The shadow says full: look at the real SENT (seed 000, Send Channel).
+            unit.reap_locked(&mut st);
+            if st.tail.wrapping_sub(st.sent) >= SEND_SLOTS {
+                drop(st);
+                unit.counters.would_block.fetch_add(1, Ordering::Relaxed);
+                return Err((ApiError::SendQueueFull, host));
+            }
+        }
+        if header.len() > hcb::PIO_MAX {
+            drop(st);
+            unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            return Err((
+                ApiError::TooLong {
+                    len: header.len(),
+                    max: hcb::PIO_MAX,
+                },
+                host,
+            ));
+        }
+        let seq = st.tail;
+        let pio = header.len() + len <= st.pio_threshold;
+        let payload_at = l.pio_buf(seq) + hcb::ROUTE_AREA + HEADER_LEN as u32;
+        let (flags, wire_len, inline) = if pio {
+            (hcb::slot_flags::PIO, header.len() + len, 0)
+        } else {
+            (0, len, header.len())
+        };
+        let mut slot = [0u8; send_slot::LEN_OF_SLOT as usize];
+        let put = |slot: &mut [u8], at: u32, v: u32| {
+            slot[at as usize..at as usize + 4].copy_from_slice(&v.to_be_bytes())
+        };
+        put(&mut slot, send_slot::FLAGS, flags);
+        put(&mut slot, send_slot::LEN, wire_len as u32);
+        put(&mut slot, send_slot::CHAN, u32::from(chan));
+        put(&mut slot, send_slot::ROUTE, route.0);
+        put(
+            &mut slot,
+            send_slot::HOST_HI,
+            (host.bus_addr() >> 32) as u32,
+        );
+        put(&mut slot, send_slot::HOST_LO, host.bus_addr() as u32);
+        put(&mut slot, send_slot::INLINE_LEN, inline as u32);
+        put(&mut slot, send_slot::SEQ, seq);
+        let now = unit.now();
+        let written = unit.board(|b| {
+            b.pci_write_bytes(payload_at, header)?;
+            if pio {
+                b.pci_write_bytes(payload_at + header.len() as u32, &host.as_slice()[..len])?;
+            }
+            b.pci_write_bytes(l.send_slot(seq), &slot)?;
+            b.pci_write_u32(now, l.send, seq.wrapping_add(1))
+        });
+        if let Err(e) = written {
+            drop(st);
+            unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            return Err((e.into(), host));
+        }
+        let (buf, host) = if pio {
+            (None, Some(host))
+        } else {
+            (Some(host.to_device()), None)
+        };
+        st.tail = seq.wrapping_add(1);
+        st.in_flight.push_back(InFlight {
+            seq,
+            origin,
+            buf,
+            host,
+            released: false,
+        });
+        drop(st);
+        unit.counters.sends.fetch_add(1, Ordering::Relaxed);
+        if pio {
+            unit.counters.pio_sends.fetch_add(1, Ordering::Relaxed);
+        }
+        unit.kick();
+        Ok(Ticket {
+            seq,
+            unit: unit.clone(),
+            live: true,
+        })
+    }
+
+    /// Whether the board is still sending the ticket's buffer (seed 000,
+    /// `myri_api0_buffer_busy_p`).
+    pub fn buffer_busy(&mut self, ticket: &Ticket) -> bool {
+        let mut st = lock(&self.unit.state);
+        if st.in_flight.iter().any(|f| f.seq == ticket.seq) {
+            self.unit.reap_locked(&mut st);
+        }
+        st.in_flight.iter().any(|f| f.seq == ticket.seq)
+    }
+
+    /// The ticket's buffer, once the board is done with it, to reuse or send again.
+    pub fn take_back(&mut self, mut ticket: Ticket) -> Result<Reclaimed, (ApiError, Ticket)> {
+        let unit = self.unit.clone();
+        let mut st = lock(&unit.state);
+        if st.in_flight.iter().any(|f| f.seq == ticket.seq) {
+            unit.reap_locked(&mut st);
+        }
+        let Some(i) = st.finished.iter().position(|f| f.0 == ticket.seq) else {
+            drop(st);
+            unit.counters.would_block.fetch_add(1, Ordering::Relaxed);
+            return Err((ApiError::Busy, ticket));
+        };
+        ticket.live = false;
+        let (_, host, origin) = st.finished.swap_remove(i);
+        Ok(match (origin, host) {
+            (Origin::Send(id), Some(h)) => Reclaimed::Send(SendBuf {
+                id,
+                host: Some(h),
+                unit: unit.clone(),
+            }),
+            (Origin::Recv(c, i), Some(h)) => Reclaimed::Recv(RecvBuf {
+                chan: c,
+                index: i,
+                len: 0,
+                host: Some(h),
+                unit: unit.clone(),
+            }),
+            _ => Reclaimed::Nothing,
+        })
+    }
+
+    /// Looks at what the board has sent and frees what it can (seed 000,
+    /// `myri_api0_reap_sent_l`).
+    pub fn reap_sent(&mut self) {
+        let mut st = lock(&self.unit.state);
+        self.unit.reap_locked(&mut st);
+    }
+
+    /// Sends not yet finished by the board, as well as can be told (seed 000,
+    /// `myri_api0_num_pending`): it may show too many, never too few.
+    pub fn num_pending(&mut self) -> usize {
+        let mut st = lock(&self.unit.state);
+        self.unit.reap_locked(&mut st);
+        st.tail.wrapping_sub(st.sent) as usize
+    }
+
+    fn channel_state(&self, chan: &Channel) -> Result<(), ApiError> {
+        self.own_channel(chan)?;
+        if !lock(&self.unit.state).chans[usize::from(chan.num)].initialized {
+            return self.error(ApiError::NotInitialized(chan.num));
+        }
+        Ok(())
+    }
+
+    /// Packets waiting on a channel (seed 000, `myri_api0_recv_poll`).
+    pub fn recv_poll(&mut self, chan: &Channel) -> Result<usize, ApiError> {
+        self.channel_state(chan)?;
+        let st = lock(&self.unit.state);
+        let count = st
+            .poll
+            .as_ref()
+            .and_then(|p| p.load_be(DmaLayout::poll(chan.num)).ok())
+            .unwrap_or(0);
+        Ok(count.wrapping_sub(st.chans[usize::from(chan.num)].consumed) as usize)
+    }
+
+    /// The next packet on a channel, if one has arrived (seed 000, `myri_api0_recv`): a
+    /// view of the buffer the board DMA'd it into.
+    pub fn recv(&mut self, chan: &Channel) -> Result<Option<RecvBuf>, ApiError> {
+        self.channel_state(chan)?;
+        let unit = &self.unit;
+        let mut st = lock(&unit.state);
+        let Some(poll) = st.poll.as_ref() else {
+            return Ok(None);
+        };
+        let at = DmaLayout::poll(chan.num);
+        // Acquire: the payload and length the board DMA'd before the count are visible.
+        let count = poll.load_be(at).unwrap_or(0);
+        let c = &st.chans[usize::from(chan.num)];
+        if !before(c.consumed, count) {
+            return Ok(None);
+        }
+        let slot = c.consumed % RECV_SLOTS;
+        let len = poll
+            .load_be(at + crate::firmware::host_dma::POLL_LENS as usize + 4 * slot as usize)
+            .unwrap_or(0) as usize;
+        let c = &mut st.chans[usize::from(chan.num)];
+        let Some((index, dev)) = c.posted.pop_front() else {
+            return Ok(None);
+        };
+        c.consumed = c.consumed.wrapping_add(1);
+        let host = dev.reclaim();
+        unit.counters.recvs.fetch_add(1, Ordering::Relaxed);
+        if len > host.len() {
+            let capacity = host.len();
+            unit.repost_locked(&mut st, chan.num, index, host);
+            drop(st);
+            return self.error(ApiError::CorruptCompletion {
+                chan: chan.num,
+                len,
+                capacity,
+            });
+        }
+        Ok(Some(RecvBuf {
+            chan: chan.num,
+            index,
+            len,
+            host: Some(host),
+            unit: unit.clone(),
+        }))
+    }
+
+    /// Gives a received buffer back to its channel (seed 000, `myri_api0_free_recv`).
+    /// Dropping it does the same.
+    pub fn free_recv(&mut self, buf: RecvBuf) {
+        drop(buf);
+    }
+
+    /// Puts a route in the board's route table (seed 000, `myri_api0_add_route`).
+    pub fn add_route(&mut self, slot: RouteSlot, route: &Route) -> Result<RouteId, ApiError> {
+        let mut st = lock(&self.unit.state);
+        let id = match slot {
+            RouteSlot::Id(id) if id == 0 || id >= NUM_ROUTES => {
+                drop(st);
+                return self.error(ApiError::RouteIdOutOfRange(id));
+            }
+            RouteSlot::Id(id) => id,
+            RouteSlot::Next => match (1..NUM_ROUTES).find(|&i| !st.routes[i as usize]) {
+                Some(id) => id,
+                None => {
+                    drop(st);
+                    return self.error(ApiError::RouteTableFull);
+                }
+            },
+        };
+        let at = self.layout.route(id);
+        let mut entry = [0u8; 8 + hcb::MAX_ROUTE];
+        entry[4..8].copy_from_slice(&(route.len() as u32).to_be_bytes());
+        entry[8..8 + route.len()].copy_from_slice(route.as_bytes());
+        let now = self.unit.now();
+        // Invalid while rewritten, valid last: the MCP never uses half a route.
+        self.unit.board(|b| {
+            b.pci_write_u32(now, at, 0)?;
+            b.pci_write_bytes(at + 4, &entry[4..])?;
+            b.pci_write_u32(now, at, 1)
+        })?;
+        st.routes[id as usize] = true;
+        Ok(RouteId(id))
+    }
+
+    /// Loads every route of a route file, at the ids it names.
+    pub fn load_routes(&mut self, file: &RouteFile) -> Result<Vec<RouteId>, ApiError> {
+        file.entries
+            .iter()
+            .map(|(id, route, _)| self.add_route(RouteSlot::Id(id.0), route))
+            .collect()
+    }
+
+    /// Lets the board work: in inline mode, runs the hardware and the MCP at `now`. Returns
+    /// whether the MCP did anything.
+    pub fn progress(&mut self, now: Time) -> bool {
+        self.unit.set_now(now);
+        match self.unit.mode {
+            Mode::Inline => self.unit.poll(now),
+            Mode::Threaded => false,
+        }
+    }
+
+    /// When the board will next do something by itself (inline mode: when to call
+    /// [`Api::progress`] again if nothing else happens).
+    pub fn next_deadline(&self) -> Option<Time> {
+        let now = self.unit.now();
+        lock(&self.unit.node).next_deadline(now)
+    }
+
+    /// The MCP's counters, read from the HCB across the PCI bus.
+    pub fn mcp_counters(&mut self) -> Result<McpCounters, ApiError> {
+        let mut c = McpCounters::default();
+        for (i, v) in c.values.iter_mut().enumerate() {
+            *v = self.unit.read(self.layout.counter(i as u32))?;
+        }
+        Ok(c)
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let mut st = lock(&self.unit.state);
+        st.users = st.users.saturating_sub(1);
+    }
+}

@@ -1,0 +1,346 @@
+//! One board as the host's driver sees it (seed 000, System Overview: "the Driver").
+//!
+//! A [`Unit`] owns the board with the control program running on it ([`Firmware`]), the
+//! DMA memory the driver allocates for it, laid out as seed 000's Figure 3 (poll
+//! structures, one array of send buffers, an array of receive buffers per channel), and
+//! the state the board's users share but the MCP does not need (seed 000, API Overview:
+//! "a shared memory region to hold information needed by multiple clients"). Users attach
+//! with [`crate::Api::init`]; the first one loads and starts the MCP.
+
+use crate::firmware::Mcp;
+use crate::hcb::{NUM_CHANNELS, NUM_ROUTES, RECV_SLOTS};
+use myri_device::board::Board;
+use myri_device::hostmem::{DeviceBuf, HostBuf, HostMemory, SharedWords};
+use myri_device::time::Time;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Size of every host DMA buffer: the largest payload.
+pub const BUF_LEN: usize = crate::hcb::MAX_PAYLOAD;
+/// Send buffers in the DMA memory.
+pub const SEND_BUFS: usize = 64;
+/// Page size of the DMA memory.
+pub const PAGE: usize = 4096;
+/// Spacing of the per-channel poll structures in the poll page.
+pub const POLL_STRIDE: usize = 512;
+
+/// Where things are in a unit's DMA memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaLayout {
+    /// Bus address of the region.
+    pub base: u64,
+}
+
+impl DmaLayout {
+    /// Total size of the region.
+    pub const LEN: usize =
+        PAGE + SEND_BUFS * BUF_LEN + NUM_CHANNELS * RECV_SLOTS as usize * BUF_LEN;
+
+    /// Offset of channel `c`'s poll structure.
+    pub fn poll(c: u8) -> usize {
+        usize::from(c) * POLL_STRIDE
+    }
+
+    /// Offset of send buffer `i`.
+    pub fn send_buf(i: usize) -> usize {
+        PAGE + i * BUF_LEN
+    }
+
+    /// Offset of receive buffer `i` of channel `c`.
+    pub fn recv_buf(c: u8, i: usize) -> usize {
+        PAGE + SEND_BUFS * BUF_LEN + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_LEN
+    }
+}
+
+/// The board and the control program running on it.
+pub struct Firmware {
+    /// The board.
+    pub board: Board,
+    mcp: Option<Mcp>,
+    booted_at: u64,
+}
+
+impl Firmware {
+    /// A board with nothing running on it yet.
+    pub fn new(board: Board) -> Firmware {
+        Firmware {
+            board,
+            mcp: None,
+            booted_at: u64::MAX,
+        }
+    }
+
+    /// Runs the board's hardware and control program at `now`. Boots the MCP when the
+    /// LANai has been (re)started. Returns whether the MCP did anything.
+    pub fn poll(&mut self, now: Time) -> bool {
+        self.board.advance(now);
+        let starts = self.board.lanai_starts();
+        let Ok(mut l) = self.board.lanai() else {
+            self.mcp = None;
+            return false;
+        };
+        if self.booted_at != starts {
+            self.booted_at = starts;
+            self.mcp = Mcp::boot(&mut l);
+        }
+        match &mut self.mcp {
+            Some(mcp) => mcp.poll(now, &mut l),
+            None => false,
+        }
+    }
+
+    /// The running MCP, if any.
+    pub fn mcp(&self) -> Option<&Mcp> {
+        self.mcp.as_ref()
+    }
+
+    /// When the board will next do something by itself.
+    pub fn next_deadline(&self, now: Time) -> Option<Time> {
+        self.board.next_deadline(now)
+    }
+}
+
+/// Who steps the control program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The host's own progress calls (deterministic; best on few cores). The
+    /// deterministic scheduler drives units in this mode with virtual time.
+    Inline,
+    /// A thread running [`McpRunner`].
+    Threaded,
+}
+
+/// Host-side state of one receive channel.
+#[derive(Debug, Default)]
+pub(crate) struct ChanState {
+    pub(crate) reserved: bool,
+    pub(crate) initialized: bool,
+    /// Buffers handed to the MCP, oldest first, with their index.
+    pub(crate) posted: VecDeque<(u16, DeviceBuf)>,
+    /// Buffers the host holds (not posted).
+    pub(crate) idle: Vec<(u16, HostBuf)>,
+    /// Buffers ever posted (free-running; mirrors POSTED).
+    pub(crate) posted_count: u32,
+    /// Completions consumed (free-running).
+    pub(crate) consumed: u32,
+    /// Buffers created so far.
+    pub(crate) created: u16,
+}
+
+/// Where a buffer in flight came from.
+#[derive(Debug)]
+pub(crate) enum Origin {
+    /// A send buffer.
+    Send(u16),
+    /// A receive buffer being turned around, to go back to its channel.
+    Recv(u8, u16),
+}
+
+/// A send handed to the board and not yet finished.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub(crate) seq: u32,
+    pub(crate) origin: Origin,
+    pub(crate) buf: Option<DeviceBuf>,
+    pub(crate) host: Option<HostBuf>,
+    /// The user gave up the ticket: free the buffer when done.
+    pub(crate) released: bool,
+}
+
+/// What a unit's users share.
+pub(crate) struct UnitState {
+    pub(crate) users: u32,
+    pub(crate) mcp_loaded: bool,
+    pub(crate) pio_threshold: usize,
+    pub(crate) nonce: u32,
+    pub(crate) routes: [bool; NUM_ROUTES as usize],
+    pub(crate) chans: Vec<ChanState>,
+    /// Send slots enqueued (free-running; mirrors TAIL).
+    pub(crate) tail: u32,
+    /// The last SENT read from the HCB.
+    pub(crate) sent: u32,
+    pub(crate) in_flight: VecDeque<InFlight>,
+    /// Finished sends whose ticket the user still holds, by sequence number.
+    pub(crate) finished: Vec<(u32, Option<HostBuf>, Origin)>,
+    pub(crate) free_send: Vec<(u16, HostBuf)>,
+    pub(crate) send_created: u16,
+    pub(crate) poll: Option<SharedWords>,
+}
+
+/// Counters of the host side.
+#[derive(Debug, Default)]
+pub struct HostCounters {
+    /// Sends enqueued.
+    pub sends: AtomicU64,
+    /// Of those, by PIO.
+    pub pio_sends: AtomicU64,
+    /// Packets received.
+    pub recvs: AtomicU64,
+    /// Calls refused for being unable to proceed now (full queues, no buffers).
+    pub would_block: AtomicU64,
+    /// Calls refused as misuse or failure.
+    pub errors: AtomicU64,
+    /// Reads of the HCB across the PCI bus to refresh the send channel's shadow.
+    pub shadow_refreshes: AtomicU64,
+}
+
+/// A board as the host's driver sees it. See the module documentation.
+pub struct Unit {
+    id: u64,
+    pub(crate) node: Mutex<Firmware>,
+    pub(crate) mem: Arc<HostMemory>,
+    pub(crate) state: Mutex<UnitState>,
+    pub(crate) mode: Mode,
+    pub(crate) now: AtomicU64,
+    pub(crate) counters: HostCounters,
+    waker: Mutex<Option<std::thread::Thread>>,
+    has_waker: AtomicBool,
+}
+
+static NEXT_UNIT: AtomicU64 = AtomicU64::new(1);
+
+/// Locks a mutex, ignoring poisoning: the state is consistent between calls.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Unit {
+    /// A unit for `board` (powered up, link attached) with DMA memory at bus address
+    /// `dma_base`, stepped in `mode`.
+    pub fn new(mut board: Board, dma_base: u64, mode: Mode) -> Arc<Unit> {
+        let mem = HostMemory::new(dma_base, DmaLayout::LEN, PAGE)
+            .expect("the layout is page-aligned and non-empty");
+        board.attach_host_memory(mem.clone());
+        let state = UnitState {
+            users: 0,
+            mcp_loaded: false,
+            pio_threshold: 0,
+            nonce: 0x5eed_0001,
+            routes: [false; NUM_ROUTES as usize],
+            chans: (0..NUM_CHANNELS).map(|_| ChanState::default()).collect(),
+            tail: 0,
+            sent: 0,
+            in_flight: VecDeque::new(),
+            finished: Vec::new(),
+            free_send: Vec::new(),
+            send_created: 0,
+            poll: None,
+        };
+        Arc::new(Unit {
+            id: NEXT_UNIT.fetch_add(1, Ordering::Relaxed),
+            node: Mutex::new(Firmware::new(board)),
+            mem,
+            state: Mutex::new(state),
+            mode,
+            now: AtomicU64::new(0),
+            counters: HostCounters::default(),
+            waker: Mutex::new(None),
+            has_waker: AtomicBool::new(false),
+        })
+    }
+
+    /// A process-unique id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How the control program is stepped.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The DMA memory.
+    pub fn memory(&self) -> &Arc<HostMemory> {
+        &self.mem
+    }
+
+    /// Runs `f` on the board and its firmware (for inspection, fault injection, tests).
+    pub fn with_firmware<R>(&self, f: impl FnOnce(&mut Firmware) -> R) -> R {
+        f(&mut lock(&self.node))
+    }
+
+    /// Host-side counters.
+    pub fn counters(&self) -> &HostCounters {
+        &self.counters
+    }
+
+    /// The latest time the host told the unit.
+    pub(crate) fn now(&self) -> Time {
+        Time::from_nanos(self.now.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_now(&self, now: Time) {
+        self.now.fetch_max(now.as_nanos(), Ordering::Relaxed);
+    }
+
+    /// Tells a threaded MCP that the host has queued work (the doorbell of this model).
+    pub(crate) fn kick(&self) {
+        if self.has_waker.load(Ordering::Acquire) {
+            if let Some(t) = lock(&self.waker).as_ref() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Steps the firmware once at `now` (inline mode).
+    pub fn poll(&self, now: Time) -> bool {
+        self.set_now(now);
+        lock(&self.node).poll(now)
+    }
+}
+
+/// Runs a unit's control program on a thread the caller provides (threaded mode): spin
+/// while there is work, then park until the host or the network wakes it.
+pub struct McpRunner {
+    unit: Arc<Unit>,
+}
+
+impl McpRunner {
+    /// A runner for `unit`.
+    pub fn new(unit: Arc<Unit>) -> McpRunner {
+        McpRunner { unit }
+    }
+
+    /// Runs until `stop` is set, reading the time from `clock` (the caller's: this crate
+    /// reads no clock). Call it on the thread that should run the MCP.
+    pub fn run(&self, clock: impl Fn() -> Time, stop: &AtomicBool) {
+        let unit = &self.unit;
+        *lock(&unit.waker) = Some(std::thread::current());
+        unit.has_waker.store(true, Ordering::Release);
+        let port = unit.with_firmware(|f| f.board.link_port().zip(f.board.fabric().cloned()));
+        if let Some((port, fabric)) = &port {
+            fabric.set_waker(*port, Some(std::thread::current()));
+        }
+        let mut idle = 0u32;
+        while !stop.load(Ordering::Acquire) {
+            let now = clock();
+            unit.set_now(now);
+            let (worked, deadline) = {
+                let mut node = lock(&unit.node);
+                let worked = node.poll(now);
+                (worked, node.next_deadline(now))
+            };
+            if worked || deadline.is_some_and(|d| d <= now) {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < 200 {
+                std::hint::spin_loop();
+            } else if idle < 400 {
+                std::thread::yield_now();
+            } else {
+                let wait = deadline.map_or(std::time::Duration::from_micros(500), |d| {
+                    d.saturating_since(now)
+                });
+                std::thread::park_timeout(wait.min(std::time::Duration::from_micros(500)));
+            }
+        }
+        unit.has_waker.store(false, Ordering::Release);
+        *lock(&unit.waker) = None;
+        if let Some((port, fabric)) = port {
+            fabric.set_waker(port, None);
+        }
+    }
+}
