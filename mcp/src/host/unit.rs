@@ -276,11 +276,10 @@ impl Unit {
 
     /// Tells a threaded MCP that the host has queued work (the doorbell of this model).
     pub(crate) fn kick(&self) {
-        if self.has_waker.load(Ordering::Acquire) {
-            if let Some(t) = lock(&self.waker).as_ref() {
+        if self.has_waker.load(Ordering::Acquire)
+            && let Some(t) = lock(&self.waker).as_ref() {
                 t.unpark();
             }
-        }
     }
 
     /// Steps the firmware once at `now` (inline mode).
