@@ -9,11 +9,11 @@
 //! 3: direct     # a cable straight to the other board
 //! ```
 //!
-//! An id is 1 to [`NUM_ROUTES`](crate::hcb::NUM_ROUTES) - 1 (route 0 is always the direct
+//! An id is 1 to [`NUM_ROUTES`] - 1 (route 0 is always the direct
 //! cable), ports are 0 to 63 separated by dots, `#` starts a comment, blank lines are
 //! ignored. Every problem is reported with its line number.
 
-use crate::hcb::NUM_ROUTES;
+pub use crate::hcb::NUM_ROUTES;
 use myri_device::wire::{Route, RouteError};
 use std::path::Path;
 use thiserror::Error;
