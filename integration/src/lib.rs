@@ -265,7 +265,7 @@ fn run_deterministic<P: HostProgram>(
     limit: Duration,
 ) -> (Vec<Option<P>>, bool) {
     let mut sim = Sim::new(cluster.fabric.clone());
-    let start = Time::from_micros(1_000_000);
+    let start = sim.now();
     let apis = std::mem::take(&mut cluster.apis);
     for ((api, program), &port) in apis.into_iter().zip(programs).zip(&cluster.ports) {
         let done = program.is_none();
@@ -276,7 +276,6 @@ fn run_deterministic<P: HostProgram>(
             done,
         });
     }
-    sim.run_until(start);
     let outcome = sim.run_until_done(start + limit);
     let mut programs = Vec::new();
     for node in sim.into_nodes() {

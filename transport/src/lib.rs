@@ -3,3 +3,5 @@
 //!
 //! This crate is the outermost driver of the stack: it is where clocks are read and
 //! threads are spawned for the layers below, which take time as an argument.
+
+pub mod bench;

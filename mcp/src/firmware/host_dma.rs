@@ -195,6 +195,16 @@ impl HostDma {
         })
     }
 
+    /// Whether an overlapped receive is being followed.
+    pub fn following(&self) -> bool {
+        matches!(self.op, Op::Follow { .. })
+    }
+
+    /// Whether no transfer is in progress.
+    pub fn idle(&self) -> bool {
+        matches!(self.op, Op::Idle)
+    }
+
     /// How much of an overlapped entry's payload has arrived in SRAM, and whether all of it
     /// has (the live host-DMA pointer the send DMA follows).
     pub fn fill(&self, entry: &TxEntry, now: Time, l: &Lanai<'_>) -> (u32, bool) {

@@ -122,6 +122,9 @@ impl McpConfig {
     }
 }
 
+/// How often the MCP looks at a live DMA pointer it follows, in virtual time.
+pub const FOLLOW_TICK: std::time::Duration = std::time::Duration::from_nanos(500);
+
 /// The MCP's counters, mirrored into the HCB for the host to read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct McpCounters {
@@ -217,6 +220,26 @@ impl Mcp {
             let _ = l.sram().write_u32(at + off::MCP_STATE, state::RUNNING);
             self.running = true;
         }
+    }
+
+    /// When the MCP wants to run again by itself: while it follows a live DMA pointer
+    /// (overlapped send or receive) a real MCP spins; under the scheduler it asks to be
+    /// woken every [`FOLLOW_TICK`] instead.
+    pub fn next_wake(&self, now: Time, l: &Lanai<'_>) -> Option<Time> {
+        let following_send = matches!(self.send, send::SendDma::Overlap { .. })
+            || self
+                .tx
+                .head()
+                .is_some_and(|e| e.overlapped && self.send == send::SendDma::Idle);
+        let following_recv = self.host.following()
+            || (self.config.recv_mode == RecvMode::Polled
+                && self.recv.rx.is_empty()
+                && self.host.idle()
+                && matches!(
+                    l.recv_state(),
+                    myri_device::engines::RecvState::Receiving { .. }
+                ));
+        (self.running && (following_send || following_recv)).then(|| now + FOLLOW_TICK)
     }
 
     /// Whether a host has completed a handshake.

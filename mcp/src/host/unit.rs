@@ -95,9 +95,14 @@ impl Firmware {
         self.mcp.as_ref()
     }
 
-    /// When the board will next do something by itself.
-    pub fn next_deadline(&self, now: Time) -> Option<Time> {
-        self.board.next_deadline(now)
+    /// When the board or its control program will next do something by itself.
+    pub fn next_deadline(&mut self, now: Time) -> Option<Time> {
+        let board = self.board.next_deadline(now);
+        let mcp = match (&self.mcp, self.board.lanai()) {
+            (Some(mcp), Ok(l)) => mcp.next_wake(now, &l),
+            _ => None,
+        };
+        [board, mcp].into_iter().flatten().min()
     }
 }
 
@@ -277,9 +282,10 @@ impl Unit {
     /// Tells a threaded MCP that the host has queued work (the doorbell of this model).
     pub(crate) fn kick(&self) {
         if self.has_waker.load(Ordering::Acquire)
-            && let Some(t) = lock(&self.waker).as_ref() {
-                t.unpark();
-            }
+            && let Some(t) = lock(&self.waker).as_ref()
+        {
+            t.unpark();
+        }
     }
 
     /// Steps the firmware once at `now` (inline mode).
@@ -317,6 +323,7 @@ impl McpRunner {
             unit.set_now(now);
             let (worked, deadline) = {
                 let mut node = lock(&unit.node);
+                let node = &mut *node;
                 let worked = node.poll(now);
                 (worked, node.next_deadline(now))
             };

@@ -1,5 +1,6 @@
 //! `myri`: the user's entry point to the stack. See `myri --help`.
 
+mod bench;
 mod fabric;
 mod info;
 mod opts;
@@ -35,6 +36,12 @@ enum Command {
     /// Send frames by source route across a simulated fabric of switches, with optional
     /// fault injection, and report what every link did to them.
     Fabric(fabric::FabricArgs),
+    /// Seed 000's ping-pong between two simulated boards joined by a switch: one packet
+    /// back and forth; one-way latency and bandwidth per size.
+    Pingpong(bench::PingPongArgs),
+    /// Seed 000's pipelining test: packets one way with a window in flight, one
+    /// acknowledgement at the end; bandwidth.
+    Stream(bench::StreamArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +49,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(args) => info::run(&args),
         Command::Fabric(args) => fabric::run(&args),
+        Command::Pingpong(args) => bench::pingpong(&args),
+        Command::Stream(args) => bench::stream(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,405 @@
+//! The seed's benchmarks as host programs: state machines over the channel API that run
+//! unchanged inline, threaded and under the deterministic scheduler (seed 000, Performance
+//! Results: single packets up to 8K, small packet latencies, multiple 8K packets).
+
+use myri_device::time::Time;
+use myri_mcp::{Api, Channel, RouteId};
+use std::time::Duration;
+
+/// Bytes at the start of every benchmark packet: a sequence number.
+const SEQ: usize = 8;
+
+/// One side's outcome of a host-program step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Something happened.
+    pub progressed: bool,
+    /// The program has finished.
+    pub done: bool,
+    /// When it next needs to run by itself (a timeout).
+    pub wake: Option<Time>,
+}
+
+/// A host program: a state machine over one board's [`Api`].
+pub trait Program {
+    /// Does what can be done at `now`.
+    fn step(&mut self, api: &mut Api, now: Time) -> Step;
+}
+
+macro_rules! program {
+    ($t:ty) => {
+        impl Program for $t {
+            fn step(&mut self, api: &mut Api, now: Time) -> Step {
+                <$t>::step(self, api, now)
+            }
+        }
+    };
+}
+
+program!(Pinger);
+program!(Echo);
+program!(StreamSender);
+program!(StreamSink);
+
+fn seq_of(bytes: &[u8]) -> Option<u64> {
+    bytes
+        .get(..SEQ)
+        .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// Sends a packet and waits for it to come back, `iters` times. An exchange with no answer
+/// within `timeout` is counted and skipped; a late answer is recognised by its sequence
+/// number and not mistaken for a later one.
+pub struct Pinger {
+    /// This side's receive channel.
+    pub chan: Channel,
+    /// Route to the echo side.
+    pub route: RouteId,
+    /// The echo side's channel.
+    pub peer_chan: u8,
+    /// Packet size.
+    pub size: usize,
+    /// Exchanges to make.
+    pub iters: u64,
+    /// How long to wait for an answer.
+    pub timeout: Duration,
+    /// Exchanges made.
+    pub done: u64,
+    /// Round-trip times of answered exchanges.
+    pub rtts: Vec<Duration>,
+    /// Exchanges that timed out.
+    pub timeouts: u64,
+    /// Answers that came after their exchange had timed out.
+    pub late: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets received.
+    pub received: u64,
+    waiting: Option<(u64, Time)>,
+}
+
+impl Pinger {
+    /// A pinger that has done nothing yet.
+    pub fn new(
+        chan: Channel,
+        route: RouteId,
+        peer_chan: u8,
+        size: usize,
+        iters: u64,
+        timeout: Duration,
+    ) -> Pinger {
+        Pinger {
+            chan,
+            route,
+            peer_chan,
+            size: size.max(SEQ),
+            iters,
+            timeout,
+            done: 0,
+            rtts: Vec::with_capacity(iters as usize),
+            timeouts: 0,
+            late: 0,
+            sent: 0,
+            received: 0,
+            waiting: None,
+        }
+    }
+
+    /// Runs at `now`.
+    pub fn step(&mut self, api: &mut Api, now: Time) -> Step {
+        let mut progressed = false;
+        while let Ok(Some(r)) = api.recv(&self.chan) {
+            self.received += 1;
+            progressed = true;
+            match (self.waiting, seq_of(r.as_slice())) {
+                (Some((seq, sent_at)), Some(got)) if got == seq => {
+                    self.rtts.push(now.saturating_since(sent_at));
+                    self.waiting = None;
+                    self.done += 1;
+                }
+                _ => self.late += 1,
+            }
+        }
+        if let Some((_, sent_at)) = self.waiting
+            && now.saturating_since(sent_at) >= self.timeout
+        {
+            self.timeouts += 1;
+            self.waiting = None;
+            self.done += 1;
+            progressed = true;
+        }
+        if self.waiting.is_none()
+            && self.done < self.iters
+            && let Ok(mut buf) = api.get_send_buffer()
+        {
+            buf.as_mut_slice()[..SEQ].copy_from_slice(&self.done.to_be_bytes());
+            if api.send(self.peer_chan, self.route, buf, self.size).is_ok() {
+                self.sent += 1;
+                self.waiting = Some((self.done, now));
+                progressed = true;
+            }
+        }
+        let wake = self.waiting.map(|(_, at)| at + self.timeout);
+        Step {
+            progressed,
+            done: self.done >= self.iters,
+            wake,
+        }
+    }
+}
+
+/// Sends every packet it receives straight back, turning the receive buffer around.
+pub struct Echo {
+    /// This side's receive channel.
+    pub chan: Channel,
+    /// Route back.
+    pub route: RouteId,
+    /// The other side's channel.
+    pub peer_chan: u8,
+    /// Packets received.
+    pub received: u64,
+    /// Packets sent back.
+    pub sent: u64,
+    /// Packets that could not be sent back (the send channel was full).
+    pub refused: u64,
+}
+
+impl Echo {
+    /// An echo that has done nothing yet.
+    pub fn new(chan: Channel, route: RouteId, peer_chan: u8) -> Echo {
+        Echo {
+            chan,
+            route,
+            peer_chan,
+            received: 0,
+            sent: 0,
+            refused: 0,
+        }
+    }
+
+    /// Runs at `now`.
+    pub fn step(&mut self, api: &mut Api, _now: Time) -> Step {
+        let mut progressed = false;
+        while let Ok(Some(r)) = api.recv(&self.chan) {
+            self.received += 1;
+            progressed = true;
+            let len = r.len();
+            match api.send_recv_buffer(self.peer_chan, self.route, r, len) {
+                Ok(_) => self.sent += 1,
+                Err(_) => self.refused += 1,
+            }
+        }
+        Step {
+            progressed,
+            done: false,
+            wake: None,
+        }
+    }
+}
+
+/// Seed 000's pipelining test, sending side: `count` packets with at most `window` in the
+/// send channel, then waits for the one acknowledgement.
+pub struct StreamSender {
+    /// This side's receive channel (for the acknowledgement).
+    pub chan: Channel,
+    /// Route to the sink.
+    pub route: RouteId,
+    /// The sink's channel.
+    pub peer_chan: u8,
+    /// Packet size.
+    pub size: usize,
+    /// Packets to send.
+    pub count: u64,
+    /// Most sends in the send channel at once.
+    pub window: usize,
+    /// How long to wait for the acknowledgement after the last send.
+    pub timeout: Duration,
+    /// Packets sent.
+    pub sent: u64,
+    /// When the first packet went and the acknowledgement came.
+    pub started: Option<Time>,
+    /// When the acknowledgement arrived.
+    pub acked: Option<Time>,
+    /// What the sink reported it received.
+    pub sink_count: u64,
+    /// The acknowledgement never came.
+    pub timed_out: bool,
+    last_sent_at: Option<Time>,
+    tickets: std::collections::VecDeque<myri_mcp::Ticket>,
+}
+
+impl StreamSender {
+    /// A sender that has sent nothing yet.
+    pub fn new(
+        chan: Channel,
+        route: RouteId,
+        peer_chan: u8,
+        size: usize,
+        count: u64,
+        window: usize,
+        timeout: Duration,
+    ) -> StreamSender {
+        StreamSender {
+            chan,
+            route,
+            peer_chan,
+            size: size.max(SEQ + 8),
+            count,
+            window: window.max(1),
+            timeout,
+            sent: 0,
+            started: None,
+            acked: None,
+            sink_count: 0,
+            timed_out: false,
+            last_sent_at: None,
+            tickets: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Runs at `now`.
+    pub fn step(&mut self, api: &mut Api, now: Time) -> Step {
+        let mut progressed = false;
+        if let Ok(Some(r)) = api.recv(&self.chan)
+            && seq_of(r.as_slice()) == Some(u64::MAX)
+        {
+            self.acked = Some(now);
+            self.sink_count = r
+                .as_slice()
+                .get(SEQ..SEQ + 8)
+                .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
+            return Step {
+                progressed: true,
+                done: true,
+                wake: None,
+            };
+        }
+        // Keep at most `window` sends unfinished by the board.
+        while let Some(t) = self.tickets.front() {
+            if api.buffer_busy(t) {
+                break;
+            }
+            self.tickets.pop_front();
+        }
+        while self.sent < self.count && self.tickets.len() < self.window {
+            let Ok(mut buf) = api.get_send_buffer() else {
+                break;
+            };
+            let b = buf.as_mut_slice();
+            b[..SEQ].copy_from_slice(&self.sent.to_be_bytes());
+            b[SEQ..SEQ + 8].copy_from_slice(&self.count.to_be_bytes());
+            match api.send(self.peer_chan, self.route, buf, self.size) {
+                Ok(t) => {
+                    self.tickets.push_back(t);
+                    self.started.get_or_insert(now);
+                    self.sent += 1;
+                    self.last_sent_at = Some(now);
+                    progressed = true;
+                }
+                Err(_) => break,
+            }
+        }
+        let wake = self
+            .last_sent_at
+            .filter(|_| self.sent == self.count)
+            .map(|t| t + self.timeout);
+        if wake.is_some_and(|w| now >= w) {
+            self.timed_out = true;
+            return Step {
+                progressed: true,
+                done: true,
+                wake: None,
+            };
+        }
+        Step {
+            progressed,
+            done: false,
+            wake,
+        }
+    }
+
+    /// Bytes per second from the first send to the acknowledgement (seed 000: total bytes
+    /// sent divided by the time until the ack arrives).
+    pub fn bytes_per_sec(&self) -> Option<f64> {
+        let (start, end) = (self.started?, self.acked?);
+        let secs = end.saturating_since(start).as_secs_f64();
+        (secs > 0.0).then(|| (self.count * self.size as u64) as f64 / secs)
+    }
+}
+
+/// Seed 000's pipelining test, receiving side: counts packets and acknowledges once, when
+/// the last one arrives or, under loss, when nothing has arrived for `idle`.
+pub struct StreamSink {
+    /// This side's receive channel.
+    pub chan: Channel,
+    /// Route back to the sender.
+    pub route: RouteId,
+    /// The sender's channel.
+    pub peer_chan: u8,
+    /// How long without packets before acknowledging what arrived.
+    pub idle: Duration,
+    /// Packets received.
+    pub received: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Packets whose payload was not what the sender wrote.
+    pub corrupt: u64,
+    expected: Option<u64>,
+    last: Option<Time>,
+    /// The acknowledgement has gone.
+    pub acked: bool,
+}
+
+impl StreamSink {
+    /// A sink that has received nothing yet.
+    pub fn new(chan: Channel, route: RouteId, peer_chan: u8, idle: Duration) -> StreamSink {
+        StreamSink {
+            chan,
+            route,
+            peer_chan,
+            idle,
+            received: 0,
+            bytes: 0,
+            corrupt: 0,
+            expected: None,
+            last: None,
+            acked: false,
+        }
+    }
+
+    /// Runs at `now`.
+    pub fn step(&mut self, api: &mut Api, now: Time) -> Step {
+        let mut progressed = false;
+        while let Ok(Some(r)) = api.recv(&self.chan) {
+            progressed = true;
+            self.received += 1;
+            self.bytes += r.len() as u64;
+            self.last = Some(now);
+            match r.as_slice().get(SEQ..SEQ + 8) {
+                Some(b) => self.expected = Some(u64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                None => self.corrupt += 1,
+            }
+        }
+        let all = self.expected.is_some_and(|n| self.received >= n);
+        let quiet = self
+            .last
+            .is_some_and(|t| now.saturating_since(t) >= self.idle);
+        if !self.acked
+            && (all || quiet)
+            && let Ok(mut buf) = api.get_send_buffer()
+        {
+            buf.as_mut_slice()[..SEQ].copy_from_slice(&u64::MAX.to_be_bytes());
+            buf.as_mut_slice()[SEQ..SEQ + 8].copy_from_slice(&self.received.to_be_bytes());
+            if api.send(self.peer_chan, self.route, buf, SEQ + 8).is_ok() {
+                self.acked = true;
+                progressed = true;
+            }
+        }
+        let wake = self.last.filter(|_| !self.acked).map(|t| t + self.idle);
+        Step {
+            progressed,
+            done: self.acked,
+            wake,
+        }
+    }
+}

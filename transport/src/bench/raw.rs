@@ -1,0 +1,607 @@
+//! Ping-pong and streaming over the unreliable channel API between two simulated boards
+//! joined by a switch (seed 000, Performance Results), in the three execution modes.
+//!
+//! Inline and threaded runs use one host thread per board against a real clock: the
+//! calling thread is the pinging (or sending) side, a worker thread the echoing (or
+//! receiving) side, parked between rounds so that a [`Reference`] measured in the
+//! alternate rounds has the machine to itself. The deterministic run uses the scheduler in
+//! virtual time with a PCI64B's timing and SAN-2000 links, so its figures are the model's.
+
+use super::programs::{Echo, Pinger, Program, Step, StreamSender, StreamSink};
+use super::{Reference, median};
+use myri_device::board::{Board, BoardConfig, Timing};
+use myri_device::fabric::topology::star;
+use myri_device::fabric::{
+    CableConfig, Fabric, FabricBuilder, FaultConfig, LinkModel, PortId, SwitchSize,
+};
+use myri_device::run::Clock;
+use myri_device::sched::{Node, Outcome, Sim};
+use myri_device::time::Time;
+use myri_mcp::hcb::counter;
+use myri_mcp::{
+    Api, ChanRequest, Channel, InitOptions, McpConfig, McpRunner, Mode, RouteId, RouteSlot, Unit,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::Duration;
+
+/// How the control programs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExecMode {
+    /// Stepped by each host thread's progress calls.
+    Inline,
+    /// Each on its own thread (spin, then park).
+    Threaded,
+    /// Under the deterministic scheduler, in virtual time.
+    Sim,
+}
+
+impl ExecMode {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecMode::Inline => "inline",
+            ExecMode::Threaded => "threaded",
+            ExecMode::Sim => "sim",
+        }
+    }
+}
+
+/// What to run on.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    /// Execution mode.
+    pub mode: ExecMode,
+    /// Faults on every link.
+    pub faults: FaultConfig,
+    /// Seed of the faults (and of the scheduler's run).
+    pub seed: u64,
+    /// The MCP's settings.
+    pub mcp: McpConfig,
+    /// How long an exchange waits before it counts as lost.
+    pub timeout: Duration,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            mode: ExecMode::Inline,
+            faults: FaultConfig::default(),
+            seed: 1,
+            mcp: McpConfig::default(),
+            timeout: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Packet accounting over a run: every packet sent was received or dropped somewhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Packets the host programs sent.
+    pub sent: u64,
+    /// Packets the host programs received.
+    pub received: u64,
+    /// Packets dropped by the fabric or either board.
+    pub dropped: u64,
+    /// Extra copies the fabric made.
+    pub duplicated: u64,
+}
+
+impl Accounting {
+    /// Whether `received + dropped` accounts for every packet sent (and every copy).
+    pub fn balanced(&self) -> bool {
+        self.received + self.dropped == self.sent + self.duplicated
+    }
+}
+
+/// Two boards on one switch, with channel 1 open on each and route 1 to the other.
+pub struct Pair {
+    /// The fabric.
+    pub fabric: Arc<Fabric>,
+    ports: Vec<PortId>,
+    /// The units.
+    pub units: Vec<Arc<Unit>>,
+    /// The APIs (A, B).
+    pub apis: Vec<Api>,
+    /// Channel 1 of A and of B.
+    pub chans: Vec<Channel>,
+}
+
+/// The channel every benchmark receives on.
+pub const CHAN: u8 = 1;
+/// The route id every benchmark sends by.
+pub const ROUTE: RouteId = RouteId(1);
+
+impl Pair {
+    /// Builds the pair and loads the MCPs (initialization is stepped inline; threaded
+    /// units get their runner threads from the driver afterwards).
+    pub fn new(setup: &Setup) -> Result<Pair, String> {
+        let sim = setup.mode == ExecMode::Sim;
+        let model = if sim {
+            LinkModel::SAN_2000
+        } else {
+            LinkModel::default()
+        };
+        let mut b = FabricBuilder::new(setup.seed);
+        let ports = star(
+            &mut b,
+            2,
+            SwitchSize::Eight,
+            CableConfig::symmetric(model, setup.faults),
+        )
+        .map_err(|e| e.to_string())?;
+        let fabric = Arc::new(b.build());
+        let mode = if setup.mode == ExecMode::Threaded {
+            Mode::Threaded
+        } else {
+            Mode::Inline
+        };
+        let mut units = Vec::new();
+        let mut apis = Vec::new();
+        for (i, &port) in ports.iter().enumerate() {
+            let mut cfg = BoardConfig::pci64b(i as u32);
+            if sim {
+                cfg.timing = Timing::PCI64B;
+            }
+            let mut board = Board::new(cfg);
+            board.attach_link(fabric.clone(), port);
+            let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), mode);
+            let api = init(
+                &unit,
+                InitOptions {
+                    mcp: setup.mcp,
+                    ..Default::default()
+                },
+            )?;
+            units.push(unit);
+            apis.push(api);
+        }
+        let mut chans = Vec::new();
+        for (i, api) in apis.iter_mut().enumerate() {
+            let route = fabric
+                .route(ports[i], ports[1 - i])
+                .ok_or("no route between the boards")?;
+            api.add_route(RouteSlot::Id(ROUTE.0), &route)
+                .map_err(|e| e.to_string())?;
+            let chan = api
+                .get_chan(ChanRequest::Specific(u32::from(CHAN)))
+                .map_err(|e| e.to_string())?;
+            api.init_recv_chan(&chan).map_err(|e| e.to_string())?;
+            chans.push(chan);
+        }
+        Ok(Pair {
+            fabric,
+            ports,
+            units,
+            apis,
+            chans,
+        })
+    }
+
+    /// Packet accounting from the fabric's and both MCPs' counters.
+    pub fn accounting(&mut self, sent: u64, received: u64, refused: u64) -> Accounting {
+        let f = self.fabric.counters();
+        let mut dropped = f.dropped + refused;
+        for api in &mut self.apis {
+            if let Ok(c) = api.mcp_counters() {
+                for d in [
+                    counter::DROP_RX_FULL,
+                    counter::DROP_TYPE,
+                    counter::DROP_SUBTYPE,
+                    counter::DROP_CHANNEL,
+                    counter::DROP_LENGTH,
+                    counter::DROP_OVERRUN,
+                ] {
+                    dropped += u64::from(c.get(d));
+                }
+            }
+        }
+        Accounting {
+            sent,
+            received,
+            dropped,
+            duplicated: f.duplicated,
+        }
+    }
+
+    /// The fabric ports.
+    pub fn ports(&self) -> &[PortId] {
+        &self.ports
+    }
+}
+
+fn init(unit: &Arc<Unit>, opts: InitOptions) -> Result<Api, String> {
+    if unit.mode() == Mode::Threaded {
+        let stop = AtomicBool::new(false);
+        let runner = McpRunner::new(unit.clone());
+        let clock = Clock::new();
+        std::thread::scope(|s| {
+            s.spawn(|| runner.run(|| clock.now(), &stop));
+            let r = Api::init(unit, opts).map_err(|e| e.to_string());
+            stop.store(true, Ordering::Release);
+            r
+        })
+    } else {
+        Api::init(unit, opts).map_err(|e| e.to_string())
+    }
+}
+
+/// Results of a ping-pong.
+#[derive(Debug, Clone)]
+pub struct PingPongReport {
+    /// Packet size.
+    pub size: usize,
+    /// Exchanges.
+    pub iters: u64,
+    /// Median one-way latency (half the round trip), in microseconds.
+    pub one_way_us: f64,
+    /// Bandwidth as seed 000 defines it for ping-pong: bytes / 2 / time, in MB/s.
+    pub mb_per_s: f64,
+    /// Exchanges that timed out.
+    pub timeouts: u64,
+    /// Packet accounting.
+    pub accounting: Accounting,
+    /// The reference's median one-way latency, if one was measured.
+    pub baseline_one_way_us: Option<f64>,
+}
+
+/// Results of a stream.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    /// Packet size.
+    pub size: usize,
+    /// Packets per stream.
+    pub count: u64,
+    /// Most sends in flight.
+    pub window: usize,
+    /// Median bandwidth, MB/s (10^6 bytes per second).
+    pub mb_per_s: f64,
+    /// Streams whose acknowledgement never came.
+    pub timeouts: u64,
+    /// Packets the sink received, over all streams.
+    pub delivered: u64,
+    /// Packet accounting.
+    pub accounting: Accounting,
+    /// The reference's median bandwidth, if one was measured.
+    pub baseline_mb_per_s: Option<f64>,
+}
+
+const RUN: u8 = 0;
+const PAUSE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Runs `body` on the calling thread with board A's API while a worker thread steps
+/// `server` on board B's API whenever `body` sets it to `RUN` (through the function it is
+/// given); threaded units also get their MCP threads. Returns `body`'s result and the
+/// server.
+fn with_server<S: Program + Send, R>(
+    pair: &mut Pair,
+    mode: ExecMode,
+    mut server: S,
+    body: impl FnOnce(&mut Api, &Clock, &dyn Fn(u8)) -> R,
+) -> (R, S) {
+    let clock = Clock::new();
+    let control = AtomicU8::new(PAUSE);
+    let stop_mcp = AtomicBool::new(false);
+    let (a, rest) = pair.apis.split_at_mut(1);
+    let (api_a, api_b) = (&mut a[0], &mut rest[0]);
+    let units = pair.units.clone();
+    std::thread::scope(|s| {
+        if mode == ExecMode::Threaded {
+            for unit in &units {
+                let runner = McpRunner::new(unit.clone());
+                let (clock, stop) = (&clock, &stop_mcp);
+                s.spawn(move || runner.run(|| clock.now(), stop));
+            }
+        }
+        let (control_ref, clock_ref) = (&control, &clock);
+        let worker = s.spawn(move || {
+            loop {
+                match control_ref.load(Ordering::Acquire) {
+                    STOP => break,
+                    PAUSE => std::thread::park_timeout(Duration::from_millis(5)),
+                    _ => {
+                        let now = clock_ref.now();
+                        api_b.progress(now);
+                        server.step(api_b, now);
+                    }
+                }
+            }
+            server
+        });
+        let worker_thread = worker.thread().clone();
+        let set = |state: u8| {
+            control.store(state, Ordering::Release);
+            worker_thread.unpark();
+        };
+        let r = body(api_a, &clock, &set);
+        set(STOP);
+        let server = match worker.join() {
+            Ok(s) => s,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        stop_mcp.store(true, Ordering::Release);
+        (r, server)
+    })
+}
+
+/// Steps `client` (after its API's progress) until it is done.
+fn drive(api: &mut Api, clock: &Clock, client: &mut impl Program) {
+    loop {
+        let now = clock.now();
+        api.progress(now);
+        if client.step(api, now).done {
+            return;
+        }
+    }
+}
+
+/// Keeps stepping `client` for `pause` so packets still in flight land.
+fn settle(api: &mut Api, clock: &Clock, pause: Duration, client: &mut impl Program) {
+    let end = clock.now() + pause;
+    while clock.now() < end {
+        let now = clock.now();
+        api.progress(now);
+        client.step(api, now);
+    }
+}
+
+/// A host program with its board as a node of the deterministic scheduler.
+struct SimNode<P> {
+    api: Api,
+    program: P,
+    port: PortId,
+    done: bool,
+    /// A server runs for as long as the client needs it and never holds the run up.
+    server: bool,
+}
+
+impl<P: Program> Node for SimNode<P> {
+    fn poll(&mut self, now: Time) -> Option<Time> {
+        let mut wake = None;
+        for _ in 0..10_000 {
+            let worked = self.api.progress(now);
+            // A finished program is not stepped again; its board still runs.
+            let step = if self.done && !self.server {
+                Step::default()
+            } else {
+                self.program.step(&mut self.api, now)
+            };
+            self.done |= step.done;
+            wake = step.wake;
+            if !worked && !step.progressed {
+                break;
+            }
+        }
+        [self.api.next_deadline(), wake]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t > now)
+            .min()
+    }
+
+    fn port(&self) -> Option<PortId> {
+        Some(self.port)
+    }
+
+    fn is_done(&self) -> bool {
+        self.done || self.server
+    }
+}
+
+/// Runs client (board A) and server (board B) under the scheduler until the client is
+/// done and the network is quiet, or virtual `limit` passes.
+fn run_sim<C: Program + 'static, S: Program + 'static>(
+    pair: &mut Pair,
+    client: C,
+    server: S,
+    limit: Duration,
+) -> Result<(C, S), String> {
+    let mut sim: Sim<Box<dyn SimNodeDyn>> = Sim::new(pair.fabric.clone());
+    let mut apis = std::mem::take(&mut pair.apis).into_iter();
+    let (api_a, api_b) = (apis.next().ok_or("board a")?, apis.next().ok_or("board b")?);
+    let start = sim.now();
+    sim.add(Box::new(SimNode {
+        api: api_a,
+        program: client,
+        port: pair.ports[0],
+        done: false,
+        server: false,
+    }));
+    sim.add(Box::new(SimNode {
+        api: api_b,
+        program: server,
+        port: pair.ports[1],
+        done: false,
+        server: true,
+    }));
+    let outcome = sim.run_until_done(start + limit);
+    // Let what is still in flight land before counting.
+    sim.run_until(sim.now() + Duration::from_millis(5));
+    let mut nodes = sim.into_nodes().into_iter();
+    let a = nodes.next().ok_or("node a")?.into_any();
+    let b = nodes.next().ok_or("node b")?.into_any();
+    let a = *a.downcast::<SimNode<C>>().map_err(|_| "node a type")?;
+    let b = *b.downcast::<SimNode<S>>().map_err(|_| "node b type")?;
+    pair.apis = vec![a.api, b.api];
+    if outcome != Outcome::Done {
+        return Err(format!(
+            "the simulated run ended {outcome:?} before finishing"
+        ));
+    }
+    Ok((a.program, b.program))
+}
+
+/// Object-safe face of a [`SimNode`], so two node types share one scheduler.
+trait SimNodeDyn: Node {
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+}
+
+impl<P: Program + 'static> SimNodeDyn for SimNode<P> {
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+impl Node for Box<dyn SimNodeDyn> {
+    fn poll(&mut self, now: Time) -> Option<Time> {
+        (**self).poll(now)
+    }
+    fn port(&self) -> Option<PortId> {
+        (**self).port()
+    }
+    fn is_done(&self) -> bool {
+        (**self).is_done()
+    }
+}
+
+fn channels(pair: &mut Pair) -> Result<(Channel, Channel), String> {
+    let mut chans = std::mem::take(&mut pair.chans).into_iter();
+    Ok((
+        chans.next().ok_or("channel a")?,
+        chans.next().ok_or("channel b")?,
+    ))
+}
+
+/// Ping-pong of `iters` packets of `size` bytes (seed 000, Single Packets and Small Packet
+/// Latencies). With a reference, alternates stack and reference rounds.
+pub fn pingpong(
+    setup: &Setup,
+    size: usize,
+    iters: u64,
+    mut reference: Option<&mut dyn Reference>,
+) -> Result<PingPongReport, String> {
+    let mut pair = Pair::new(setup)?;
+    let (chan_a, chan_b) = channels(&mut pair)?;
+    let mut pinger = Pinger::new(chan_a, ROUTE, CHAN, size, 0, setup.timeout);
+    let echo = Echo::new(chan_b, ROUTE, CHAN);
+    if setup.mode == ExecMode::Sim {
+        pinger.iters = iters;
+        let limit = setup.timeout * (iters as u32).max(1) + Duration::from_secs(1);
+        let (pinger, echo) = run_sim(&mut pair, pinger, echo, limit)?;
+        return Ok(report_pingpong(
+            &mut pair, size, iters, &pinger, &echo, None,
+        ));
+    }
+    let rounds = (iters / 200).clamp(1, 50);
+    let mut baseline_rtts = Vec::new();
+    let ((), echo) = with_server(&mut pair, setup.mode, echo, |api, clock, set| {
+        for r in 0..rounds {
+            let chunk = iters / rounds + u64::from(r < iters % rounds);
+            set(RUN);
+            pinger.iters += chunk;
+            drive(api, clock, &mut pinger);
+            set(PAUSE);
+            if let Some(reference) = reference.as_deref_mut() {
+                baseline_rtts.extend(reference.pingpong_round(size, chunk));
+            }
+        }
+        set(RUN);
+        settle(
+            api,
+            clock,
+            setup.timeout.min(Duration::from_millis(50)),
+            &mut pinger,
+        );
+        set(PAUSE);
+    });
+    let base = (!baseline_rtts.is_empty()).then(|| {
+        median(
+            baseline_rtts
+                .iter()
+                .map(|d| d.as_secs_f64() * 1e6 / 2.0)
+                .collect(),
+        )
+    });
+    Ok(report_pingpong(
+        &mut pair, size, iters, &pinger, &echo, base,
+    ))
+}
+
+fn report_pingpong(
+    pair: &mut Pair,
+    size: usize,
+    iters: u64,
+    p: &Pinger,
+    e: &Echo,
+    baseline: Option<f64>,
+) -> PingPongReport {
+    let one_way = median(p.rtts.iter().map(|d| d.as_secs_f64() * 1e6 / 2.0).collect());
+    let accounting = pair.accounting(p.sent + e.sent, p.received + e.received, e.refused);
+    PingPongReport {
+        size,
+        iters,
+        one_way_us: one_way,
+        mb_per_s: if one_way > 0.0 {
+            size as f64 / (2.0 * one_way)
+        } else {
+            0.0
+        },
+        timeouts: p.timeouts,
+        accounting,
+        baseline_one_way_us: baseline,
+    }
+}
+
+/// Seed 000's pipelining test, `rounds` times: `count` packets of `size` bytes with at
+/// most `window` in the send channel and one acknowledgement at the end. With a reference,
+/// alternates stack and reference rounds.
+pub fn stream(
+    setup: &Setup,
+    size: usize,
+    count: u64,
+    window: usize,
+    rounds: u32,
+    mut reference: Option<&mut dyn Reference>,
+) -> Result<StreamReport, String> {
+    let mut pair = Pair::new(setup)?;
+    let (mut chan_a, mut chan_b) = channels(&mut pair)?;
+    let idle = setup.timeout;
+    let mut rates = Vec::new();
+    let mut base_rates = Vec::new();
+    let (mut sent, mut received, mut delivered, mut timeouts) = (0u64, 0u64, 0u64, 0u64);
+    for _ in 0..rounds.max(1) {
+        let sender = StreamSender::new(chan_a, ROUTE, CHAN, size, count, window, setup.timeout);
+        let sink = StreamSink::new(chan_b, ROUTE, CHAN, idle);
+        let (sender, sink) = if setup.mode == ExecMode::Sim {
+            run_sim(
+                &mut pair,
+                sender,
+                sink,
+                setup.timeout * 4 + Duration::from_secs(1),
+            )?
+        } else {
+            let (sender, sink) = with_server(&mut pair, setup.mode, sink, |api, clock, set| {
+                let mut sender = sender;
+                set(RUN);
+                drive(api, clock, &mut sender);
+                set(PAUSE);
+                sender
+            });
+            if let Some(reference) = reference.as_deref_mut() {
+                base_rates.push(reference.stream_round(size, count, window) / 1e6);
+            }
+            (sender, sink)
+        };
+        if let Some(r) = sender.bytes_per_sec() {
+            rates.push(r / 1e6);
+        }
+        timeouts += u64::from(sender.timed_out);
+        sent += sender.sent + u64::from(sink.acked);
+        received += sink.received + u64::from(sender.acked.is_some());
+        delivered += sink.received;
+        chan_a = sender.chan;
+        chan_b = sink.chan;
+    }
+    let accounting = pair.accounting(sent, received, 0);
+    Ok(StreamReport {
+        size,
+        count,
+        window,
+        mb_per_s: median(rates),
+        timeouts,
+        delivered,
+        accounting,
+        baseline_mb_per_s: (!base_rates.is_empty()).then(|| median(base_rates)),
+    })
+}
