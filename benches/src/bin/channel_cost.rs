@@ -1,0 +1,72 @@
+//! The channel API's own cost: an 8-byte ping-pong between two simulated boards stepped
+//! inline on one thread, with no other work. Run under callgrind to count instructions
+//! per exchange, repeatably:
+//!
+//! ```sh
+//! cargo build --release -p myri-benches --bin channel_cost
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out target/release/channel_cost 20000 8
+//! callgrind_annotate /tmp/cg.out | head -40
+//! ```
+
+use myri_device::board::{Board, BoardConfig};
+use myri_device::fabric::topology::star;
+use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
+use myri_device::time::Time;
+use myri_mcp::{Api, ChanRequest, InitOptions, Mode, RouteId, RouteSlot, Unit};
+use std::sync::Arc;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let iters: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let size: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
+    let mut fb = FabricBuilder::new(1);
+    let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).expect("topology");
+    let fabric = Arc::new(fb.build());
+    let mut apis: Vec<Api> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let mut board = Board::new(BoardConfig::pci64b(i as u32));
+            board.attach_link(fabric.clone(), p);
+            let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline);
+            Api::init(&unit, InitOptions::default()).expect("init")
+        })
+        .collect();
+    for (i, api) in apis.iter_mut().enumerate() {
+        api.add_route(
+            RouteSlot::Id(1),
+            &fabric.route(ports[i], ports[1 - i]).expect("route"),
+        )
+        .expect("add");
+    }
+    let chans: Vec<_> = apis
+        .iter_mut()
+        .map(|api| {
+            let c = api.get_chan(ChanRequest::Specific(1)).expect("chan");
+            api.init_recv_chan(&c).expect("init chan");
+            c
+        })
+        .collect();
+    let (a, b) = apis.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    let now = Time::from_micros(1_000_000);
+    let mut checksum = 0u64;
+    for i in 0..iters {
+        let mut buf = a.get_send_buffer().expect("buffer");
+        buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
+        drop(a.send(1, RouteId(1), buf, size).expect("send"));
+        a.progress(now);
+        b.progress(now);
+        let ping = b.recv(&chans[1]).expect("recv").expect("ping arrived");
+        let len = ping.len();
+        drop(b.send_recv_buffer(1, RouteId(1), ping, len).expect("echo"));
+        b.progress(now);
+        a.progress(now);
+        let pong = a.recv(&chans[0]).expect("recv").expect("pong arrived");
+        checksum = checksum.wrapping_add(u64::from_be_bytes(
+            pong.as_slice()[..8].try_into().expect("8 bytes"),
+        ));
+    }
+    assert_eq!(checksum, (0..iters).sum::<u64>());
+    println!("{iters} exchanges of {size} bytes");
+}
