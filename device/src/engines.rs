@@ -145,7 +145,12 @@ impl SendEngine {
         let start_time = now.max(self.busy_until);
         self.busy_until = start_time + transfer_time(bytes.len(), bytes_per_sec);
         if tail {
-            let contents = core::mem::replace(&mut self.open, Vec::with_capacity(256));
+            // The next packet's buffer is one the port's board emptied before, if any.
+            let next = port.map_or_else(
+                || Vec::with_capacity(256),
+                |(fabric, id)| fabric.take_buffer(id),
+            );
+            let contents = core::mem::replace(&mut self.open, next);
             self.opened_at = None;
             counters.bytes_sent += contents.len() as u64;
             let transmitted = Packet::seal(contents).ok().and_then(|packet| {
@@ -276,9 +281,10 @@ impl RecvEngine {
     ) -> u32 {
         let mut bits = 0;
         if let RecvState::Armed { rmp, rml } = self.state
-            && let Some(arrival) = port.and_then(|(fabric, id)| fabric.receive(now, id))
+            && let Some((fabric, id)) = port
+            && let Some(arrival) = fabric.receive(now, id)
         {
-            self.start(arrival, rmp, rml, sram);
+            self.start(arrival, rmp, rml, sram, (fabric, id));
         }
         if let RecvState::Receiving {
             start,
@@ -306,7 +312,14 @@ impl RecvEngine {
         bits
     }
 
-    fn start(&mut self, arrival: Arrival, rmp: u32, rml: u32, sram: &mut Sram) {
+    fn start(
+        &mut self,
+        arrival: Arrival,
+        rmp: u32,
+        rml: u32,
+        sram: &mut Sram,
+        port: (&Fabric, PortId),
+    ) {
         let contents = arrival.packet.contents();
         let room = (rml - rmp) as usize;
         let overrun = contents.len() > room;
@@ -320,6 +333,8 @@ impl RecvEngine {
             tail: arrival.tail,
             overrun,
         };
+        // The bytes are in SRAM now: the buffer goes back for this board's next send.
+        port.0.recycle(port.1, arrival.packet.into_storage());
     }
 
     /// When the packet being received completes, if one is.

@@ -152,7 +152,7 @@ impl LinkState {
     pub(crate) fn carry(
         &mut self,
         t: InTransit,
-        out: &mut Vec<InTransit>,
+        out: &mut smallvec::SmallVec<[InTransit; 2]>,
         record: &mut impl FnMut(Event),
     ) {
         self.counters.offered += 1;

@@ -27,6 +27,7 @@ use crate::wire::route::decode_hop;
 pub use fault::{BurstLoss, DropCause, FaultConfig, LinkFlap};
 use link::{InTransit, LinkState};
 pub use link::{LinkCounters, LinkModel};
+use smallvec::SmallVec;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -200,9 +201,29 @@ struct RxQueue {
 struct HostPort {
     out: Option<LinkId>,
     next_seq: AtomicU64,
+    sent: AtomicU64,
     rx: Mutex<RxQueue>,
+    /// Packets in `rx`, and the earliest head time among them (`u64::MAX` when empty),
+    /// published after every change under the lock so that a board polling an empty port
+    /// does not take it.
+    queued: AtomicU64,
+    next_head: AtomicU64,
+    arrivals: AtomicU64,
+    /// Emptied packet buffers, reused for the next packet this port's board sends.
+    spare: Mutex<Vec<Vec<u8>>>,
     has_waker: AtomicBool,
     waker: Mutex<Option<std::thread::Thread>>,
+}
+
+/// Spare packet buffers kept per port.
+const SPARES: usize = 64;
+
+impl HostPort {
+    fn publish(&self, rx: &RxQueue) {
+        let head = rx.heap.peek().map_or(u64::MAX, |q| q.0.head.as_nanos());
+        self.next_head.store(head, Ordering::Release);
+        self.queued.store(rx.heap.len() as u64, Ordering::Release);
+    }
 }
 
 struct Switch {
@@ -217,6 +238,8 @@ pub struct Fabric {
     hosts: Vec<HostPort>,
     switches: Vec<Switch>,
     links: Vec<Mutex<LinkState>>,
+    /// Whether each link is up, readable without its lock.
+    up: Vec<AtomicBool>,
     /// Where each link leads.
     far_end: Vec<Endpoint>,
     queue_limit: usize,
@@ -318,6 +341,11 @@ impl FabricBuilder {
             .map(|_| HostPort {
                 out: None,
                 next_seq: AtomicU64::new(0),
+                sent: AtomicU64::new(0),
+                queued: AtomicU64::new(0),
+                next_head: AtomicU64::new(u64::MAX),
+                arrivals: AtomicU64::new(0),
+                spare: Mutex::new(Vec::new()),
                 rx: Mutex::new(RxQueue {
                     heap: BinaryHeap::new(),
                     arrivals: 0,
@@ -365,11 +393,13 @@ impl FabricBuilder {
                 lost: 0,
             })
         });
+        let up = links.iter().map(|_| AtomicBool::new(true)).collect();
         Fabric {
             seed: self.seed,
             hosts,
             switches,
             links,
+            up,
             far_end,
             queue_limit: self.queue_limit,
             recorder,
@@ -431,32 +461,41 @@ impl Fabric {
             lock(&host.rx).counters.unconnected += 1;
             return Err(TransmitError::Unconnected(from));
         };
+        host.sent.fetch_add(1, Ordering::Relaxed);
         let record = &mut |e: Event| self.record(e);
-        {
-            let mut l = lock(&self.links[first.0 as usize]);
-            let e = Event {
-                at: now,
-                place: Place::Link(first.0),
-                kind: EventKind::Sent,
-                packet: id,
-            };
-            l.trace.event(&e);
-            record(e);
-        }
-        lock(&host.rx).counters.sent += 1;
-        let mut work = vec![(
+        let hold = std::time::Duration::ZERO;
+        let mut work: SmallVec<[(LinkId, InTransit); 4]> = SmallVec::new();
+        work.push((
             first,
             InTransit {
                 packet,
                 id,
                 head: now,
                 tail: now,
-                hold: std::time::Duration::ZERO,
+                hold,
             },
-        )];
-        let mut out = Vec::with_capacity(2);
+        ));
+        let mut out = SmallVec::new();
+        let mut sending = true;
         while let Some((link, t)) = work.pop() {
-            lock(&self.links[link.0 as usize]).carry(t, &mut out, record);
+            {
+                let mut l = lock(&self.links[link.0 as usize]);
+                if sending {
+                    let e = Event {
+                        at: now,
+                        place: Place::Link(first.0),
+                        kind: EventKind::Sent,
+                        packet: id,
+                    };
+                    l.trace.event(&e);
+                    if self.recorder.is_some() {
+                        record(e);
+                    }
+                    sending = false;
+                }
+                l.carry(t, &mut out, record);
+                self.up[link.0 as usize].store(l.faults.is_up(), Ordering::Relaxed);
+            }
             for mut t in out.drain(..) {
                 match self.far_end[link.0 as usize] {
                     Endpoint::Host(port) => self.deliver(port, t),
@@ -493,6 +532,26 @@ impl Fabric {
         Ok(id)
     }
 
+    /// An empty buffer for the next packet host port `at` sends: one its board emptied
+    /// before if there is one (no allocation on the fast path), else a new one.
+    pub fn take_buffer(&self, at: PortId) -> Vec<u8> {
+        self.hosts
+            .get(at.0 as usize)
+            .and_then(|h| lock(&h.spare).pop())
+            .unwrap_or_else(|| Vec::with_capacity(256))
+    }
+
+    /// Gives an emptied packet buffer back to host port `at` for reuse.
+    pub fn recycle(&self, at: PortId, mut buf: Vec<u8>) {
+        if let Some(h) = self.hosts.get(at.0 as usize) {
+            buf.clear();
+            let mut spare = lock(&h.spare);
+            if spare.len() < SPARES {
+                spare.push(buf);
+            }
+        }
+    }
+
     fn deliver(&self, port: PortId, mut t: InTransit) {
         t.head += t.hold;
         t.tail += t.hold;
@@ -515,6 +574,8 @@ impl Fabric {
             let n = rx.arrivals;
             rx.arrivals += 1;
             rx.heap.push(Queued(t, n));
+            host.publish(&rx);
+            host.arrivals.store(rx.arrivals, Ordering::Release);
         }
         if host.has_waker.load(Ordering::Acquire)
             && let Some(thread) = lock(&host.waker).as_ref()
@@ -527,12 +588,20 @@ impl Fabric {
     /// CRC-8 check (bad ones are dropped and counted here).
     pub fn receive(&self, now: Time, at: PortId) -> Option<Arrival> {
         let host = self.hosts.get(at.0 as usize)?;
+        // Most polls find nothing: answer those without the lock.
+        if host.queued.load(Ordering::Acquire) == 0
+            || host.next_head.load(Ordering::Acquire) > now.as_nanos()
+        {
+            return None;
+        }
         let mut rx = lock(&host.rx);
-        loop {
-            if rx.heap.peek()?.0.head > now {
-                return None;
+        let arrival = loop {
+            if rx.heap.peek().is_none_or(|q| q.0.head > now) {
+                break None;
             }
-            let Queued(t, _) = rx.heap.pop()?;
+            let Some(Queued(t, _)) = rx.heap.pop() else {
+                break None;
+            };
             let ok = t.packet.crc_ok();
             let kind = if ok {
                 EventKind::Delivered
@@ -555,20 +624,23 @@ impl Fabric {
                 self.record(e);
             }
             if ok {
-                return Some(Arrival {
+                break Some(Arrival {
                     packet: t.packet,
                     id: t.id,
                     head: t.head,
                     tail: t.tail,
                 });
             }
-        }
+        };
+        host.publish(&rx);
+        arrival
     }
 
     /// When the next packet's head reaches host port `at` (already arrived ones included).
     pub fn next_arrival(&self, at: PortId) -> Option<Time> {
         let host = self.hosts.get(at.0 as usize)?;
-        lock(&host.rx).heap.peek().map(|q| q.0.head)
+        let head = host.next_head.load(Ordering::Acquire);
+        (head != u64::MAX).then_some(Time::from_nanos(head))
     }
 
     /// How many packets have ever been queued at host port `at` (schedulers use it to
@@ -576,14 +648,14 @@ impl Fabric {
     pub fn arrivals(&self, at: PortId) -> u64 {
         self.hosts
             .get(at.0 as usize)
-            .map_or(0, |h| lock(&h.rx).arrivals)
+            .map_or(0, |h| h.arrivals.load(Ordering::Acquire))
     }
 
     /// Packets waiting at host port `at`.
     pub fn queued(&self, at: PortId) -> usize {
         self.hosts
             .get(at.0 as usize)
-            .map_or(0, |h| lock(&h.rx).heap.len())
+            .map_or(0, |h| h.queued.load(Ordering::Acquire) as usize)
     }
 
     /// Unparks `thread` whenever a packet is queued at `at` (threaded mode).
@@ -600,6 +672,7 @@ impl Fabric {
         for id in [2 * cable.0, 2 * cable.0 + 1] {
             if let Some(l) = self.links.get(id as usize) {
                 lock(l).set_up(up, now, &mut |e| self.record(e));
+                self.up[id as usize].store(up, Ordering::Relaxed);
             }
         }
     }
@@ -633,10 +706,8 @@ impl Fabric {
 
     /// Whether the link leaving host port `at` is up.
     pub fn port_link_up(&self, at: PortId) -> bool {
-        self.hosts
-            .get(at.0 as usize)
-            .and_then(|h| h.out)
-            .is_some_and(|l| lock(&self.links[l.0 as usize]).faults.is_up())
+        let link = self.hosts.get(at.0 as usize).and_then(|h| h.out);
+        link.is_some_and(|l| self.up[l.0 as usize].load(Ordering::Relaxed))
     }
 
     /// The link leaving host port `at`.
@@ -656,7 +727,11 @@ impl Fabric {
 
     /// Counters of a host port.
     pub fn port_counters(&self, at: PortId) -> Option<PortCounters> {
-        self.hosts.get(at.0 as usize).map(|h| lock(&h.rx).counters)
+        let h = self.hosts.get(at.0 as usize)?;
+        Some(PortCounters {
+            sent: h.sent.load(Ordering::Relaxed),
+            ..lock(&h.rx).counters
+        })
     }
 
     /// Bad routes dropped by a switch.
@@ -679,7 +754,7 @@ impl Fabric {
         }
         for h in &self.hosts {
             let p = lock(&h.rx).counters;
-            c.sent += p.sent;
+            c.sent += h.sent.load(Ordering::Relaxed);
             c.delivered += p.delivered;
             c.crc_errors += p.crc_errors;
             c.overflows += p.overflows;

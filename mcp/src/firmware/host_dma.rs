@@ -7,10 +7,10 @@
 //! its blocks after that one, terminates the chain after them, makes the sleeping block
 //! valid last, and pulses the channel. Completion is the last block's T bit.
 //!
-//! A delivery to the host is one chain of three blocks: the payload into the channel's
-//! next posted host buffer, its length into the channel's poll structure, and the
-//! channel's new completion count into the poll word the host watches (seed 000: DMA
-//! notification instead of host polling of SRAM).
+//! A delivery to the host is one chain of two blocks: the payload into the channel's next
+//! posted host buffer, then a completion record (the length and the channel's new
+//! completion count) into the poll structure the host watches (seed 000: DMA notification
+//! instead of host polling of SRAM).
 
 use super::Mcp;
 use super::pool::{TxEntry, tx_buffer};
@@ -28,7 +28,12 @@ use myri_device::time::Time;
 /// Spacing of blocks in the ring (a 24-byte block, 8-aligned).
 const STRIDE: u32 = 32;
 /// Byte offset of the poll structure's length array.
-pub const POLL_LENS: u32 = 16;
+///
+/// A channel's poll structure is a ring of [`RECV_SLOTS`] completion records, one per
+/// receive descriptor: the payload length, then the channel's completion count after that
+/// delivery. One DMA block writes a record, length first, so a host that sees the count
+/// (the poll word it watches) also sees the length.
+pub const RECORD_LEN: u32 = 8;
 
 /// One transfer of a chain.
 #[derive(Debug, Clone, Copy)]
@@ -356,8 +361,16 @@ fn target(mcp: &Mcp, l: &Lanai<'_>, header: &[u8]) -> Result<Option<(u8, Target)
     )))
 }
 
-/// The chain that finishes a delivery: the payload bytes from `copied` on, the length
-/// word and the count word.
+/// The first bytes of a frame in SRAM (fewer if the frame is shorter than a header).
+fn read_header(l: &Lanai<'_>, at: u32, len: u32) -> ([u8; HEADER_LEN], usize) {
+    let n = (len as usize).min(HEADER_LEN);
+    let mut h = [0u8; HEADER_LEN];
+    let _ = l.sram_ref().read(at, &mut h[..n]);
+    (h, n)
+}
+
+/// The chain that finishes a delivery: the payload bytes from `copied` on, then the
+/// completion record (length and count).
 fn deliver_chain(
     mcp: &Mcp,
     l: &mut Lanai<'_>,
@@ -365,7 +378,7 @@ fn deliver_chain(
     payload: u32,
     copied: u32,
     t: &Target,
-) -> Option<smallvec::SmallVec<[Transfer; 3]>> {
+) -> Option<smallvec::SmallVec<[Transfer; 2]>> {
     let scratch = mcp.layout.scratch;
     l.sram().write_u32(scratch, payload).ok()?;
     l.sram()
@@ -381,18 +394,12 @@ fn deliver_chain(
             host: t.host + u64::from(copied),
         });
     }
-    let lens = t.poll + u64::from(POLL_LENS + 4 * (t.done % RECV_SLOTS));
+    let record = t.poll + u64::from(RECORD_LEN * (t.done % RECV_SLOTS));
     chain.push(Transfer {
         dir: Direction::LanaiToHost,
         lar: scratch,
-        len: 4,
-        host: lens,
-    });
-    chain.push(Transfer {
-        dir: Direction::LanaiToHost,
-        lar: scratch + 4,
-        len: 4,
-        host: t.poll,
+        len: RECORD_LEN,
+        host: record,
     });
     Some(chain)
 }
@@ -402,12 +409,8 @@ fn to_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     let Some(e) = mcp.recv.rx.head() else {
         return false;
     };
-    let header = l
-        .sram_ref()
-        .slice(e.buf, (e.len as usize).min(HEADER_LEN))
-        .unwrap_or(&[])
-        .to_vec();
-    let (chan, t) = match target(mcp, l, &header) {
+    let (header, n) = read_header(l, e.buf, e.len);
+    let (chan, t) = match target(mcp, l, &header[..n]) {
         Ok(Some(x)) => x,
         Ok(None) => return false,
         Err(c) => {
@@ -452,12 +455,8 @@ fn follow_start(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     if have < HEADER_LEN as u32 + mcp.config.overlap_threshold {
         return false;
     }
-    let header = l
-        .sram_ref()
-        .slice(start, HEADER_LEN)
-        .unwrap_or(&[])
-        .to_vec();
-    let Ok(Some((chan, t))) = target(mcp, l, &header) else {
+    let (header, n) = read_header(l, start, HEADER_LEN as u32);
+    let Ok(Some((chan, t))) = target(mcp, l, &header[..n]) else {
         return false;
     };
     let n = (have - HEADER_LEN as u32) & !3;

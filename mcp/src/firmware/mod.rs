@@ -248,9 +248,9 @@ impl Mcp {
     }
 
     /// Runs the control program at `now` until it has nothing more to do right away.
-    /// Returns whether it did anything (the threaded runner spins while it does).
+    /// The caller has run the hardware up to `now` ([`Lanai::advance`]). Returns whether
+    /// the MCP did anything (the threaded runner spins while it does).
     pub fn poll(&mut self, now: Time, l: &mut Lanai<'_>) -> bool {
-        l.advance(now);
         self.handshake(l);
         if !self.running {
             // Until a host has shaken hands (and so set up the DMA channel pointer), only
@@ -266,10 +266,11 @@ impl Mcp {
             progress |= recv::service(self, now, l, interrupt);
             progress |= host_dma::step(self, now, l);
             progress |= send::step(self, now, l);
-            l.advance(now);
             if !progress {
                 break;
             }
+            // Let the hardware act on what was just started before looking again.
+            l.advance(now);
             worked = true;
         }
         self.flush_counters(l);

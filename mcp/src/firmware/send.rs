@@ -41,9 +41,11 @@ fn lay_out(mcp: &Mcp, l: &mut Lanai<'_>, e: &TxEntry) -> Option<(u32, u32)> {
         return None;
     }
     let len = s.read_u32(at + 4).ok()?.min(hcb::MAX_ROUTE as u32);
-    let route = s.slice(at + 8, len as usize).ok()?.to_vec();
+    let mut route = [0u8; hcb::MAX_ROUTE];
+    s.read(at + 8, &mut route[..len as usize]).ok()?;
+    let route = &route[..len as usize];
     let start = e.frame - len;
-    l.sram().write(start, &route).ok()?;
+    l.sram().write(start, route).ok()?;
     l.sram()
         .write(e.frame, &FrameRepr { chan: e.chan }.to_bytes())
         .ok()?;

@@ -31,6 +31,7 @@ pub use error::{ApiError, SendError};
 pub use shared::SharedApi;
 pub use unit::{DmaLayout, Firmware, HostCounters, McpRunner, Mode, Unit};
 
+use crate::firmware::host_dma::RECORD_LEN;
 use crate::firmware::{McpConfig, McpCounters};
 use crate::frame::HEADER_LEN;
 use crate::hcb::{
@@ -106,6 +107,14 @@ pub struct Api {
 
 fn before(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) > 0
+}
+
+/// The length of completion `n` of `chan` if the board has delivered it: its record's
+/// count (loaded with Acquire, so the payload and length DMA'd before it are visible) is
+/// `n + 1`.
+fn completion(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> Option<u32> {
+    let at = DmaLayout::poll(chan) + (RECORD_LEN * (n % RECV_SLOTS)) as usize;
+    (poll.load_be(at + 4).ok()? == n.wrapping_add(1)).then(|| poll.load_be(at).unwrap_or(0))
 }
 
 impl Unit {
@@ -216,9 +225,8 @@ impl Unit {
     /// user of the channel never sees them.
     fn drain_locked(&self, st: &mut UnitState, chan: u8) {
         let Some(poll) = st.poll.as_ref() else { return };
-        let count = poll.load_be(DmaLayout::poll(chan)).unwrap_or(0);
         let c = &mut st.chans[usize::from(chan)];
-        while before(c.consumed, count) {
+        while completion(poll, chan, c.consumed).is_some() {
             let Some((i, dev)) = c.posted.pop_front() else {
                 break;
             };
@@ -323,8 +331,8 @@ impl Api {
             );
         }
         if let Some(p) = &st.poll {
-            for c in 0..NUM_CHANNELS as u8 {
-                let _ = p.store_be(DmaLayout::poll(c), 0);
+            for at in (0..unit::PAGE).step_by(4) {
+                let _ = p.store_be(at, 0);
             }
         }
         st.pio_threshold = mcp.pio_threshold.min(hcb::PIO_MAX as u32) as usize;
@@ -769,12 +777,14 @@ impl Api {
     pub fn recv_poll(&mut self, chan: &Channel) -> Result<usize, ApiError> {
         self.channel_state(chan)?;
         let st = lock(&self.unit.state);
-        let count = st
-            .poll
-            .as_ref()
-            .and_then(|p| p.load_be(DmaLayout::poll(chan.num)).ok())
-            .unwrap_or(0);
-        Ok(count.wrapping_sub(st.chans[usize::from(chan.num)].consumed) as usize)
+        let Some(poll) = st.poll.as_ref() else {
+            return Ok(0);
+        };
+        let consumed = st.chans[usize::from(chan.num)].consumed;
+        let ready = (0..RECV_SLOTS)
+            .take_while(|&i| completion(poll, chan.num, consumed.wrapping_add(i)).is_some())
+            .count();
+        Ok(ready)
     }
 
     /// The next packet on a channel, if one has arrived (seed 000, `myri_api0_recv`): a
@@ -786,17 +796,11 @@ impl Api {
         let Some(poll) = st.poll.as_ref() else {
             return Ok(None);
         };
-        let at = DmaLayout::poll(chan.num);
-        // Acquire: the payload and length the board DMA'd before the count are visible.
-        let count = poll.load_be(at).unwrap_or(0);
         let c = &st.chans[usize::from(chan.num)];
-        if !before(c.consumed, count) {
+        let Some(len) = completion(poll, chan.num, c.consumed) else {
             return Ok(None);
-        }
-        let slot = c.consumed % RECV_SLOTS;
-        let len = poll
-            .load_be(at + crate::firmware::host_dma::POLL_LENS as usize + 4 * slot as usize)
-            .unwrap_or(0) as usize;
+        };
+        let len = len as usize;
         let c = &mut st.chans[usize::from(chan.num)];
         let Some((index, dev)) = c.posted.pop_front() else {
             return Ok(None);
