@@ -64,11 +64,17 @@ pub struct Sim<N> {
 impl<N: Node> Sim<N> {
     /// A scheduler over `fabric`, at time zero.
     pub fn new(fabric: Arc<Fabric>) -> Sim<N> {
+        Sim::starting_at(fabric, Time::ZERO)
+    }
+
+    /// A scheduler over `fabric` whose clock starts at `now`: for a run that continues
+    /// where an earlier one over the same fabric and boards stopped.
+    pub fn starting_at(fabric: Arc<Fabric>, now: Time) -> Sim<N> {
         Sim {
             fabric,
             nodes: Vec::new(),
             wakes: Vec::new(),
-            now: Time::ZERO,
+            now,
             polls: 0,
         }
     }

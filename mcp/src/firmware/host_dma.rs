@@ -243,8 +243,23 @@ pub fn slot_done(mcp: &mut Mcp, l: &mut Lanai<'_>, slot: u32) {
 
 /// Runs the host-DMA state machine one step. Returns whether it made progress.
 pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    let was_busy = !matches!(mcp.host.op, Op::Idle);
+    let progressed = advance_op(mcp, now, l);
+    // A transfer that just finished frees the engine: start the next one at once rather
+    // than a loop iteration later (the engine is the MCP's bottleneck, seed 000 notes).
+    if was_busy && progressed && matches!(mcp.host.op, Op::Idle) {
+        start_next(mcp, now, l);
+    }
+    progressed
+}
+
+fn start_next(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    to_host(mcp, now, l) || follow_start(mcp, now, l) || from_host(mcp, now, l)
+}
+
+fn advance_op(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     match mcp.host.op {
-        Op::Idle => to_host(mcp, now, l) || follow_start(mcp, now, l) || from_host(mcp, now, l),
+        Op::Idle => start_next(mcp, now, l),
         Op::FromHost {
             slot,
             entry,
@@ -265,13 +280,14 @@ pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
                 mcp.host.ring.skip(l, now, first, last);
                 mcp.host.op = Op::Idle;
                 mcp.count(counter::DMA_FAULTS);
-                mcp.count(counter::SEND_ERRORS);
                 if pushed {
                     // The send DMA sends nothing of an overlapped packet before its data
-                    // arrives; mark it so it is dropped.
+                    // arrives; mark it so it drops (and counts) it.
                     if let Some(e) = mcp.tx.head_mut().filter(|e| e.frame == entry.frame) {
                         e.aborted = true;
                     }
+                } else {
+                    mcp.count(counter::SEND_ERRORS);
                 }
                 slot_done(mcp, l, slot);
                 true

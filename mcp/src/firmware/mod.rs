@@ -122,6 +122,10 @@ impl McpConfig {
     }
 }
 
+/// Loop iterations per [`Mcp::poll`]: fewer than the rx pool holds, so that one call
+/// cannot overflow it while the host waits for the call to return.
+pub const SLICE: usize = 16;
+
 /// How often the MCP looks at a live DMA pointer it follows, in virtual time.
 pub const FOLLOW_TICK: std::time::Duration = std::time::Duration::from_nanos(500);
 
@@ -260,7 +264,9 @@ impl Mcp {
             return worked;
         }
         let mut worked = false;
-        for _ in 0..64 {
+        // A bounded slice of work per call: an inline host gets its turn (to post more
+        // receive buffers, say) before the rx pool can fill from one burst.
+        for _ in 0..SLICE {
             let mut progress = false;
             let interrupt = self.config.recv_mode == RecvMode::Interrupt;
             progress |= recv::service(self, now, l, interrupt);

@@ -670,10 +670,18 @@ impl Api {
         put(&mut slot, send_slot::INLINE_LEN, inline as u32);
         put(&mut slot, send_slot::SEQ, seq);
         let now = unit.now();
+        // The buffer is the board's before the slot that names it is published: the
+        // Release hand-over must come first, or a running MCP could DMA from a page the
+        // host still owns (it would fault, not race, but the send would be lost).
+        let (buf, host) = if pio {
+            (None, Some(host))
+        } else {
+            (Some(host.to_device()), None)
+        };
         let written = unit.board(|b| {
             b.pci_write_bytes(payload_at, header)?;
-            if pio {
-                b.pci_write_bytes(payload_at + header.len() as u32, &host.as_slice()[..len])?;
+            if let Some(h) = &host {
+                b.pci_write_bytes(payload_at + header.len() as u32, &h.as_slice()[..len])?;
             }
             b.pci_write_bytes(l.send_slot(seq), &slot)?;
             b.pci_write_u32(now, l.send, seq.wrapping_add(1))
@@ -681,13 +689,12 @@ impl Api {
         if let Err(e) = written {
             drop(st);
             unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            // Nothing was published: the board never saw the buffer.
+            let host = host
+                .or_else(|| buf.map(|d| d.reclaim()))
+                .expect("one of the two holds the buffer");
             return Err((e.into(), host));
         }
-        let (buf, host) = if pio {
-            (None, Some(host))
-        } else {
-            (Some(host.to_device()), None)
-        };
         st.tail = seq.wrapping_add(1);
         st.in_flight.push_back(InFlight {
             seq,

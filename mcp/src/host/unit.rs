@@ -270,6 +270,32 @@ impl Unit {
         &self.counters
     }
 
+    /// Packets the board holds: sends the host enqueued that are neither on the network
+    /// nor refused yet; packets received off the network and neither delivered to a host
+    /// buffer nor dropped yet; and packets delivered but not yet taken by
+    /// [`crate::Api::recv`]. Zero when everything is accounted for (drivers wait for it
+    /// before closing their books).
+    pub fn packets_held(&self) -> u64 {
+        use crate::hcb::counter;
+        let mcp = lock(&self.node).mcp().map(|m| m.counters());
+        let Some(c) = mcp else { return 0 };
+        let g = |i| u64::from(c.get(i));
+        let settled = g(counter::DELIVERED)
+            + g(counter::DROP_RX_FULL)
+            + g(counter::DROP_TYPE)
+            + g(counter::DROP_SUBTYPE)
+            + g(counter::DROP_CHANNEL)
+            + g(counter::DROP_LENGTH);
+        let unread =
+            g(counter::DELIVERED).saturating_sub(self.counters.recvs.load(Ordering::Relaxed));
+        let unsent = self
+            .counters
+            .sends
+            .load(Ordering::Relaxed)
+            .saturating_sub(g(counter::SENT) + g(counter::SEND_ERRORS));
+        g(counter::RECEIVED).saturating_sub(settled) + unread + unsent
+    }
+
     /// The latest time the host told the unit.
     pub(crate) fn now(&self) -> Time {
         Time::from_nanos(self.now.load(Ordering::Relaxed))
@@ -329,6 +355,11 @@ impl McpRunner {
             };
             if worked || deadline.is_some_and(|d| d <= now) {
                 idle = 0;
+                // Leave the host a moment at the lock before taking it again: a spinning
+                // MCP must not starve the host of the buffers it is trying to post.
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             idle += 1;

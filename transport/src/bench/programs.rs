@@ -197,6 +197,17 @@ impl Echo {
     }
 }
 
+/// Bytes of a stream packet's header: sequence number, packets in the stream, round.
+const STREAM_HEADER: usize = 24;
+/// The sequence number of a stream's acknowledgement.
+const ACK: u64 = u64::MAX;
+
+fn word(bytes: &[u8], i: usize) -> Option<u64> {
+    bytes
+        .get(8 * i..8 * i + 8)
+        .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+}
+
 /// Seed 000's pipelining test, sending side: `count` packets with at most `window` in the
 /// send channel, then waits for the one acknowledgement.
 pub struct StreamSender {
@@ -214,14 +225,18 @@ pub struct StreamSender {
     pub window: usize,
     /// How long to wait for the acknowledgement after the last send.
     pub timeout: Duration,
+    /// Which stream this is: packets of other streams are told apart by it.
+    pub round: u64,
     /// Packets sent.
     pub sent: u64,
-    /// When the first packet went and the acknowledgement came.
+    /// When the first packet went.
     pub started: Option<Time>,
     /// When the acknowledgement arrived.
     pub acked: Option<Time>,
     /// What the sink reported it received.
     pub sink_count: u64,
+    /// Packets received that were not this stream's acknowledgement.
+    pub stale: u64,
     /// The acknowledgement never came.
     pub timed_out: bool,
     last_sent_at: Option<Time>,
@@ -230,6 +245,7 @@ pub struct StreamSender {
 
 impl StreamSender {
     /// A sender that has sent nothing yet.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         chan: Channel,
         route: RouteId,
@@ -238,19 +254,22 @@ impl StreamSender {
         count: u64,
         window: usize,
         timeout: Duration,
+        round: u64,
     ) -> StreamSender {
         StreamSender {
             chan,
             route,
             peer_chan,
-            size: size.max(SEQ + 8),
+            size: size.max(STREAM_HEADER),
             count,
             window: window.max(1),
             timeout,
+            round,
             sent: 0,
             started: None,
             acked: None,
             sink_count: 0,
+            stale: 0,
             timed_out: false,
             last_sent_at: None,
             tickets: std::collections::VecDeque::new(),
@@ -260,19 +279,19 @@ impl StreamSender {
     /// Runs at `now`.
     pub fn step(&mut self, api: &mut Api, now: Time) -> Step {
         let mut progressed = false;
-        if let Ok(Some(r)) = api.recv(&self.chan)
-            && seq_of(r.as_slice()) == Some(u64::MAX)
-        {
-            self.acked = Some(now);
-            self.sink_count = r
-                .as_slice()
-                .get(SEQ..SEQ + 8)
-                .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
-            return Step {
-                progressed: true,
-                done: true,
-                wake: None,
-            };
+        while let Ok(Some(r)) = api.recv(&self.chan) {
+            progressed = true;
+            let b = r.as_slice();
+            if word(b, 0) == Some(ACK) && word(b, 2) == Some(self.round) {
+                self.acked = Some(now);
+                self.sink_count = word(b, 1).unwrap_or(0);
+                return Step {
+                    progressed: true,
+                    done: true,
+                    wake: None,
+                };
+            }
+            self.stale += 1;
         }
         // Keep at most `window` sends unfinished by the board.
         while let Some(t) = self.tickets.front() {
@@ -286,8 +305,9 @@ impl StreamSender {
                 break;
             };
             let b = buf.as_mut_slice();
-            b[..SEQ].copy_from_slice(&self.sent.to_be_bytes());
-            b[SEQ..SEQ + 8].copy_from_slice(&self.count.to_be_bytes());
+            b[..8].copy_from_slice(&self.sent.to_be_bytes());
+            b[8..16].copy_from_slice(&self.count.to_be_bytes());
+            b[16..24].copy_from_slice(&self.round.to_be_bytes());
             match api.send(self.peer_chan, self.route, buf, self.size) {
                 Ok(t) => {
                     self.tickets.push_back(t);
@@ -327,8 +347,9 @@ impl StreamSender {
     }
 }
 
-/// Seed 000's pipelining test, receiving side: counts packets and acknowledges once, when
-/// the last one arrives or, under loss, when nothing has arrived for `idle`.
+/// Seed 000's pipelining test, receiving side: counts its stream's packets and
+/// acknowledges once, when the last one arrives or, under loss, when nothing has arrived
+/// for `idle` (which must be shorter than the sender's timeout).
 pub struct StreamSink {
     /// This side's receive channel.
     pub chan: Channel,
@@ -338,11 +359,15 @@ pub struct StreamSink {
     pub peer_chan: u8,
     /// How long without packets before acknowledging what arrived.
     pub idle: Duration,
-    /// Packets received.
+    /// Which stream to count.
+    pub round: u64,
+    /// Packets of this stream received.
     pub received: u64,
-    /// Bytes received.
+    /// Bytes of this stream received.
     pub bytes: u64,
-    /// Packets whose payload was not what the sender wrote.
+    /// Packets of other streams (late ones of an earlier round).
+    pub stale: u64,
+    /// Packets too short to be a stream packet.
     pub corrupt: u64,
     expected: Option<u64>,
     last: Option<Time>,
@@ -352,14 +377,22 @@ pub struct StreamSink {
 
 impl StreamSink {
     /// A sink that has received nothing yet.
-    pub fn new(chan: Channel, route: RouteId, peer_chan: u8, idle: Duration) -> StreamSink {
+    pub fn new(
+        chan: Channel,
+        route: RouteId,
+        peer_chan: u8,
+        idle: Duration,
+        round: u64,
+    ) -> StreamSink {
         StreamSink {
             chan,
             route,
             peer_chan,
             idle,
+            round,
             received: 0,
             bytes: 0,
+            stale: 0,
             corrupt: 0,
             expected: None,
             last: None,
@@ -372,12 +405,16 @@ impl StreamSink {
         let mut progressed = false;
         while let Ok(Some(r)) = api.recv(&self.chan) {
             progressed = true;
-            self.received += 1;
-            self.bytes += r.len() as u64;
-            self.last = Some(now);
-            match r.as_slice().get(SEQ..SEQ + 8) {
-                Some(b) => self.expected = Some(u64::from_be_bytes(b.try_into().expect("8 bytes"))),
-                None => self.corrupt += 1,
+            let b = r.as_slice();
+            match (word(b, 1), word(b, 2)) {
+                (Some(count), Some(round)) if round == self.round => {
+                    self.received += 1;
+                    self.bytes += b.len() as u64;
+                    self.last = Some(now);
+                    self.expected = Some(count);
+                }
+                (Some(_), Some(_)) => self.stale += 1,
+                _ => self.corrupt += 1,
             }
         }
         let all = self.expected.is_some_and(|n| self.received >= n);
@@ -388,9 +425,14 @@ impl StreamSink {
             && (all || quiet)
             && let Ok(mut buf) = api.get_send_buffer()
         {
-            buf.as_mut_slice()[..SEQ].copy_from_slice(&u64::MAX.to_be_bytes());
-            buf.as_mut_slice()[SEQ..SEQ + 8].copy_from_slice(&self.received.to_be_bytes());
-            if api.send(self.peer_chan, self.route, buf, SEQ + 8).is_ok() {
+            let b = buf.as_mut_slice();
+            b[..8].copy_from_slice(&ACK.to_be_bytes());
+            b[8..16].copy_from_slice(&self.received.to_be_bytes());
+            b[16..24].copy_from_slice(&self.round.to_be_bytes());
+            if api
+                .send(self.peer_chan, self.route, buf, STREAM_HEADER)
+                .is_ok()
+            {
                 self.acked = true;
                 progressed = true;
             }
@@ -403,3 +445,45 @@ impl StreamSink {
         }
     }
 }
+
+/// Receives and counts whatever still arrives, until nothing has for `quiet`.
+pub struct Drain {
+    /// The channel.
+    pub chan: Channel,
+    /// How long a silence ends it.
+    pub quiet: Duration,
+    /// Packets received.
+    pub received: u64,
+    since: Option<Time>,
+}
+
+impl Drain {
+    /// A drain that has seen nothing yet.
+    pub fn new(chan: Channel, quiet: Duration) -> Drain {
+        Drain {
+            chan,
+            quiet,
+            received: 0,
+            since: None,
+        }
+    }
+
+    /// Runs at `now`.
+    pub fn step(&mut self, api: &mut Api, now: Time) -> Step {
+        let since = *self.since.get_or_insert(now);
+        let mut progressed = false;
+        while let Ok(Some(_)) = api.recv(&self.chan) {
+            self.received += 1;
+            self.since = Some(now);
+            progressed = true;
+        }
+        let done = now.saturating_since(self.since.unwrap_or(since)) >= self.quiet;
+        Step {
+            progressed,
+            done,
+            wake: Some(self.since.unwrap_or(since) + self.quiet),
+        }
+    }
+}
+
+program!(Drain);

@@ -7,7 +7,7 @@
 //! alternate rounds has the machine to itself. The deterministic run uses the scheduler in
 //! virtual time with a PCI64B's timing and SAN-2000 links, so its figures are the model's.
 
-use super::programs::{Echo, Pinger, Program, Step, StreamSender, StreamSink};
+use super::programs::{Drain, Echo, Pinger, Program, Step, StreamSender, StreamSink};
 use super::{Reference, median};
 use myri_device::board::{Board, BoardConfig, Timing};
 use myri_device::fabric::topology::star;
@@ -75,7 +75,7 @@ impl Default for Setup {
 }
 
 /// Packet accounting over a run: every packet sent was received or dropped somewhere.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Accounting {
     /// Packets the host programs sent.
     pub sent: u64,
@@ -85,6 +85,8 @@ pub struct Accounting {
     pub dropped: u64,
     /// Extra copies the fabric made.
     pub duplicated: u64,
+    /// Where the drops happened, by cause (only causes with drops).
+    pub drops: Vec<(&'static str, u64)>,
 }
 
 impl Accounting {
@@ -105,6 +107,8 @@ pub struct Pair {
     pub apis: Vec<Api>,
     /// Channel 1 of A and of B.
     pub chans: Vec<Channel>,
+    /// Where virtual time stopped after the last deterministic run.
+    sim_now: Time,
 }
 
 /// The channel every benchmark receives on.
@@ -175,32 +179,51 @@ impl Pair {
             units,
             apis,
             chans,
+            sim_now: Time::ZERO,
         })
     }
 
     /// Packet accounting from the fabric's and both MCPs' counters.
     pub fn accounting(&mut self, sent: u64, received: u64, refused: u64) -> Accounting {
         let f = self.fabric.counters();
-        let mut dropped = f.dropped + refused;
+        let mut drops = vec![
+            ("link loss", f.link_drops),
+            ("crc-8", f.crc_errors),
+            ("bad route", f.bad_routes),
+            ("port queue full", f.overflows),
+            ("send channel full", refused),
+        ];
+        let causes = [
+            (counter::DROP_RX_FULL, "rx pool full"),
+            (counter::DROP_TYPE, "wrong type"),
+            (counter::DROP_SUBTYPE, "wrong subtype"),
+            (counter::DROP_CHANNEL, "bad channel"),
+            (counter::DROP_LENGTH, "bad length"),
+            (counter::DROP_OVERRUN, "receive overrun"),
+            (counter::SEND_ERRORS, "send refused by the mcp"),
+        ];
         for api in &mut self.apis {
             if let Ok(c) = api.mcp_counters() {
-                for d in [
-                    counter::DROP_RX_FULL,
-                    counter::DROP_TYPE,
-                    counter::DROP_SUBTYPE,
-                    counter::DROP_CHANNEL,
-                    counter::DROP_LENGTH,
-                    counter::DROP_OVERRUN,
-                ] {
-                    dropped += u64::from(c.get(d));
+                for (id, name) in causes {
+                    drops.push((name, u64::from(c.get(id))));
                 }
             }
         }
+        let mut merged: Vec<(&'static str, u64)> = Vec::new();
+        for (name, n) in drops {
+            match merged.iter_mut().find(|(m, _)| *m == name) {
+                Some((_, total)) => *total += n,
+                None => merged.push((name, n)),
+            }
+        }
+        merged.retain(|&(_, n)| n > 0);
+        let dropped = merged.iter().map(|&(_, n)| n).sum();
         Accounting {
             sent,
             received,
             dropped,
             duplicated: f.duplicated,
+            drops: merged,
         }
     }
 
@@ -302,8 +325,12 @@ fn with_server<S: Program + Send, R>(
                     PAUSE => std::thread::park_timeout(Duration::from_millis(5)),
                     _ => {
                         let now = clock_ref.now();
-                        api_b.progress(now);
-                        server.step(api_b, now);
+                        let worked = api_b.progress(now);
+                        let step = server.step(api_b, now);
+                        if mode == ExecMode::Threaded && !worked && !step.progressed {
+                            // Four busy threads on two cores: let the MCP threads run.
+                            std::thread::yield_now();
+                        }
                     }
                 }
             }
@@ -326,23 +353,69 @@ fn with_server<S: Program + Send, R>(
 }
 
 /// Steps `client` (after its API's progress) until it is done.
-fn drive(api: &mut Api, clock: &Clock, client: &mut impl Program) {
+fn drive(api: &mut Api, clock: &Clock, client: &mut impl Program, mode: ExecMode) {
     loop {
         let now = clock.now();
-        api.progress(now);
-        if client.step(api, now).done {
+        let worked = api.progress(now);
+        let step = client.step(api, now);
+        if step.done {
             return;
+        }
+        if mode == ExecMode::Threaded && !worked && !step.progressed {
+            std::thread::yield_now();
         }
     }
 }
 
 /// Keeps stepping `client` for `pause` so packets still in flight land.
-fn settle(api: &mut Api, clock: &Clock, pause: Duration, client: &mut impl Program) {
-    let end = clock.now() + pause;
-    while clock.now() < end {
+fn settle(api: &mut Api, clock: &Clock, client: &mut impl Program, quiet: &Quiet, mode: ExecMode) {
+    let give_up = clock.now() + Duration::from_secs(2);
+    let mut since: Option<Time> = None;
+    loop {
         let now = clock.now();
-        api.progress(now);
+        let worked = api.progress(now);
         client.step(api, now);
+        if quiet.held() == 0 {
+            if now.saturating_since(*since.get_or_insert(now)) >= Duration::from_millis(2) {
+                return;
+            }
+        } else {
+            since = None;
+        }
+        if now >= give_up {
+            return;
+        }
+        if mode == ExecMode::Threaded && !worked {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// What tells a driver that nothing is in flight any more: the fabric's port queues and
+/// what the boards hold.
+struct Quiet {
+    fabric: Arc<Fabric>,
+    ports: Vec<PortId>,
+    units: Vec<Arc<Unit>>,
+}
+
+impl Quiet {
+    fn of(pair: &Pair) -> Quiet {
+        Quiet {
+            fabric: pair.fabric.clone(),
+            ports: pair.ports.clone(),
+            units: pair.units.clone(),
+        }
+    }
+
+    /// Packets still on their way somewhere.
+    fn held(&self) -> u64 {
+        let queued: u64 = self
+            .ports
+            .iter()
+            .map(|&p| self.fabric.queued(p) as u64)
+            .sum();
+        queued + self.units.iter().map(|u| u.packets_held()).sum::<u64>()
     }
 }
 
@@ -397,7 +470,7 @@ fn run_sim<C: Program + 'static, S: Program + 'static>(
     server: S,
     limit: Duration,
 ) -> Result<(C, S), String> {
-    let mut sim: Sim<Box<dyn SimNodeDyn>> = Sim::new(pair.fabric.clone());
+    let mut sim: Sim<Box<dyn SimNodeDyn>> = Sim::starting_at(pair.fabric.clone(), pair.sim_now);
     let mut apis = std::mem::take(&mut pair.apis).into_iter();
     let (api_a, api_b) = (apis.next().ok_or("board a")?, apis.next().ok_or("board b")?);
     let start = sim.now();
@@ -418,6 +491,7 @@ fn run_sim<C: Program + 'static, S: Program + 'static>(
     let outcome = sim.run_until_done(start + limit);
     // Let what is still in flight land before counting.
     sim.run_until(sim.now() + Duration::from_millis(5));
+    pair.sim_now = sim.now();
     let mut nodes = sim.into_nodes().into_iter();
     let a = nodes.next().ok_or("node a")?.into_any();
     let b = nodes.next().ok_or("node b")?.into_any();
@@ -485,24 +559,20 @@ pub fn pingpong(
     }
     let rounds = (iters / 200).clamp(1, 50);
     let mut baseline_rtts = Vec::new();
+    let quiet = Quiet::of(&pair);
     let ((), echo) = with_server(&mut pair, setup.mode, echo, |api, clock, set| {
         for r in 0..rounds {
             let chunk = iters / rounds + u64::from(r < iters % rounds);
             set(RUN);
             pinger.iters += chunk;
-            drive(api, clock, &mut pinger);
+            drive(api, clock, &mut pinger, setup.mode);
             set(PAUSE);
             if let Some(reference) = reference.as_deref_mut() {
                 baseline_rtts.extend(reference.pingpong_round(size, chunk));
             }
         }
         set(RUN);
-        settle(
-            api,
-            clock,
-            setup.timeout.min(Duration::from_millis(50)),
-            &mut pinger,
-        );
+        settle(api, clock, &mut pinger, &quiet, setup.mode);
         set(PAUSE);
     });
     let base = (!baseline_rtts.is_empty()).then(|| {
@@ -556,13 +626,23 @@ pub fn stream(
 ) -> Result<StreamReport, String> {
     let mut pair = Pair::new(setup)?;
     let (mut chan_a, mut chan_b) = channels(&mut pair)?;
-    let idle = setup.timeout;
+    // The sink gives up waiting first, so its acknowledgement beats the sender's timeout.
+    let idle = setup.timeout / 2;
     let mut rates = Vec::new();
     let mut base_rates = Vec::new();
     let (mut sent, mut received, mut delivered, mut timeouts) = (0u64, 0u64, 0u64, 0u64);
-    for _ in 0..rounds.max(1) {
-        let sender = StreamSender::new(chan_a, ROUTE, CHAN, size, count, window, setup.timeout);
-        let sink = StreamSink::new(chan_b, ROUTE, CHAN, idle);
+    for round in 0..u64::from(rounds.max(1)) {
+        let sender = StreamSender::new(
+            chan_a,
+            ROUTE,
+            CHAN,
+            size,
+            count,
+            window,
+            setup.timeout,
+            round,
+        );
+        let sink = StreamSink::new(chan_b, ROUTE, CHAN, idle, round);
         let (sender, sink) = if setup.mode == ExecMode::Sim {
             run_sim(
                 &mut pair,
@@ -574,7 +654,7 @@ pub fn stream(
             let (sender, sink) = with_server(&mut pair, setup.mode, sink, |api, clock, set| {
                 let mut sender = sender;
                 set(RUN);
-                drive(api, clock, &mut sender);
+                drive(api, clock, &mut sender, setup.mode);
                 set(PAUSE);
                 sender
             });
@@ -588,11 +668,31 @@ pub fn stream(
         }
         timeouts += u64::from(sender.timed_out);
         sent += sender.sent + u64::from(sink.acked);
-        received += sink.received + u64::from(sender.acked.is_some());
+        received += sink.received
+            + sink.stale
+            + sink.corrupt
+            + u64::from(sender.acked.is_some())
+            + sender.stale;
         delivered += sink.received;
         chan_a = sender.chan;
         chan_b = sink.chan;
     }
+    // Whatever is still in flight lands and is counted before the books are closed.
+    let quiet = setup.timeout;
+    let (a, b) = (Drain::new(chan_a, quiet), Drain::new(chan_b, quiet));
+    let (a, b) = if setup.mode == ExecMode::Sim {
+        run_sim(&mut pair, a, b, quiet * 4)?
+    } else {
+        let quiet = Quiet::of(&pair);
+        with_server(&mut pair, setup.mode, b, |api, clock, set| {
+            let mut a = a;
+            set(RUN);
+            settle(api, clock, &mut a, &quiet, setup.mode);
+            set(PAUSE);
+            a
+        })
+    };
+    received += a.received + b.received;
     let accounting = pair.accounting(sent, received, 0);
     Ok(StreamReport {
         size,

@@ -139,7 +139,20 @@ fn check_size(size: usize) -> Result<(), Failure> {
 }
 
 fn accounting_json(a: &Accounting) -> Value {
-    json!({"sent": a.sent, "received": a.received, "dropped": a.dropped, "duplicated": a.duplicated})
+    let drops: serde_json::Map<String, Value> = a
+        .drops
+        .iter()
+        .map(|&(k, v)| (k.replace([' ', '-'], "_"), json!(v)))
+        .collect();
+    json!({"sent": a.sent, "received": a.received, "dropped": a.dropped, "duplicated": a.duplicated, "drops": drops})
+}
+
+fn drops_text(a: &Accounting) -> String {
+    if a.drops.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = a.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!(" ({})", parts.join(", "))
 }
 
 fn merge(mut a: Value, b: Value) -> Value {
@@ -264,8 +277,14 @@ pub fn stream(args: &StreamArgs) -> Result<(), Failure> {
             ))
         );
         println!(
-            "  packets     sent {} received {} dropped {} duplicated {}; {} of {} streams timed out",
-            a.sent, a.received, a.dropped, a.duplicated, r.timeouts, args.rounds
+            "  packets     sent {} received {} dropped {}{} duplicated {}; {} of {} streams timed out",
+            a.sent,
+            a.received,
+            a.dropped,
+            drops_text(a),
+            a.duplicated,
+            r.timeouts,
+            args.rounds
         );
     }
     if !r.accounting.balanced() {
