@@ -5,3 +5,4 @@
 //! threads are spawned for the layers below, which take time as an argument.
 
 pub mod bench;
+pub mod shm;

@@ -71,7 +71,15 @@ const CRC_OF_BYTE: [u8; 256] = {
 /// CRC-8 of those `rest_len` bytes alone. Runs in constant time.
 #[inline]
 pub fn strip_leading(crc: u8, first: u8, rest_len: usize) -> u8 {
-    crc ^ mulmod(CRC_OF_BYTE[first as usize], X_POW_8N[rest_len % ORDER])
+    crc ^ term(first, rest_len)
+}
+
+/// What one byte contributes to a message's CRC-8: the CRC-8 of a message that is `value`
+/// followed by `bytes_after` zero bytes. Because the CRC is linear, XOR-ing a byte of a
+/// message with `value` changes its CRC-8 by exactly this. Runs in constant time.
+#[inline]
+pub fn term(value: u8, bytes_after: usize) -> u8 {
+    mulmod(CRC_OF_BYTE[value as usize], X_POW_8N[bytes_after % ORDER])
 }
 
 #[cfg(test)]

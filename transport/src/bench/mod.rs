@@ -8,6 +8,7 @@
 
 pub mod programs;
 pub mod raw;
+pub mod reference;
 
 use std::time::Duration;
 
@@ -36,5 +37,5 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 
 /// The shared-memory-ring reference for the board benchmarks, if this build has one.
 pub fn reference() -> Option<Box<dyn Reference>> {
-    None
+    Some(Box::new(reference::RingReference::new()))
 }

@@ -347,9 +347,11 @@ impl StreamSender {
     }
 }
 
-/// Seed 000's pipelining test, receiving side: counts its stream's packets and
-/// acknowledges once, when the last one arrives or, under loss, when nothing has arrived
-/// for `idle` (which must be shorter than the sender's timeout).
+/// Seed 000's pipelining test, receiving side, for any number of streams in turn: counts
+/// each stream's packets (by the round id they carry) and acknowledges it once, when its
+/// last packet arrives or, under loss, when nothing has arrived for `idle` (shorter than
+/// the sender's timeout). Packets of an earlier stream that arrive late are counted as
+/// stale.
 pub struct StreamSink {
     /// This side's receive channel.
     pub chan: Channel,
@@ -359,24 +361,24 @@ pub struct StreamSink {
     pub peer_chan: u8,
     /// How long without packets before acknowledging what arrived.
     pub idle: Duration,
-    /// Which stream to count.
+    /// The stream being counted.
     pub round: u64,
-    /// Packets of this stream received.
+    /// Packets of the current stream received.
     pub received: u64,
-    /// Bytes of this stream received.
-    pub bytes: u64,
-    /// Packets of other streams (late ones of an earlier round).
+    /// Packets received over all streams (stale ones included).
+    pub total: u64,
+    /// Packets of earlier streams.
     pub stale: u64,
     /// Packets too short to be a stream packet.
     pub corrupt: u64,
+    /// Acknowledgements sent.
+    pub acks: u64,
     expected: Option<u64>,
     last: Option<Time>,
-    /// The acknowledgement has gone.
-    pub acked: bool,
 }
 
 impl StreamSink {
-    /// A sink that has received nothing yet.
+    /// A sink that has received nothing yet, waiting for stream `round` (or later).
     pub fn new(
         chan: Channel,
         route: RouteId,
@@ -391,12 +393,12 @@ impl StreamSink {
             idle,
             round,
             received: 0,
-            bytes: 0,
+            total: 0,
             stale: 0,
             corrupt: 0,
+            acks: 0,
             expected: None,
             last: None,
-            acked: false,
         }
     }
 
@@ -405,11 +407,15 @@ impl StreamSink {
         let mut progressed = false;
         while let Ok(Some(r)) = api.recv(&self.chan) {
             progressed = true;
+            self.total += 1;
             let b = r.as_slice();
             match (word(b, 1), word(b, 2)) {
-                (Some(count), Some(round)) if round == self.round => {
+                (Some(count), Some(round)) if round >= self.round => {
+                    if round > self.round {
+                        self.round = round;
+                        self.received = 0;
+                    }
                     self.received += 1;
-                    self.bytes += b.len() as u64;
                     self.last = Some(now);
                     self.expected = Some(count);
                 }
@@ -421,7 +427,7 @@ impl StreamSink {
         let quiet = self
             .last
             .is_some_and(|t| now.saturating_since(t) >= self.idle);
-        if !self.acked
+        if self.received > 0
             && (all || quiet)
             && let Ok(mut buf) = api.get_send_buffer()
         {
@@ -433,14 +439,19 @@ impl StreamSink {
                 .send(self.peer_chan, self.route, buf, STREAM_HEADER)
                 .is_ok()
             {
-                self.acked = true;
+                self.acks += 1;
                 progressed = true;
+                // The next packet of this round would be a late one; a new round resets.
+                self.round += 1;
+                self.received = 0;
+                self.expected = None;
+                self.last = None;
             }
         }
-        let wake = self.last.filter(|_| !self.acked).map(|t| t + self.idle);
+        let wake = self.last.map(|t| t + self.idle);
         Step {
             progressed,
-            done: self.acked,
+            done: false,
             wake,
         }
     }

@@ -305,6 +305,9 @@ fn with_server<S: Program + Send, R>(
 ) -> (R, S) {
     let clock = Clock::new();
     let control = AtomicU8::new(PAUSE);
+    // What the worker last acted on: a round starts only once the worker is running it,
+    // so a thread that has not been scheduled yet is not timed as the stack.
+    let seen = AtomicU8::new(PAUSE);
     let stop_mcp = AtomicBool::new(false);
     let (a, rest) = pair.apis.split_at_mut(1);
     let (api_a, api_b) = (&mut a[0], &mut rest[0]);
@@ -317,10 +320,12 @@ fn with_server<S: Program + Send, R>(
                 s.spawn(move || runner.run(|| clock.now(), stop));
             }
         }
-        let (control_ref, clock_ref) = (&control, &clock);
+        let (control_ref, clock_ref, seen_ref) = (&control, &clock, &seen);
         let worker = s.spawn(move || {
             loop {
-                match control_ref.load(Ordering::Acquire) {
+                let state = control_ref.load(Ordering::Acquire);
+                seen_ref.store(state, Ordering::Release);
+                match state {
                     STOP => break,
                     PAUSE => std::thread::park_timeout(Duration::from_millis(5)),
                     _ => {
@@ -340,6 +345,11 @@ fn with_server<S: Program + Send, R>(
         let set = |state: u8| {
             control.store(state, Ordering::Release);
             worker_thread.unpark();
+            if state == RUN {
+                while seen.load(Ordering::Acquire) != RUN {
+                    std::thread::yield_now();
+                }
+            }
         };
         let r = body(api_a, &clock, &set);
         set(STOP);
@@ -625,83 +635,111 @@ pub fn stream(
     mut reference: Option<&mut dyn Reference>,
 ) -> Result<StreamReport, String> {
     let mut pair = Pair::new(setup)?;
-    let (mut chan_a, mut chan_b) = channels(&mut pair)?;
+    let (chan_a, chan_b) = channels(&mut pair)?;
     // The sink gives up waiting first, so its acknowledgement beats the sender's timeout.
-    let idle = setup.timeout / 2;
-    let mut rates = Vec::new();
+    let sink = StreamSink::new(chan_b, ROUTE, CHAN, setup.timeout / 2, 0);
+    let rounds = u64::from(rounds.max(1));
+    let mut senders = Vec::new();
     let mut base_rates = Vec::new();
-    let (mut sent, mut received, mut delivered, mut timeouts) = (0u64, 0u64, 0u64, 0u64);
-    for round in 0..u64::from(rounds.max(1)) {
-        let sender = StreamSender::new(
-            chan_a,
-            ROUTE,
-            CHAN,
-            size,
-            count,
-            window,
-            setup.timeout,
-            round,
-        );
-        let sink = StreamSink::new(chan_b, ROUTE, CHAN, idle, round);
-        let (sender, sink) = if setup.mode == ExecMode::Sim {
-            run_sim(
+    let (sink, drained) = if setup.mode == ExecMode::Sim {
+        let (mut chan_a, mut sink) = (chan_a, sink);
+        for round in 0..rounds {
+            let sender = StreamSender::new(
+                chan_a,
+                ROUTE,
+                CHAN,
+                size,
+                count,
+                window,
+                setup.timeout,
+                round,
+            );
+            let (s, k) = run_sim(
                 &mut pair,
                 sender,
                 sink,
                 setup.timeout * 4 + Duration::from_secs(1),
-            )?
-        } else {
-            let (sender, sink) = with_server(&mut pair, setup.mode, sink, |api, clock, set| {
-                let mut sender = sender;
+            )?;
+            sink = k;
+            senders.push(SenderTotals::of(&s));
+            chan_a = s.chan;
+        }
+        let (drain, sink) = run_sim(
+            &mut pair,
+            Drain::new(chan_a, setup.timeout),
+            sink,
+            setup.timeout * 4,
+        )?;
+        (sink, drain.received)
+    } else {
+        // One worker thread runs the sink for every round (a thread started per round
+        // would be timed waiting for a core).
+        let quiet = Quiet::of(&pair);
+        let (drained, sink) = with_server(&mut pair, setup.mode, sink, |api, clock, set| {
+            let mut chan_a = chan_a;
+            for round in 0..rounds {
+                let mut sender = StreamSender::new(
+                    chan_a,
+                    ROUTE,
+                    CHAN,
+                    size,
+                    count,
+                    window,
+                    setup.timeout,
+                    round,
+                );
                 set(RUN);
                 drive(api, clock, &mut sender, setup.mode);
                 set(PAUSE);
-                sender
-            });
-            if let Some(reference) = reference.as_deref_mut() {
-                base_rates.push(reference.stream_round(size, count, window) / 1e6);
+                if let Some(reference) = reference.as_deref_mut() {
+                    base_rates.push(reference.stream_round(size, count, window) / 1e6);
+                }
+                senders.push(SenderTotals::of(&sender));
+                chan_a = sender.chan;
             }
-            (sender, sink)
-        };
-        if let Some(r) = sender.bytes_per_sec() {
-            rates.push(r / 1e6);
-        }
-        timeouts += u64::from(sender.timed_out);
-        sent += sender.sent + u64::from(sink.acked);
-        received += sink.received
-            + sink.stale
-            + sink.corrupt
-            + u64::from(sender.acked.is_some())
-            + sender.stale;
-        delivered += sink.received;
-        chan_a = sender.chan;
-        chan_b = sink.chan;
-    }
-    // Whatever is still in flight lands and is counted before the books are closed.
-    let quiet = setup.timeout;
-    let (a, b) = (Drain::new(chan_a, quiet), Drain::new(chan_b, quiet));
-    let (a, b) = if setup.mode == ExecMode::Sim {
-        run_sim(&mut pair, a, b, quiet * 4)?
-    } else {
-        let quiet = Quiet::of(&pair);
-        with_server(&mut pair, setup.mode, b, |api, clock, set| {
-            let mut a = a;
+            // Whatever is still in flight lands and is counted before the books close.
+            let mut drain = Drain::new(chan_a, setup.timeout);
             set(RUN);
-            settle(api, clock, &mut a, &quiet, setup.mode);
+            settle(api, clock, &mut drain, &quiet, setup.mode);
             set(PAUSE);
-            a
-        })
+            drain.received
+        });
+        (sink, drained)
     };
-    received += a.received + b.received;
+    let rates: Vec<f64> = senders.iter().filter_map(|s| s.rate).collect();
+    let sent: u64 = senders.iter().map(|s| s.sent).sum::<u64>() + sink.acks;
+    let received: u64 =
+        senders.iter().map(|s| s.acked + s.stale).sum::<u64>() + sink.total + drained;
     let accounting = pair.accounting(sent, received, 0);
     Ok(StreamReport {
         size,
         count,
         window,
         mb_per_s: median(rates),
-        timeouts,
-        delivered,
+        timeouts: senders.iter().map(|s| s.timed_out).sum(),
+        delivered: sink.total - sink.stale - sink.corrupt,
         accounting,
         baseline_mb_per_s: (!base_rates.is_empty()).then(|| median(base_rates)),
     })
+}
+
+/// What the report needs of a finished sender.
+struct SenderTotals {
+    sent: u64,
+    acked: u64,
+    stale: u64,
+    timed_out: u64,
+    rate: Option<f64>,
+}
+
+impl SenderTotals {
+    fn of(s: &StreamSender) -> SenderTotals {
+        SenderTotals {
+            sent: s.sent,
+            acked: u64::from(s.acked.is_some()),
+            stale: s.stale,
+            timed_out: u64::from(s.timed_out),
+            rate: s.bytes_per_sec().map(|r| r / 1e6),
+        }
+    }
 }
