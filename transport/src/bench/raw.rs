@@ -266,6 +266,8 @@ pub struct PingPongReport {
     pub accounting: Accounting,
     /// The reference's median one-way latency, if one was measured.
     pub baseline_one_way_us: Option<f64>,
+    /// Sum of the answered exchanges' round-trip times.
+    pub total_rtt: Duration,
 }
 
 /// Results of a stream.
@@ -287,6 +289,8 @@ pub struct StreamReport {
     pub accounting: Accounting,
     /// The reference's median bandwidth, if one was measured.
     pub baseline_mb_per_s: Option<f64>,
+    /// Sum of the streams' durations (first send to acknowledgement) that were acked.
+    pub total_time: Duration,
 }
 
 const RUN: u8 = 0;
@@ -620,6 +624,7 @@ fn report_pingpong(
         timeouts: p.timeouts,
         accounting,
         baseline_one_way_us: baseline,
+        total_rtt: p.rtts.iter().sum(),
     }
 }
 
@@ -720,6 +725,7 @@ pub fn stream(
         delivered: sink.total - sink.stale - sink.corrupt,
         accounting,
         baseline_mb_per_s: (!base_rates.is_empty()).then(|| median(base_rates)),
+        total_time: senders.iter().map(|s| s.time).sum(),
     })
 }
 
@@ -730,6 +736,7 @@ struct SenderTotals {
     stale: u64,
     timed_out: u64,
     rate: Option<f64>,
+    time: Duration,
 }
 
 impl SenderTotals {
@@ -740,6 +747,7 @@ impl SenderTotals {
             stale: s.stale,
             timed_out: u64::from(s.timed_out),
             rate: s.bytes_per_sec().map(|r| r / 1e6),
+            time: s.started.zip(s.acked).map_or(Duration::ZERO, |(a, b)| b.saturating_since(a)),
         }
     }
 }
