@@ -1,1 +1,87 @@
-//! placeholder
+//! RPP, the reliable packet protocol: reliable, in-order delivery of messages of any size
+//! over a channel that may drop, corrupt, duplicate, reorder and delay datagrams.
+//!
+//! CLF's RPP (seed 000, History and Context) gave the Myrinet channel API sequence
+//! numbers, acknowledgements, a sliding window and retransmission after a timeout. This
+//! crate keeps that shape and adds what today's equivalents lack:
+//!
+//! * **Selective repeat**, not go-back-N: the receiver buffers packets beyond a gap, and
+//!   acknowledgements carry the cumulative ack plus up to four SACK ranges and a D-SACK.
+//! * **Loss detection from evidence** (a packet is lost once [`Config::packet_threshold`]
+//!   later packets or 9/8 of the round-trip time have been acknowledged past it), plus a
+//!   retransmission timer from measured round trips (RFC 6298: srtt, rttvar, Karn's rule,
+//!   exponential backoff, a floor that goes down to tens of microseconds).
+//! * **Ack coalescing** (every [`Config::ack_every`] packets or after
+//!   [`Config::ack_delay`]), an immediate ack when a gap appears, acks riding on data.
+//! * **Flow control** by receiver credit, with persist probes when the credit is closed;
+//!   `send` says [`SendError::WouldBlock`] past a configured bound, never queues without
+//!   limit.
+//! * **Fragmentation** to the channel's MTU and reassembly, up to
+//!   [`Config::max_message_len`] (64 MiB by default).
+//! * **Copy-free sending**: [`Connection::send`] keeps the caller's buffer (any
+//!   `B: AsRef<[u8]>`) until the peer acknowledged all of it, then hands it back in
+//!   [`Event::Sent`]; [`Connection::poll_transmit_gather`] lends the payload for a gathered
+//!   send. A whole in-order message can be delivered in place ([`Received::InPlace`]).
+//! * **An end-to-end CRC-32C** over header and payload (the link's CRC-8 is weak).
+//! * **Incarnations**: each end's life has a number; after a restart no packet of the
+//!   earlier life is delivered and the application learns of the restart
+//!   ([`Event::PeerRestarted`]). Keepalives detect a dead peer: the connection then fails
+//!   and every message not acknowledged is handed back ([`Event::Failed`]).
+//!
+//! # What it does not do
+//!
+//! No I/O, no clock, no threads, no globals: it is sans-IO like quinn-proto. The caller
+//! moves datagrams between [`Connection::poll_transmit`] and the channel, passes time in as
+//! an [`Instant`], and calls [`Connection::handle_timeout`] when
+//! [`Connection::poll_timeout`] says. There is no congestion control (cluster links are
+//! provisioned; the window and the receiver's credit bound what is in flight) and no
+//! connection multiplexing: one [`Connection`] per peer pair, told apart by a connection id.
+//!
+//! # Example
+//!
+//! ```
+//! use myri_rpp::{Config, Connection, Event, Instant};
+//!
+//! let now = Instant::ZERO;
+//! let mut a: Connection = Connection::new(Config::default(), 1, 7, now).unwrap();
+//! let mut b: Connection = Connection::new(Config::default(), 1, 7, now).unwrap();
+//! a.send(b"hello".to_vec()).unwrap();
+//! let mut buf = vec![0u8; a.config().mtu];
+//! // A perfect channel: move every datagram across until both sides are quiet.
+//! loop {
+//!     let mut moved = false;
+//!     while let Some(n) = a.poll_transmit(now, &mut buf) {
+//!         b.handle_packet(now, &buf[..n]);
+//!         moved = true;
+//!     }
+//!     while let Some(n) = b.poll_transmit(now, &mut buf) {
+//!         a.handle_packet(now, &buf[..n]);
+//!         moved = true;
+//!     }
+//!     if !moved {
+//!         break;
+//!     }
+//! }
+//! let got: Vec<Vec<u8>> = std::iter::from_fn(|| b.poll_event())
+//!     .filter_map(|e| if let Event::Message(m) = e { Some(m) } else { None })
+//!     .collect();
+//! assert_eq!(got, vec![b"hello".to_vec()]);
+//! ```
+
+mod config;
+mod connection;
+mod rtt;
+mod stats;
+mod time;
+pub mod wire;
+
+#[cfg(any(test, feature = "test-utils"))]
+pub mod testing;
+
+pub use config::{Config, ConfigError};
+pub use connection::{
+    Connection, ConnectionError, DropReason, Event, Gather, MessageId, Received, SendError, State,
+};
+pub use rtt::RttEstimator;
+pub use stats::{Stats, Trace, TraceEvent};
+pub use time::Instant;

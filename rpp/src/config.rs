@@ -1,0 +1,128 @@
+//! Connection settings.
+
+use crate::wire::MAX_HEADER_LEN;
+use std::time::Duration;
+use thiserror::Error;
+
+/// How a [`Connection`](crate::Connection) behaves. [`Config::default`] suits a cluster
+/// link: an 8 KiB MTU, microsecond-scale timers, windows of 256 packets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Largest datagram the channel carries, header included.
+    pub mtu: usize,
+    /// Largest message `send` accepts.
+    pub max_message_len: usize,
+    /// Most packets in flight (sent, not acknowledged, not declared lost).
+    pub send_window: u32,
+    /// Most packets the receiver buffers beyond the cumulative ack.
+    pub recv_window: u32,
+    /// Bytes the receiver holds for the application (out-of-order packets, partly
+    /// assembled messages, delivered messages not yet taken) before its credit closes.
+    pub recv_buffer_bytes: usize,
+    /// Bytes of messages `send` holds (queued or unacknowledged) before it says
+    /// [`SendError::WouldBlock`](crate::SendError::WouldBlock).
+    pub max_queued_bytes: usize,
+    /// Messages `send` holds before it says `WouldBlock`.
+    pub max_queued_messages: usize,
+    /// Retransmission timeout before any round-trip sample.
+    pub rto_initial: Duration,
+    /// Least retransmission timeout (tens of microseconds suit a cluster link).
+    pub rto_min: Duration,
+    /// Greatest retransmission timeout.
+    pub rto_max: Duration,
+    /// Acknowledge at least every this many data packets.
+    pub ack_every: u32,
+    /// Hold an acknowledgement at most this long.
+    pub ack_delay: Duration,
+    /// A packet is lost once this many later packets are acknowledged.
+    pub packet_threshold: u32,
+    /// A packet is lost once a later one is acknowledged and this many eighths of the
+    /// round-trip time have passed since it was sent (RFC 9002 uses 9/8).
+    pub time_threshold_eighths: u32,
+    /// Probe a silent peer after this long.
+    pub keepalive: Duration,
+    /// Consecutive timeouts (retransmissions, probes or introductions) without an answer
+    /// before the peer is declared gone.
+    pub max_retries: u32,
+    /// Hand a message that arrives whole and in order to the caller as a range of the
+    /// datagram it came in ([`Received::InPlace`](crate::Received::InPlace)), instead of
+    /// copying it into an event.
+    pub in_place_delivery: bool,
+    /// Keep a log of protocol events (see [`Connection::trace`](crate::Connection::trace)).
+    pub trace: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mtu: 8192,
+            max_message_len: 64 << 20,
+            send_window: 256,
+            recv_window: 256,
+            recv_buffer_bytes: 96 << 20,
+            max_queued_bytes: 128 << 20,
+            max_queued_messages: 4096,
+            rto_initial: Duration::from_millis(5),
+            rto_min: Duration::from_micros(50),
+            rto_max: Duration::from_secs(1),
+            ack_every: 2,
+            ack_delay: Duration::from_micros(200),
+            packet_threshold: 3,
+            time_threshold_eighths: 9,
+            keepalive: Duration::from_millis(100),
+            max_retries: 10,
+            in_place_delivery: false,
+            trace: false,
+        }
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid rpp config: {0}")]
+pub struct ConfigError(pub &'static str);
+
+impl Config {
+    /// Payload bytes one packet carries: the MTU less the largest header.
+    pub fn max_payload(&self) -> usize {
+        self.mtu.saturating_sub(MAX_HEADER_LEN)
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_payload() == 0 {
+            return Err(ConfigError("mtu leaves no room for payload"));
+        }
+        if self.send_window == 0
+            || self.recv_window == 0
+            || self.send_window > 1 << 24
+            || self.recv_window > 1 << 24
+        {
+            return Err(ConfigError("windows must be 1 to 2^24 packets"));
+        }
+        if self.max_message_len > u32::MAX as usize {
+            return Err(ConfigError("messages are at most 4 GiB"));
+        }
+        if self.max_queued_bytes < self.max_message_len {
+            return Err(ConfigError(
+                "max_queued_bytes must hold at least one largest message",
+            ));
+        }
+        if self.recv_buffer_bytes < self.max_message_len {
+            return Err(ConfigError(
+                "recv_buffer_bytes must hold at least one largest message",
+            ));
+        }
+        if self.ack_every == 0
+            || self.packet_threshold == 0
+            || self.max_retries == 0
+            || self.max_queued_messages == 0
+        {
+            return Err(ConfigError("counts must be at least 1"));
+        }
+        if self.rto_min.is_zero() || self.rto_min > self.rto_max {
+            return Err(ConfigError("rto_min must be positive and at most rto_max"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,834 @@
+//! A connection: one end of a reliable, ordered message stream between two peers.
+
+mod recv;
+mod send;
+
+use crate::config::Config;
+use crate::rtt::RttEstimator;
+use crate::stats::{Stats, Trace};
+use crate::time::Instant;
+use crate::wire::{self, Header, HeaderRepr, MAX_HEADER_LEN, flags};
+use core::ops::Range;
+use recv::{DataOutcome, FragmentInfo, RecvState};
+use send::SendState;
+use std::collections::VecDeque;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Identifies a message within one incarnation of a connection (they count from zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(pub u64);
+
+/// Where a connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Introducing itself; nothing heard from the peer yet.
+    Connecting,
+    /// Talking to a known incarnation of the peer.
+    Established,
+    /// [`Connection::close`] was called: finishing what is in flight.
+    Closing,
+    /// Closed by either side.
+    Closed,
+    /// Failed (see the [`Event::Failed`] it emitted).
+    Failed,
+}
+
+/// Why a connection failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConnectionError {
+    /// The peer answered nothing through `max_retries` timeouts in a row.
+    #[error("peer unreachable: no answer after {retries} retries")]
+    PeerUnreachable {
+        /// The retries made.
+        retries: u32,
+    },
+    /// The peer sent something that contradicts the protocol (a CRC-valid packet that
+    /// breaks message framing): nothing it sends can be trusted.
+    #[error("protocol violation by the peer: {0}")]
+    ProtocolViolation(&'static str),
+}
+
+/// Something the application should know. See [`Connection::poll_event`].
+#[derive(Debug)]
+pub enum Event<B> {
+    /// The peer's incarnation is known: the connection is established.
+    Connected {
+        /// The peer's incarnation.
+        peer_incarnation: u64,
+    },
+    /// A message, delivered in order, exactly once. Give the buffer back with
+    /// [`Connection::recycle`] to avoid an allocation later.
+    Message(Vec<u8>),
+    /// A message was fully acknowledged: its buffer is handed back.
+    Sent {
+        /// Its id.
+        id: MessageId,
+        /// The buffer `send` took.
+        msg: B,
+    },
+    /// The peer restarted: its new incarnation has no memory of the old one. Messages
+    /// not acknowledged by the old incarnation are handed back (they may or may not have
+    /// been delivered there); nothing the old incarnation sent will be delivered any
+    /// more.
+    PeerRestarted {
+        /// The incarnation that is gone.
+        old: u64,
+        /// The new one.
+        new: u64,
+        /// Messages the old incarnation had not acknowledged.
+        unacked: Vec<B>,
+    },
+    /// The peer closed the connection. It had acknowledged everything it sent before its
+    /// close; messages of ours it had not acknowledged are handed back.
+    PeerClosed {
+        /// Messages never sent or not acknowledged.
+        unsent: Vec<B>,
+    },
+    /// This side's close finished: everything was acknowledged.
+    Closed,
+    /// The connection failed; every message not fully acknowledged is handed back.
+    Failed {
+        /// Why.
+        error: ConnectionError,
+        /// Messages never sent or not acknowledged.
+        unsent: Vec<B>,
+    },
+}
+
+/// `send` refused a message; the buffer comes back.
+#[derive(Debug, PartialEq, Eq, Error)]
+pub enum SendError<B> {
+    /// The window and the bounded queue are full: try again after events.
+    #[error("send queue is full (would block)")]
+    WouldBlock(B),
+    /// Longer than `max_message_len`.
+    #[error("message longer than the connection takes")]
+    TooLarge(B),
+    /// The connection is closing, closed or failed.
+    #[error("connection is closed")]
+    Closed(B),
+}
+
+impl<B> SendError<B> {
+    /// The buffer handed back.
+    pub fn into_inner(self) -> B {
+        match self {
+            SendError::WouldBlock(b) | SendError::TooLarge(b) | SendError::Closed(b) => b,
+        }
+    }
+}
+
+/// Why a datagram was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not an RPP packet, or an impossible one.
+    Malformed,
+    /// CRC-32C mismatch.
+    BadCrc,
+    /// Another connection's.
+    Foreign,
+    /// From an earlier incarnation of the peer, or to an earlier one of ours.
+    Stale,
+    /// Beyond the receive window or buffer.
+    BeyondWindow,
+    /// The connection is closed or failed.
+    Closed,
+}
+
+/// What [`Connection::handle_packet`] did with a datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// The datagram carries the next message, whole and in order, and the connection is
+    /// configured for in-place delivery: the message is `datagram[payload]`, delivered
+    /// now; the caller hands it to the application without a copy.
+    InPlace {
+        /// The message's id.
+        id: MessageId,
+        /// Where its bytes are in the datagram.
+        payload: Range<usize>,
+    },
+    /// Taken: data buffered or delivered (see the events), or acknowledgements.
+    Accepted,
+    /// A data packet already received.
+    Duplicate,
+    /// Dropped, and why (also counted).
+    Dropped(DropReason),
+}
+
+/// A packet ready to go, as [`Connection::poll_transmit_gather`] gives it: the header
+/// in the caller's buffer and the payload borrowed from the message being sent. Send
+/// `header[..header_len]` then `payload`, as one datagram.
+#[derive(Debug)]
+pub struct Gather<'a> {
+    /// Bytes of the header written.
+    pub header_len: usize,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// What goes in the next packet.
+struct Plan {
+    repr: HeaderRepr,
+    payload: Option<(u64, u32)>,
+}
+
+/// One end of an RPP connection. See the crate documentation for the protocol.
+///
+/// The methods come in four kinds (as in quinn-proto): getters ([`Connection::state`],
+/// [`Connection::stats`], ...), `handle_*` for what comes in ([`Connection::handle_packet`],
+/// [`Connection::handle_timeout`]), mutators ([`Connection::send`], [`Connection::close`],
+/// [`Connection::recycle`]), and `poll_*` for what should go out. After any `handle_*` or
+/// mutator call, drain [`Connection::poll_transmit`] until it returns `None`, then
+/// [`Connection::poll_event`] until it returns `None`, then arm a timer for
+/// [`Connection::poll_timeout`] and call [`Connection::handle_timeout`] when it fires.
+pub struct Connection<B = Vec<u8>> {
+    config: Config,
+    conn_id: u32,
+    local_incarnation: u64,
+    peer_incarnation: Option<u64>,
+    state: State,
+    send: SendState<B>,
+    recv: RecvState,
+    rtt: RttEstimator,
+    events: VecDeque<Event<B>>,
+    messages_queued: usize,
+    stats: Stats,
+    trace: Trace,
+    /// When the oldest packet in flight is declared lost, if nothing acknowledges it.
+    rto_deadline: Option<Instant>,
+    /// Retransmission timeouts in a row without an acknowledgement of new data.
+    timeouts: u32,
+    /// When the next introduction goes out, while connecting.
+    hello_deadline: Option<Instant>,
+    hello_due: bool,
+    hellos: u32,
+    /// When the peer was last heard from (any valid packet).
+    last_heard: Instant,
+    /// When the last keepalive or persist probe went out, while it is unanswered.
+    probe_sent_at: Option<Instant>,
+    probe_due: bool,
+    probes_unanswered: u32,
+    /// Persist probes sent while the peer's credit stayed closed (they back off).
+    persist_probes: u32,
+    recently_retransmitted: VecDeque<u32>,
+    stalled: bool,
+    /// This side closed: answer anything the peer still sends with CLOSE.
+    we_closed: bool,
+    close_due: bool,
+}
+
+/// Credit assumed before the peer has said anything.
+const INITIAL_CREDIT: u32 = 16;
+
+impl<B: AsRef<[u8]>> Connection<B> {
+    /// A connection to a peer, starting at `now`. `incarnation` identifies this life of
+    /// this end and must grow every time the application restarts (a boot counter or a
+    /// start time; never zero); `conn_id` must be the same at both ends.
+    pub fn new(
+        config: Config,
+        incarnation: u64,
+        conn_id: u32,
+        now: Instant,
+    ) -> Result<Connection<B>, crate::ConfigError> {
+        config.validate()?;
+        if incarnation == 0 {
+            return Err(crate::ConfigError("incarnation must not be zero"));
+        }
+        let payload = config.max_payload();
+        Ok(Connection {
+            send: SendState::new(payload, INITIAL_CREDIT),
+            recv: RecvState::new(
+                config.recv_window,
+                config.recv_buffer_bytes,
+                payload,
+                config.max_message_len,
+            ),
+            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
+            trace: Trace::new(config.trace),
+            conn_id,
+            local_incarnation: incarnation,
+            peer_incarnation: None,
+            state: State::Connecting,
+            events: VecDeque::new(),
+            messages_queued: 0,
+            stats: Stats::default(),
+            rto_deadline: None,
+            timeouts: 0,
+            hello_deadline: Some(now),
+            hello_due: true,
+            hellos: 0,
+            last_heard: now,
+            probe_sent_at: None,
+            probe_due: false,
+            probes_unanswered: 0,
+            persist_probes: 0,
+            recently_retransmitted: VecDeque::new(),
+            stalled: false,
+            we_closed: false,
+            close_due: false,
+            config,
+        })
+    }
+
+    // ---- Getters --------------------------------------------------------------------
+
+    /// Where the connection is.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// This end's incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.local_incarnation
+    }
+
+    /// The peer's incarnation, once known.
+    pub fn peer_incarnation(&self) -> Option<u64> {
+        self.peer_incarnation
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Counters, and the round-trip and window figures as of now.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            srtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            rto: self.rtt.rto(),
+            in_flight: self.send.in_flight,
+            unacked_span: self.send.span(),
+            peer_credit: self.send.peer_credit,
+            ..self.stats.clone()
+        }
+    }
+
+    /// The event trace (its hash is always kept).
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Whether messages are waiting to be sent or acknowledged.
+    pub fn has_pending(&self) -> bool {
+        !self.send.is_idle()
+    }
+
+    /// Bytes of messages held by `send` (queued or unacknowledged).
+    pub fn queued_bytes(&self) -> usize {
+        self.send.queued_bytes
+    }
+
+    // ---- Mutators -------------------------------------------------------------------
+
+    /// Queues a message for reliable, in-order delivery. The buffer is kept (not copied)
+    /// until the peer has acknowledged all of it, then handed back in [`Event::Sent`].
+    pub fn send(&mut self, msg: B) -> Result<MessageId, SendError<B>> {
+        let len = msg.as_ref().len();
+        if !matches!(self.state, State::Connecting | State::Established) {
+            return Err(SendError::Closed(msg));
+        }
+        if len > self.config.max_message_len {
+            return Err(SendError::TooLarge(msg));
+        }
+        if self.send.queued_bytes + len > self.config.max_queued_bytes
+            || self.send.messages.len() >= self.config.max_queued_messages
+        {
+            return Err(SendError::WouldBlock(msg));
+        }
+        Ok(MessageId(self.send.push(msg)))
+    }
+
+    /// Closes the connection once everything queued is acknowledged. `send` refuses new
+    /// messages from now on.
+    pub fn close(&mut self) {
+        if matches!(self.state, State::Connecting | State::Established) {
+            self.state = State::Closing;
+        }
+    }
+
+    /// Takes back a buffer from [`Event::Message`] for reuse.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.recv.recycle(buf);
+    }
+
+    fn fail(&mut self, now: Instant, error: ConnectionError) {
+        self.trace.record(now, "fail", 0);
+        self.state = State::Failed;
+        let unsent = self.send.take_all();
+        self.events.push_back(Event::Failed { error, unsent });
+        self.rto_deadline = None;
+        self.hello_deadline = None;
+        self.probe_sent_at = None;
+    }
+
+    // ---- Handling what comes in -----------------------------------------------------
+
+    /// Takes one datagram from the channel. Anything that is not a valid packet of this
+    /// connection is dropped and counted; nothing here panics.
+    pub fn handle_packet(&mut self, now: Instant, datagram: &[u8]) -> Received {
+        self.stats.packets_received += 1;
+        let h = match Header::new_checked(datagram) {
+            Ok(h) => h,
+            Err(_) => return self.dropped(now, DropReason::Malformed),
+        };
+        if !h.crc_ok() {
+            return self.dropped(now, DropReason::BadCrc);
+        }
+        let Ok(repr) = HeaderRepr::parse(&h) else {
+            return self.dropped(now, DropReason::Malformed);
+        };
+        if repr.conn_id != self.conn_id {
+            return self.dropped(now, DropReason::Foreign);
+        }
+        if matches!(self.state, State::Closed | State::Failed) {
+            // A peer that missed our CLOSE keeps talking: tell it again.
+            self.close_due |= self.we_closed && repr.flags & flags::CLOSE == 0;
+            return self.dropped(now, DropReason::Closed);
+        }
+        if repr.dst_incarnation != 0 && repr.dst_incarnation != self.local_incarnation {
+            // Meant for an earlier life of ours: tell the peer who we are now.
+            self.hello_due = true;
+            return self.dropped(now, DropReason::Stale);
+        }
+        match self.peer_incarnation {
+            None => {
+                self.peer_incarnation = Some(repr.src_incarnation);
+                if self.state == State::Connecting {
+                    self.state = State::Established;
+                }
+                self.hello_deadline = None;
+                self.trace.record(now, "connected", repr.src_incarnation);
+                self.events.push_back(Event::Connected {
+                    peer_incarnation: repr.src_incarnation,
+                });
+            }
+            Some(p) if repr.src_incarnation < p => return self.dropped(now, DropReason::Stale),
+            Some(p) if repr.src_incarnation > p => {
+                self.peer_restarted(now, p, repr.src_incarnation)
+            }
+            Some(_) => {}
+        }
+        self.last_heard = now;
+        self.probes_unanswered = 0;
+        self.probe_sent_at = None;
+        let payload = h.payload();
+        let data = repr.flags & flags::DATA != 0;
+        if repr.flags & (flags::ACK_NOW | flags::HELLO) != 0 || repr.dst_incarnation == 0 {
+            // Answer at once: a probe wants it, and an introducer must learn who we are.
+            self.recv.owe_ack(now, true);
+        }
+        if let Err(r) = self.on_ack(now, &repr) {
+            return r;
+        }
+        if repr.flags & flags::CLOSE != 0 {
+            self.trace.record(now, "peer_closed", 0);
+            self.state = State::Closed;
+            self.rto_deadline = None;
+            self.hello_deadline = None;
+            self.probe_sent_at = None;
+            let unsent = self.send.take_all();
+            self.events.push_back(Event::PeerClosed { unsent });
+            return Received::Accepted;
+        }
+        if !data {
+            return Received::Accepted;
+        }
+        let info = FragmentInfo {
+            seq: repr.seq,
+            msg_id: repr.msg_id,
+            frag_index: repr.frag_index,
+            frag_count: repr.frag_count,
+            msg_len: repr.msg_len,
+        };
+        let in_place = self.config.in_place_delivery && self.messages_queued == 0;
+        match self
+            .recv
+            .on_data(info, payload, now, self.config.ack_every, in_place)
+        {
+            DataOutcome::InPlace => {
+                self.stats.messages_delivered += 1;
+                self.stats.bytes_delivered += payload.len() as u64;
+                self.trace.record(now, "deliver", repr.msg_id);
+                Received::InPlace {
+                    id: MessageId(repr.msg_id),
+                    payload: h.header_len()..datagram.len(),
+                }
+            }
+            DataOutcome::Accepted(messages) => {
+                for m in messages {
+                    self.stats.messages_delivered += 1;
+                    self.stats.bytes_delivered += m.len() as u64;
+                    self.recv.undelivered_bytes += m.len();
+                    self.messages_queued += 1;
+                    self.trace.record(now, "deliver", m.len() as u64);
+                    self.events.push_back(Event::Message(m));
+                }
+                Received::Accepted
+            }
+            DataOutcome::Duplicate => {
+                self.stats.dup_packets += 1;
+                self.trace.record(now, "dup", u64::from(repr.seq));
+                Received::Duplicate
+            }
+            DataOutcome::BeyondWindow => self.dropped(now, DropReason::BeyondWindow),
+            DataOutcome::Violation(why) => {
+                self.fail(now, ConnectionError::ProtocolViolation(why));
+                Received::Dropped(DropReason::Malformed)
+            }
+        }
+    }
+
+    fn dropped(&mut self, now: Instant, reason: DropReason) -> Received {
+        let s = &mut self.stats;
+        match reason {
+            DropReason::Malformed => s.malformed += 1,
+            DropReason::BadCrc => s.bad_crc += 1,
+            DropReason::Foreign => s.foreign += 1,
+            DropReason::Stale => s.stale += 1,
+            DropReason::BeyondWindow => s.beyond_window += 1,
+            DropReason::Closed => {}
+        }
+        self.trace.record(now, "drop", reason as u64);
+        Received::Dropped(reason)
+    }
+
+    fn peer_restarted(&mut self, now: Instant, old: u64, new: u64) {
+        self.trace.record(now, "peer_restarted", new);
+        let unacked = self.send.take_all();
+        self.recv.reset();
+        self.peer_incarnation = Some(new);
+        self.rto_deadline = None;
+        self.timeouts = 0;
+        self.recently_retransmitted.clear();
+        self.send.peer_credit = INITIAL_CREDIT;
+        self.events
+            .push_back(Event::PeerRestarted { old, new, unacked });
+    }
+
+    fn on_ack(&mut self, now: Instant, repr: &HeaderRepr) -> Result<(), Received> {
+        let sacks = &repr.sack[..usize::from(repr.sack_count)];
+        let threshold =
+            self.rtt.srtt().max(self.rtt.latest()) * self.config.time_threshold_eighths / 8;
+        let out = match self.send.on_ack(
+            repr.ack,
+            sacks,
+            now,
+            threshold,
+            self.config.packet_threshold,
+        ) {
+            Ok(out) => out,
+            Err(_) => return Err(self.dropped(now, DropReason::Malformed)),
+        };
+        if repr.dsack != 0
+            && self
+                .recently_retransmitted
+                .contains(&repr.dsack.wrapping_sub(1))
+        {
+            self.stats.spurious_retransmits += 1;
+        }
+        self.send.peer_credit = repr.credit;
+        if repr.credit > 0 {
+            self.persist_probes = 0;
+        }
+        if out.newly_acked > 0 {
+            self.stats.acks_received += 1;
+            self.timeouts = 0;
+            self.rtt.reset_backoff();
+            self.trace.record(now, "acked", u64::from(out.newly_acked));
+        }
+        if let Some(rtt) = out.rtt {
+            self.rtt
+                .sample(rtt, Duration::from_micros(u64::from(repr.ack_delay_us)));
+        }
+        if out.lost > 0 {
+            self.stats.lost += u64::from(out.lost);
+            self.trace.record(now, "lost", u64::from(out.lost));
+        }
+        for (id, msg) in out.completed {
+            self.stats.messages_sent += 1;
+            self.events.push_back(Event::Sent {
+                id: MessageId(id),
+                msg,
+            });
+        }
+        if out.newly_acked > 0 || self.send.in_flight == 0 {
+            self.rto_deadline = (self.send.in_flight > 0).then(|| now + self.rtt.rto());
+        }
+        Ok(())
+    }
+
+    /// Runs the timers due at `now`: retransmission, introduction, probes.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if matches!(self.state, State::Closed | State::Failed) {
+            return;
+        }
+        let retries = self.config.max_retries;
+        if self.rto_deadline.is_some_and(|t| t <= now) {
+            self.timeouts += 1;
+            self.stats.rto_expirations += 1;
+            self.trace.record(now, "rto", u64::from(self.timeouts));
+            if self.timeouts > retries {
+                return self.fail(now, ConnectionError::PeerUnreachable { retries });
+            }
+            let lost = self.send.on_timeout(now, self.rtt.rto());
+            self.stats.lost += u64::from(lost);
+            self.rtt.back_off();
+            self.rto_deadline = Some(now + self.rtt.rto());
+        }
+        if self.state == State::Connecting && self.hello_deadline.is_some_and(|t| t <= now) {
+            self.hellos += 1;
+            if self.hellos > retries {
+                return self.fail(now, ConnectionError::PeerUnreachable { retries });
+            }
+            self.hello_due = true;
+            self.rtt.back_off();
+            self.hello_deadline = Some(now + self.rtt.rto());
+        }
+        if self.probe_deadline().is_some_and(|t| t <= now) {
+            if self.probe_sent_at.is_some() {
+                self.probes_unanswered += 1;
+                if self.probes_unanswered > retries {
+                    return self.fail(now, ConnectionError::PeerUnreachable { retries });
+                }
+            }
+            if self.stalled {
+                self.persist_probes += 1;
+            }
+            self.probe_due = true;
+            self.probe_sent_at = Some(now);
+        }
+    }
+
+    /// When the next keepalive or persist probe is due: only while nothing is in flight
+    /// (the retransmission timer covers the rest) and the peer is known.
+    fn probe_deadline(&self) -> Option<Instant> {
+        if !matches!(self.state, State::Established | State::Closing)
+            || self.rto_deadline.is_some()
+            || self.probe_due
+        {
+            return None;
+        }
+        let rto = self.rtt.rto();
+        if let Some(sent) = self.probe_sent_at {
+            // Unanswered: try again, backing off.
+            return Some(
+                sent + rto
+                    .saturating_mul(1 << self.probes_unanswered.min(16))
+                    .min(self.config.rto_max),
+            );
+        }
+        let wait = if self.stalled {
+            rto.saturating_mul(1 << self.persist_probes.min(16))
+                .min(self.config.rto_max)
+        } else {
+            self.config.keepalive
+        };
+        Some(self.last_heard + wait)
+    }
+
+    // ---- What goes out --------------------------------------------------------------
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        if matches!(self.state, State::Closed | State::Failed) {
+            return None;
+        }
+        // The peer's credit holds data back and nothing is in flight to bring a new
+        // credit: a persist probe will ask for one.
+        let stalled = self.send.has_new()
+            && !self.send.window_open(self.config.send_window)
+            && self.send.in_flight == 0;
+        if stalled && !self.stalled {
+            self.stats.credit_stalls += 1;
+        }
+        self.stalled = stalled;
+        let ack = self.recv.ack_deadline(self.config.ack_delay);
+        [
+            self.rto_deadline,
+            self.hello_deadline
+                .filter(|_| self.state == State::Connecting),
+            self.probe_deadline(),
+            ack,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn plan(&mut self, now: Instant) -> Option<Plan> {
+        if self.state == State::Failed {
+            return None;
+        }
+        if self.state == State::Closed {
+            if !self.close_due {
+                return None;
+            }
+            self.close_due = false;
+            self.stats.acks_sent += 1;
+            self.stats.packets_sent += 1;
+            let repr = HeaderRepr {
+                flags: flags::CLOSE,
+                conn_id: self.conn_id,
+                src_incarnation: self.local_incarnation,
+                dst_incarnation: self.peer_incarnation.unwrap_or(0),
+                ack: self.recv.rcv_nxt,
+                ..HeaderRepr::default()
+            };
+            return Some(Plan {
+                repr,
+                payload: None,
+            });
+        }
+        let (sack, sack_count) = self.recv.sack_ranges();
+        let ack_delay = self.recv.oldest_unacked.map_or(0, |t| {
+            now.saturating_duration_since(t)
+                .as_micros()
+                .min(u128::from(u16::MAX)) as u16
+        });
+        let credit = self.recv.credit();
+        let mut repr = HeaderRepr {
+            flags: 0,
+            conn_id: self.conn_id,
+            src_incarnation: self.local_incarnation,
+            dst_incarnation: self.peer_incarnation.unwrap_or(0),
+            ack: self.recv.rcv_nxt,
+            credit,
+            dsack: self.recv.dsack,
+            ack_delay_us: ack_delay,
+            sack,
+            sack_count,
+            ..HeaderRepr::default()
+        };
+        let sending = matches!(
+            self.state,
+            State::Connecting | State::Established | State::Closing
+        );
+        let data = if let Some(d) = self.send.next_retransmit(now) {
+            self.stats.retransmitted += 1;
+            self.recently_retransmitted.push_back(d.0);
+            if self.recently_retransmitted.len() > 256 {
+                self.recently_retransmitted.pop_front();
+            }
+            self.trace.record(now, "retransmit", u64::from(d.0));
+            Some(d)
+        } else if sending && self.send.has_new() && self.send.window_open(self.config.send_window) {
+            let d = self.send.next_new(now);
+            if d.is_some() {
+                self.stats.data_sent += 1;
+            }
+            d
+        } else {
+            None
+        };
+        if let Some((seq, msg_id, frag)) = data {
+            let (_, msg_len, frags) = self.send.fragment(msg_id, frag)?;
+            repr.flags |= flags::DATA;
+            repr.seq = seq;
+            repr.msg_id = msg_id;
+            repr.frag_index = frag;
+            repr.frag_count = frags;
+            repr.msg_len = msg_len as u32;
+            if self.rto_deadline.is_none() {
+                self.rto_deadline = Some(now + self.rtt.rto());
+            }
+        } else if self.hello_due {
+            self.hello_due = false;
+            self.stats.acks_sent += 1;
+        } else if self.probe_due {
+            self.probe_due = false;
+            repr.flags |= flags::ACK_NOW;
+            self.stats.probes += 1;
+            self.stats.acks_sent += 1;
+        } else if self.state == State::Closing && self.send.is_idle() {
+            repr.flags |= flags::CLOSE;
+            self.state = State::Closed;
+            self.we_closed = true;
+            self.rto_deadline = None;
+            self.probe_sent_at = None;
+            self.trace.record(now, "closed", 0);
+            self.events.push_back(Event::Closed);
+            self.stats.acks_sent += 1;
+        } else if self
+            .recv
+            .ack_deadline(self.config.ack_delay)
+            .is_some_and(|t| t <= now)
+        {
+            self.stats.acks_sent += 1;
+        } else {
+            return None;
+        }
+        if self.state == State::Connecting || self.peer_incarnation.is_none() {
+            repr.flags |= flags::HELLO;
+        }
+        self.recv.ack_sent();
+        self.recv.advertised_credit = credit;
+        self.stats.packets_sent += 1;
+        Some(Plan {
+            repr,
+            payload: data.map(|(_, id, frag)| (id, frag)),
+        })
+    }
+
+    /// Writes the next packet to send into `buf` (at least `config.mtu` bytes); returns
+    /// its length, or `None` when nothing needs to go now.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let plan = self.plan(now)?;
+        let header_len = plan.repr.emit(buf)?;
+        let payload = plan
+            .payload
+            .and_then(|(id, frag)| self.send.fragment(id, frag))
+            .map_or(&[][..], |f| f.0);
+        let total = header_len + payload.len();
+        buf.get_mut(header_len..total)?.copy_from_slice(payload);
+        let (h, p) = buf.split_at_mut(header_len);
+        wire::seal(h, &p[..payload.len()]);
+        Some(total)
+    }
+
+    /// Like [`Connection::poll_transmit`], without copying the payload: writes only the
+    /// header into `header` (at least [`MAX_HEADER_LEN`] bytes) and lends the payload
+    /// from the message being sent, for a channel that gathers the two (`sendmsg` with
+    /// two iovecs, a DMA chain).
+    pub fn poll_transmit_gather(&mut self, now: Instant, header: &mut [u8]) -> Option<Gather<'_>> {
+        if header.len() < MAX_HEADER_LEN {
+            return None;
+        }
+        let plan = self.plan(now)?;
+        let header_len = plan.repr.emit(header)?;
+        let payload = plan
+            .payload
+            .and_then(|(id, frag)| self.send.fragment(id, frag))
+            .map_or(&[][..], |f| f.0);
+        wire::seal(&mut header[..header_len], payload);
+        Some(Gather {
+            header_len,
+            payload,
+        })
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event<B>> {
+        let e = self.events.pop_front()?;
+        if let Event::Message(m) = &e {
+            self.messages_queued -= 1;
+            self.recv.undelivered_bytes -= m.len();
+            // The application took bytes: if the peer was held back, say so at once.
+            if self.recv.advertised_credit == 0 && self.recv.credit() > 0 {
+                self.recv.owe_ack(self.last_heard, true);
+            }
+        }
+        Some(e)
+    }
+
+    /// Bytes held for the application (buffered, being assembled, or delivered and not
+    /// yet taken).
+    pub fn recv_held(&self) -> usize {
+        self.recv.held()
+    }
+}
+
+#[cfg(test)]
+mod tests;

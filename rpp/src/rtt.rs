@@ -1,0 +1,162 @@
+//! Round-trip time estimation and the retransmission timeout (RFC 6298).
+//!
+//! `srtt` and `rttvar` follow RFC 6298 §2 (alpha = 1/8, beta = 1/4), the timeout is
+//! `srtt + max(G, 4 * rttvar)` clamped to a configured floor and ceiling, and every
+//! expiry doubles it until an acknowledgement of new data arrives (§5.5). Samples come
+//! only from packets sent once (Karn's rule: the caller checks), and the peer's reported
+//! ack delay is taken off them when it does not make them smaller than the minimum seen.
+
+use std::time::Duration;
+
+/// Clock granularity G of RFC 6298: this implementation's timers are exact.
+const GRANULARITY: Duration = Duration::from_micros(1);
+
+/// The estimator.
+#[derive(Debug, Clone)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    min_rtt: Duration,
+    latest: Duration,
+    initial: Duration,
+    floor: Duration,
+    ceiling: Duration,
+    backoff: u32,
+}
+
+impl RttEstimator {
+    /// An estimator with no samples yet.
+    pub fn new(initial: Duration, floor: Duration, ceiling: Duration) -> RttEstimator {
+        RttEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            min_rtt: Duration::MAX,
+            latest: Duration::ZERO,
+            initial,
+            floor,
+            ceiling: ceiling.max(floor),
+            backoff: 0,
+        }
+    }
+
+    /// Takes one sample: the time from sending a packet (sent once) to its ack, and the
+    /// delay the peer says it held the ack.
+    pub fn sample(&mut self, rtt: Duration, ack_delay: Duration) {
+        self.min_rtt = self.min_rtt.min(rtt);
+        let rtt = if rtt.saturating_sub(ack_delay) >= self.min_rtt {
+            rtt - ack_delay
+        } else {
+            rtt
+        };
+        self.latest = rtt;
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                let diff = srtt.abs_diff(rtt);
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    /// New data was acknowledged: the backoff ends (RFC 6298 §5.7 keeps the doubled value
+    /// until then).
+    pub fn reset_backoff(&mut self) {
+        self.backoff = 0;
+    }
+
+    /// The timer expired: double the timeout (§5.5).
+    pub fn back_off(&mut self) {
+        self.backoff = (self.backoff + 1).min(16);
+    }
+
+    /// The smoothed round-trip time, or the initial timeout before any sample.
+    pub fn srtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.initial)
+    }
+
+    /// The round-trip variation.
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
+    /// The latest sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+
+    /// Whether a sample has been taken.
+    pub fn has_samples(&self) -> bool {
+        self.srtt.is_some()
+    }
+
+    /// The retransmission timeout, backoff included.
+    pub fn rto(&self) -> Duration {
+        let base = match self.srtt {
+            None => self.initial,
+            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY),
+        };
+        let base = base.clamp(self.floor, self.ceiling);
+        base.saturating_mul(1 << self.backoff).min(self.ceiling)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn first_sample_and_smoothing_follow_rfc6298() {
+        let mut r = RttEstimator::new(us(1000), us(10), us(1_000_000));
+        assert_eq!(r.rto(), us(1000), "initial timeout before any sample");
+        r.sample(us(100), Duration::ZERO);
+        assert_eq!((r.srtt(), r.rttvar()), (us(100), us(50)));
+        assert_eq!(r.rto(), us(300), "srtt + 4 * rttvar");
+        r.sample(us(200), Duration::ZERO);
+        // rttvar = 3/4 * 50 + 1/4 * 100 = 62.5; srtt = 7/8 * 100 + 1/8 * 200 = 112.5
+        assert_eq!(r.rttvar(), Duration::from_nanos(62_500));
+        assert_eq!(r.srtt(), Duration::from_nanos(112_500));
+    }
+
+    #[test]
+    fn backoff_doubles_until_new_data_is_acked_and_stays_clamped() {
+        let mut r = RttEstimator::new(us(1000), us(10), us(5000));
+        r.sample(us(100), Duration::ZERO);
+        r.back_off();
+        assert_eq!(r.rto(), us(600));
+        r.back_off();
+        assert_eq!(r.rto(), us(1200));
+        for _ in 0..10 {
+            r.back_off();
+        }
+        assert_eq!(r.rto(), us(5000), "never above the ceiling");
+        r.reset_backoff();
+        assert_eq!(r.rto(), us(300));
+    }
+
+    #[test]
+    fn the_floor_can_be_tens_of_microseconds() {
+        let mut r = RttEstimator::new(us(100), us(20), us(1000));
+        for _ in 0..50 {
+            r.sample(us(2), Duration::ZERO);
+        }
+        assert_eq!(r.rto(), us(20));
+    }
+
+    #[test]
+    fn ack_delay_is_taken_off_unless_below_the_minimum() {
+        let mut r = RttEstimator::new(us(1000), us(1), us(1_000_000));
+        r.sample(us(100), Duration::ZERO);
+        r.sample(us(150), us(40));
+        assert_eq!(r.latest(), us(110));
+        r.sample(us(120), us(60));
+        assert_eq!(r.latest(), us(120), "would go below min_rtt: kept whole");
+    }
+}

@@ -1,0 +1,118 @@
+//! Counters and the optional event trace of a connection.
+
+use crate::time::Instant;
+use std::time::Duration;
+
+/// What a connection has done.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets handed to the channel.
+    pub packets_sent: u64,
+    /// Data packets sent for the first time.
+    pub data_sent: u64,
+    /// Data packets sent again.
+    pub retransmitted: u64,
+    /// Retransmissions the peer reported it had already received (D-SACK).
+    pub spurious_retransmits: u64,
+    /// Packets carrying no data (acknowledgements, introductions, probes, close).
+    pub acks_sent: u64,
+    /// Packets that acknowledged something new.
+    pub acks_received: u64,
+    /// Packets taken from the channel.
+    pub packets_received: u64,
+    /// Data packets received more than once.
+    pub dup_packets: u64,
+    /// Packets dropped for a bad CRC-32C.
+    pub bad_crc: u64,
+    /// Packets dropped as malformed (or acknowledging what was never sent).
+    pub malformed: u64,
+    /// Packets from an earlier life of the peer, or to an earlier life of ours.
+    pub stale: u64,
+    /// Packets of another connection.
+    pub foreign: u64,
+    /// Data packets beyond the receive window or buffer.
+    pub beyond_window: u64,
+    /// Packets declared lost by acknowledgement evidence.
+    pub lost: u64,
+    /// Retransmission timer expiries.
+    pub rto_expirations: u64,
+    /// Messages fully acknowledged.
+    pub messages_sent: u64,
+    /// Messages delivered in order.
+    pub messages_delivered: u64,
+    /// Payload bytes delivered.
+    pub bytes_delivered: u64,
+    /// Keepalive and zero-credit probes sent.
+    pub probes: u64,
+    /// Times the sender had data but the peer's credit was zero.
+    pub credit_stalls: u64,
+    /// Smoothed round-trip time.
+    pub srtt: Duration,
+    /// Round-trip variation.
+    pub rttvar: Duration,
+    /// Current retransmission timeout.
+    pub rto: Duration,
+    /// Packets in flight.
+    pub in_flight: u32,
+    /// Sequence numbers from the oldest unacknowledged packet to the next new one (what
+    /// the send window bounds).
+    pub unacked_span: u32,
+    /// Credit the peer last granted.
+    pub peer_credit: u32,
+}
+
+/// One traced protocol event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// When.
+    pub at: Instant,
+    /// What: a short name.
+    pub what: &'static str,
+    /// A sequence number, message id or count the event concerns.
+    pub arg: u64,
+}
+
+/// The event trace: always a hash (FNV-1a over events), and the events themselves when
+/// tracing is on (bounded).
+#[derive(Debug, Clone)]
+pub struct Trace {
+    hash: u64,
+    events: Option<Vec<TraceEvent>>,
+}
+
+/// Events kept at most.
+const TRACE_LIMIT: usize = 1 << 16;
+
+impl Trace {
+    pub(crate) fn new(keep: bool) -> Trace {
+        Trace {
+            hash: 0xcbf2_9ce4_8422_2325,
+            events: keep.then(Vec::new),
+        }
+    }
+
+    pub(crate) fn record(&mut self, at: Instant, what: &'static str, arg: u64) {
+        let tag = what
+            .bytes()
+            .fold(0u64, |h, b| h.rotate_left(8) ^ u64::from(b));
+        for w in [at.as_nanos(), tag, arg] {
+            self.hash = (self.hash ^ w).wrapping_mul(0x0000_0100_0000_01b3);
+            self.hash ^= self.hash >> 29;
+        }
+        if let Some(e) = &mut self.events
+            && e.len() < TRACE_LIMIT
+        {
+            e.push(TraceEvent { at, what, arg });
+        }
+    }
+
+    /// A hash of every event so far: the same inputs give the same hash everywhere.
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// The events kept (empty unless tracing was switched on).
+    pub fn events(&self) -> &[TraceEvent] {
+        self.events.as_deref().unwrap_or(&[])
+    }
+}
