@@ -1,8 +1,81 @@
-//! The transport layer of myri: what frameworks and applications plug in, and the `myri`
-//! command.
+//! The transport layer of myri: the plugin frameworks and applications use, and the
+//! `myri` command.
+//!
+//! An [`Endpoint`] is opened from a URL (see [`url`] for the grammar) on one of three
+//! backends, each an unreliable datagram channel:
+//!
+//! | URL                | backend                                                           |
+//! |--------------------|-------------------------------------------------------------------|
+//! | `sim://name`       | a simulated myri board on an in-process fabric, in virtual time (the default, no set-up) |
+//! | `udp://host:port`  | a UDP socket (mio): processes on any machines                      |
+//! | `shm://name`       | a shared-memory region under `/dev/shm`: two processes of one host |
+//!
+//! Each runs *reliable* (RPP, the `myri-rpp` crate, on top: exactly-once, in-order
+//! delivery of messages up to 64 MiB, peer failure and restart detection) or *raw*
+//! (datagrams as the backend carries them), as the URL's `reliable=` parameter or
+//! [`Options::reliable`] says. The shape is that of a libfabric provider or an Open MPI
+//! BTL: [`Capabilities`] say what the endpoint can do; peers are small integer handles
+//! ([`Peer`]) after [`Endpoint::insert_addr`]; [`Endpoint::send`] and [`Endpoint::recv`]
+//! move messages, [`Endpoint::poll_completion`] reports acknowledged sends and peer
+//! failures; [`Endpoint::progress`] does the work, called by the application or by a
+//! background thread ([`BackgroundEndpoint`]); a UDP endpoint can be registered with the
+//! application's `mio::Poll`. Errors are typed ([`Error`]); a full queue is
+//! [`Error::WouldBlock`] with the buffer handed back.
+//!
+//! ```
+//! use myri_transport::Endpoint;
+//! let mut a = Endpoint::open("sim://doc-a?world=doc").unwrap();
+//! let mut b = Endpoint::open("sim://doc-b?world=doc").unwrap();
+//! let to_b = a.insert_addr("sim://doc-b").unwrap();
+//! b.insert_addr("sim://doc-a").unwrap();
+//! let mut msg = a.alloc(5);
+//! msg.copy_from_slice(b"hello");
+//! a.send(to_b, msg).unwrap();
+//! let got = loop {
+//!     a.progress();
+//!     if let Some(d) = b.recv() {
+//!         break d;
+//!     }
+//! };
+//! assert_eq!(&got.data[..], b"hello");
+//! ```
+//!
+//! **Copy-free handoff** (seed 000, Buffers; CLF's copy-free mechanism): see [`buffer`].
+//! [`Endpoint::alloc`] gives a buffer in the backend's registered memory, `send` moves it
+//! in, received messages are views that go back to the backend on drop, and a heap
+//! buffer handed out when registered memory ran out is copied at send time, counted in
+//! [`Stats::copied_sends`]. Raw mode sends and receives with no copy on every backend.
+//! Reliable mode receives in place (a whole in-order message is a view of the datagram it
+//! came in) and, on UDP, sends with a gathered `sendmsg` straight from the application's
+//! buffer; on sim and shm, whose channels send only from their own memory while RPP keeps
+//! the message for retransmission, each transmitted packet is copied once
+//! ([`Stats::transmit_copies`]).
+//!
+//! **What this layer does not do**: no connection set-up handshake beyond RPP's
+//! introduction (peers are inserted by address, or accepted with
+//! [`Options::accept_unknown_peers`]); no encryption or authentication (a peer is whoever
+//! sends from its address); no congestion control beyond RPP's window and credit; raw mode
+//! neither retransmits nor orders; a shm endpoint has exactly one peer, the other side of
+//! its region; a sim world holds at most 16 endpoints of one process.
 //!
 //! This crate is the outermost driver of the stack: it is where clocks are read and
 //! threads are spawned for the layers below, which take time as an argument.
 
+pub(crate) mod backend;
+pub mod background;
 pub mod bench;
+pub mod buffer;
+pub mod endpoint;
+pub mod error;
 pub mod shm;
+pub mod url;
+
+pub use backend::shm::{
+    SLOT_LEN as SHM_SLOT_LEN, SLOTS as SHM_SLOTS, layout as shm_layout,
+    region_path as shm_region_path,
+};
+pub use background::BackgroundEndpoint;
+pub use buffer::{Buf, RecvBuf};
+pub use endpoint::{Capabilities, Completion, Delivery, Endpoint, MsgId, Options, Peer, Stats};
+pub use error::{Error, SendError};
+pub use url::{Address, Scheme, Url, UrlError};

@@ -109,6 +109,19 @@ impl Region {
         }
     }
 
+    /// A region over the whole of `file`, shared with every process that maps it.
+    pub fn map_file(file: &std::fs::File) -> std::io::Result<Region> {
+        // SAFETY: the mapping is only ever accessed through this region: its header and
+        // index words atomically, ring records and slots through grants and slot handles
+        // whose protocol gives one side at a time the right to write them. Another process
+        // mapping the same file can break that protocol; every length and index read from
+        // the region is checked, so it can only garble message bytes, never make this
+        // process access memory outside the mapping. The file is never truncated while
+        // mapped (the transport sizes it once, before publishing it).
+        let map = unsafe { memmap2::MmapMut::map_mut(file)? };
+        Ok(Region::mapped(map))
+    }
+
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -551,6 +564,174 @@ impl Drop for ReadGrant<'_> {
     fn drop(&mut self) {
         let size = self.size;
         self.consumer.release(size);
+    }
+}
+
+/// Equal slots in a region: the registered memory of a shared-memory endpoint. Each slot
+/// is either claimed by one writer ([`SlotMut`]) or viewed by readers ([`SlotView`]) in
+/// this process, never both: the handles check it, so a bug in the protocol above is an
+/// error (`None`), not aliasing.
+pub struct SlotArea {
+    region: Arc<Region>,
+    offset: usize,
+    slot_len: usize,
+    /// Per slot: 0 free, `u32::MAX` claimed for writing, else the number of views.
+    users: Box<[std::sync::atomic::AtomicU32]>,
+}
+
+const CLAIMED: u32 = u32::MAX;
+
+impl SlotArea {
+    /// `count` slots of `slot_len` bytes from `offset` in `region`.
+    pub fn new(
+        region: Arc<Region>,
+        offset: usize,
+        slot_len: usize,
+        count: usize,
+    ) -> Result<Arc<SlotArea>, RingError> {
+        let total = slot_len
+            .checked_mul(count)
+            .ok_or(RingError::Corrupt("slot area size"))?;
+        if !region.in_bounds(offset, total) {
+            return Err(RingError::Corrupt("slot area outside its region"));
+        }
+        Ok(Arc::new(SlotArea {
+            region,
+            offset,
+            slot_len,
+            users: (0..count)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
+        }))
+    }
+
+    /// Slots in the area.
+    pub fn count(&self) -> usize {
+        self.users.len()
+    }
+
+    /// Bytes of each slot.
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
+    fn ptr(&self, index: usize, at: usize) -> *mut u8 {
+        debug_assert!(index < self.count() && at <= self.slot_len);
+        // SAFETY: `index < count` and `at <= slot_len` (checked by the callers), so the
+        // result lies in the area, which `new` checked lies inside the region.
+        unsafe {
+            self.region
+                .base
+                .as_ptr()
+                .add(self.offset + index * self.slot_len + at)
+        }
+    }
+
+    /// Slot `index` to write, if no other handle of this process has it.
+    pub fn claim(self: &Arc<SlotArea>, index: usize) -> Option<SlotMut> {
+        let users = self.users.get(index)?;
+        users
+            .compare_exchange(
+                0,
+                CLAIMED,
+                std::sync::atomic::Ordering::Acquire,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .ok()?;
+        Some(SlotMut {
+            area: self.clone(),
+            index,
+        })
+    }
+
+    /// `len` bytes from `at` of slot `index` to read, if inside the slot and no writer of
+    /// this process has it.
+    pub fn view(self: &Arc<SlotArea>, index: usize, at: usize, len: usize) -> Option<SlotView> {
+        let users = self.users.get(index)?;
+        if at.checked_add(len).is_none_or(|end| end > self.slot_len) {
+            return None;
+        }
+        users
+            .fetch_update(
+                std::sync::atomic::Ordering::Acquire,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| (n < CLAIMED - 1).then_some(n + 1),
+            )
+            .ok()?;
+        Some(SlotView {
+            area: self.clone(),
+            index,
+            at,
+            len,
+        })
+    }
+}
+
+/// A slot of a [`SlotArea`] this process writes; released (locally) on drop.
+pub struct SlotMut {
+    area: Arc<SlotArea>,
+    index: usize,
+}
+
+impl SlotMut {
+    /// Which slot.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The area it belongs to.
+    pub fn area(&self) -> &Arc<SlotArea> {
+        &self.area
+    }
+
+    /// The slot's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the slot lies in the region (`SlotArea::new`), and this handle is its
+        // only one in this process (`claim` swapped 0 for CLAIMED), so no `&mut` to it
+        // exists while `&self` is borrowed.
+        unsafe { core::slice::from_raw_parts(self.area.ptr(self.index, 0), self.area.slot_len) }
+    }
+
+    /// The slot's bytes, to write.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference to the
+        // slot's bytes in this process.
+        unsafe { core::slice::from_raw_parts_mut(self.area.ptr(self.index, 0), self.area.slot_len) }
+    }
+}
+
+impl Drop for SlotMut {
+    fn drop(&mut self) {
+        self.area.users[self.index].store(0, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Bytes of a slot of a [`SlotArea`] this process reads.
+pub struct SlotView {
+    area: Arc<SlotArea>,
+    index: usize,
+    at: usize,
+    len: usize,
+}
+
+impl SlotView {
+    /// Which slot.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `[at, at + len)` lies in the slot (checked in `view`) and so in the
+        // region; no writer handle of this process exists while this view does (`view`
+        // counted it in, `claim` waits for zero).
+        unsafe { core::slice::from_raw_parts(self.area.ptr(self.index, self.at), self.len) }
+    }
+}
+
+impl Drop for SlotView {
+    fn drop(&mut self) {
+        self.area.users[self.index].fetch_sub(1, std::sync::atomic::Ordering::Release);
     }
 }
 

@@ -183,3 +183,50 @@ fn two_threads_pass_records_of_every_size() {
         }
     });
 }
+
+#[test]
+fn slots_are_written_by_one_handle_or_read_by_views_never_both() {
+    let region = Arc::new(Region::heap(4096));
+    assert!(SlotArea::new(region.clone(), 4000, 64, 2).is_err());
+    assert!(SlotArea::new(region.clone(), 0, usize::MAX, 2).is_err());
+    let area = SlotArea::new(region, 64, 100, 3).unwrap();
+    let mut w = area.claim(1).unwrap();
+    assert!(area.claim(1).is_none(), "one writer");
+    assert!(area.view(1, 0, 4).is_none(), "no view while written");
+    assert!(area.claim(3).is_none(), "out of range");
+    w.as_mut_slice()[..4].copy_from_slice(b"abcd");
+    assert_eq!(w.index(), 1);
+    drop(w);
+    let v = area.view(1, 1, 3).unwrap();
+    let v2 = area.view(1, 0, 100).unwrap();
+    assert!(area.view(1, 1, 100).is_none(), "past the slot");
+    assert!(area.view(1, usize::MAX, 2).is_none(), "overflowing offset");
+    assert_eq!(v.as_slice(), b"bcd");
+    assert_eq!(&v2.as_slice()[..4], b"abcd");
+    assert!(area.claim(1).is_none(), "no writer while viewed");
+    drop((v, v2));
+    assert!(area.claim(1).is_some());
+}
+
+#[test]
+fn a_mapped_file_is_a_region() {
+    let path = std::env::temp_dir().join(format!("myri-raw-test-{}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    file.set_len(8192).unwrap();
+    let a = Region::map_file(&file).unwrap();
+    let b = Region::map_file(&file).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(a.len(), 8192);
+    a.word(64).unwrap().store(42, Ordering::Release);
+    assert_eq!(
+        b.word(64).unwrap().load(Ordering::Acquire),
+        42,
+        "both maps see one memory"
+    );
+}

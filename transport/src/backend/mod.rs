@@ -1,0 +1,120 @@
+//! The unreliable datagram channels endpoints run on, one per URL scheme: the provider
+//! interface of this crate (as a libfabric provider or an Open MPI BTL is to theirs).
+//!
+//! A backend moves datagrams of at most [`Backend::mtu`] bytes between this endpoint and
+//! addresses it resolves; it may drop, and (sim with faults) reorder, duplicate or corrupt
+//! them. It owns the registered memory that [`Buf`]s and [`RecvBuf`]s live in. The
+//! [`Endpoint`](crate::Endpoint) adds peers, RPP and completions on top.
+
+pub(crate) mod shm;
+pub(crate) mod sim;
+pub(crate) mod udp;
+
+use crate::buffer::{Buf, RecvBuf};
+use crate::error::{Error, SendError};
+use crate::url::{Address, Scheme};
+use std::net::SocketAddr;
+
+/// A backend's address of a remote endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum RemoteAddr {
+    /// The fabric port index of a simulated endpoint in the same world.
+    Sim(u16),
+    /// A UDP socket address.
+    Udp(SocketAddr),
+    /// The other side of the shared-memory region.
+    Shm,
+}
+
+/// How a send went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// The bytes were copied into registered memory first (heap fallback, or a buffer
+    /// registered elsewhere).
+    pub(crate) copied: bool,
+}
+
+/// A datagram that arrived.
+pub(crate) struct Incoming {
+    /// Who sent it.
+    pub(crate) from: RemoteAddr,
+    /// Its bytes, in registered memory where possible.
+    pub(crate) data: RecvBuf,
+}
+
+/// Something the backend learned about a remote endpoint on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BackendEvent {
+    /// The remote process is gone (shm: its pid is dead).
+    PeerGone {
+        /// Which.
+        addr: RemoteAddr,
+        /// Why the backend thinks so.
+        why: String,
+    },
+}
+
+/// Counters a backend keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BackendCounters {
+    /// Datagrams that could not be parsed or were impossible (dropped).
+    pub(crate) malformed: u64,
+    /// Datagrams received into the heap because registered memory had run out.
+    pub(crate) recv_heap: u64,
+    /// Failed operating-system calls that did not fail the endpoint.
+    pub(crate) io_errors: u64,
+}
+
+/// The provider interface. See the module documentation.
+pub(crate) trait Backend: Send {
+    /// The URL scheme.
+    fn scheme(&self) -> Scheme;
+    /// The endpoint's own address, as a URL peers can insert.
+    fn local_url(&self) -> String;
+    /// Largest datagram.
+    fn mtu(&self) -> usize;
+    /// Whether datagrams arrive in the order sent (shm rings do; networks need not).
+    fn ordered(&self) -> bool;
+    /// Whether datagrams are never lost (shm rings: a full ring pushes back instead).
+    fn lossless(&self) -> bool;
+    /// Whether [`Backend::send_gather`] copies header and payload into registered memory
+    /// (true where the channel can only send from its own memory: the board, the region).
+    fn gather_copies(&self) -> bool;
+    /// The time, in nanoseconds since an epoch of the backend's choosing (virtual for sim).
+    fn now(&self) -> u64;
+    /// The remote address of a peer URL.
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error>;
+    /// A remote address as a URL.
+    fn addr_url(&self, addr: &RemoteAddr) -> String;
+    /// A buffer of `len` bytes in registered memory, if some is free and `len` fits.
+    fn alloc(&mut self, len: usize) -> Option<Buf>;
+    /// Sends `buf` as one datagram, from where it is when it is registered here.
+    fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError>;
+    /// Sends `header` then `payload` as one datagram (gathered where the backend can).
+    fn send_gather(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<Sent, Error>;
+    /// Whether a send to `to` would be taken now.
+    fn can_send(&mut self, to: &RemoteAddr) -> bool;
+    /// The next datagram that arrived, if any.
+    fn recv(&mut self) -> Option<Incoming>;
+    /// Does the backend's own work (steps a simulated board, checks a shm peer's life).
+    /// Returns whether anything happened.
+    fn progress(&mut self) -> bool;
+    /// The next event, if any.
+    fn poll_event(&mut self) -> Option<BackendEvent>;
+    /// Counters.
+    fn counters(&self) -> BackendCounters;
+    /// The UDP socket, to register with a caller's `mio::Poll` (UDP only).
+    fn udp_socket(&mut self) -> Option<&mut mio::net::UdpSocket> {
+        None
+    }
+}
+
+/// Nanoseconds since `epoch`.
+pub(crate) fn nanos_since(epoch: std::time::Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,383 @@
+//! `sim://`: endpoints on simulated myri boards joined by a crossbar switch, in this
+//! process, in virtual time.
+//!
+//! A *world* is one fabric: a 16-port switch with a cable to each of 16 host ports. Each
+//! endpoint opened in a world gets a board of its own on a free port, with the control
+//! program loaded and channel [`CHAN`] open for receiving; a peer is inserted by name and
+//! reached by a route through the switch. Boards run inline: every
+//! [`Backend::progress`] call advances the world's virtual clock by one tick and steps the
+//! board, so a program that steps its endpoints in a fixed order runs the same way every
+//! time.
+//!
+//! The board carries no sender address (seed 000: the API sends to a route and a
+//! channel), so every datagram starts with an 8-byte header naming the sender's port,
+//! sent inline from the send slot's PIO buffer while the payload is DMA'd from the
+//! application's buffer: nothing is copied on the host.
+
+use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind};
+use crate::error::{Error, SendError};
+use crate::url::{Address, Scheme};
+use myri_device::board::{Board, BoardConfig};
+use myri_device::fabric::topology::star;
+use myri_device::fabric::{CableConfig, Fabric, FabricBuilder, PortId, SwitchSize};
+use myri_device::time::Time;
+use myri_mcp::{Api, ApiError, ChanRequest, Channel, InitOptions, Mode, RouteId, RouteSlot, Unit};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// Endpoints a world holds.
+pub const WORLD_PORTS: usize = 16;
+/// The receive channel every sim endpoint uses on its board.
+pub const CHAN: u8 = 1;
+/// Bytes of the sender header in front of every datagram.
+pub const HEADER_LEN: usize = 8;
+const MAGIC: [u8; 4] = *b"MYT1";
+/// Virtual time one progress call advances the world by.
+pub const TICK_NANOS: u64 = 1_000;
+/// Where a world's clock starts.
+const START_NANOS: u64 = 1_000_000_000;
+
+/// One simulated fabric and the names of the endpoints on it.
+struct World {
+    fabric: Arc<Fabric>,
+    ports: Vec<PortId>,
+    names: Mutex<Vec<Option<String>>>,
+    clock: AtomicU64,
+    next_auto: AtomicU64,
+}
+
+fn worlds() -> &'static Mutex<HashMap<String, Weak<World>>> {
+    static WORLDS: OnceLock<Mutex<HashMap<String, Weak<World>>>> = OnceLock::new();
+    WORLDS.get_or_init(Mutex::default)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl World {
+    fn get(name: &str) -> Result<Arc<World>, Error> {
+        let mut all = lock(worlds());
+        if let Some(w) = all.get(name).and_then(Weak::upgrade) {
+            return Ok(w);
+        }
+        let mut b = FabricBuilder::new(0x5133_0000 ^ name.len() as u64);
+        let ports = star(
+            &mut b,
+            WORLD_PORTS,
+            SwitchSize::Sixteen,
+            CableConfig::default(),
+        )
+        .map_err(|e| Error::Config(format!("building the simulated fabric: {e}")))?;
+        let w = Arc::new(World {
+            fabric: Arc::new(b.build()),
+            ports,
+            names: Mutex::new(vec![None; WORLD_PORTS]),
+            clock: AtomicU64::new(START_NANOS),
+            next_auto: AtomicU64::new(0),
+        });
+        all.retain(|_, w| w.strong_count() > 0);
+        all.insert(name.to_owned(), Arc::downgrade(&w));
+        Ok(w)
+    }
+
+    /// Takes a free port for `name` (a generated one if `None`).
+    fn join(&self, name: Option<&str>) -> Result<(u16, String), Error> {
+        let mut names = lock(&self.names);
+        let name = match name {
+            Some(n) => n.to_owned(),
+            None => loop {
+                let n = format!("ep{}", self.next_auto.fetch_add(1, Ordering::Relaxed));
+                if !names.iter().flatten().any(|x| *x == n) {
+                    break n;
+                }
+            },
+        };
+        if names.iter().flatten().any(|x| *x == name) {
+            return Err(Error::AddrInUse(format!("sim://{name}")));
+        }
+        let Some(i) = names.iter().position(Option::is_none) else {
+            return Err(Error::AddrInUse(format!(
+                "sim://{name}: the world has no free port ({WORLD_PORTS} endpoints at most)"
+            )));
+        };
+        names[i] = Some(name.clone());
+        Ok((i as u16, name))
+    }
+
+    fn find(&self, name: &str) -> Option<u16> {
+        lock(&self.names)
+            .iter()
+            .position(|n| n.as_deref() == Some(name))
+            .map(|i| i as u16)
+    }
+
+    fn name_of(&self, port: u16) -> Option<String> {
+        lock(&self.names).get(usize::from(port)).cloned().flatten()
+    }
+}
+
+/// A sim endpoint's board and channel.
+pub(crate) struct SimBackend {
+    world: Arc<World>,
+    world_name: String,
+    index: u16,
+    name: String,
+    api: Api,
+    chan: Channel,
+    routes: HashMap<u16, RouteId>,
+    header: [u8; HEADER_LEN],
+    counters: BackendCounters,
+}
+
+impl SimBackend {
+    /// Opens `sim://name?world=world`.
+    pub(crate) fn open(name: Option<&str>, world: Option<&str>) -> Result<SimBackend, Error> {
+        let world_name = world.unwrap_or("default").to_owned();
+        let w = World::get(&world_name)?;
+        let (index, name) = w.join(name)?;
+        let release = |w: &World| lock(&w.names)[usize::from(index)] = None;
+        let setup = || -> Result<(Api, Channel), ApiError> {
+            let mut board = Board::new(BoardConfig::pci64b(u32::from(index)));
+            board.attach_link(w.fabric.clone(), w.ports[usize::from(index)]);
+            let unit = Unit::new(board, 0x1_0000_0000 * (u64::from(index) + 1), Mode::Inline);
+            unit.poll(Time::from_nanos(w.clock.load(Ordering::Relaxed)));
+            let mut api = Api::init(&unit, InitOptions::default())?;
+            let chan = api.get_chan(ChanRequest::Specific(u32::from(CHAN)))?;
+            api.init_recv_chan(&chan)?;
+            Ok((api, chan))
+        };
+        let (api, chan) = setup().inspect_err(|_| release(&w))?;
+        let mut header = [0u8; HEADER_LEN];
+        header[..4].copy_from_slice(&MAGIC);
+        header[4..6].copy_from_slice(&index.to_be_bytes());
+        Ok(SimBackend {
+            world: w,
+            world_name,
+            index,
+            name,
+            api,
+            chan,
+            routes: HashMap::new(),
+            header,
+            counters: BackendCounters::default(),
+        })
+    }
+
+    fn route(&mut self, port: u16) -> Result<RouteId, Error> {
+        if let Some(&r) = self.routes.get(&port) {
+            return Ok(r);
+        }
+        let w = &self.world;
+        let route = w
+            .fabric
+            .route(w.ports[usize::from(self.index)], w.ports[usize::from(port)])
+            .ok_or_else(|| Error::AddrNotFound(format!("no route to port {port}")))?;
+        let id = self.api.add_route(RouteSlot::Next, &route)?;
+        self.routes.insert(port, id);
+        Ok(id)
+    }
+
+    fn copy_to_board(&mut self, data: &[u8]) -> Result<myri_mcp::SendBuf, Error> {
+        let mut sb = self.api.get_send_buffer().map_err(would_block)?;
+        let Some(dst) = sb.as_mut_slice().get_mut(..data.len()) else {
+            return Err(Error::TooLarge {
+                len: data.len(),
+                max: self.mtu(),
+            });
+        };
+        dst.copy_from_slice(data);
+        Ok(sb)
+    }
+}
+
+fn would_block(e: ApiError) -> Error {
+    match e {
+        ApiError::NoSendBuffers | ApiError::SendQueueFull | ApiError::Busy => Error::WouldBlock,
+        e => Error::Board(e),
+    }
+}
+
+impl Drop for SimBackend {
+    fn drop(&mut self) {
+        lock(&self.world.names)[usize::from(self.index)] = None;
+    }
+}
+
+impl Backend for SimBackend {
+    fn scheme(&self) -> Scheme {
+        Scheme::Sim
+    }
+
+    fn local_url(&self) -> String {
+        if self.world_name == "default" {
+            format!("sim://{}", self.name)
+        } else {
+            format!("sim://{}?world={}", self.name, self.world_name)
+        }
+    }
+
+    fn mtu(&self) -> usize {
+        myri_mcp::hcb::MAX_PAYLOAD - HEADER_LEN
+    }
+
+    fn ordered(&self) -> bool {
+        false
+    }
+
+    fn lossless(&self) -> bool {
+        false
+    }
+
+    fn gather_copies(&self) -> bool {
+        true
+    }
+
+    fn now(&self) -> u64 {
+        self.world.clock.load(Ordering::Relaxed)
+    }
+
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
+        let Address::Sim { name: Some(name) } = addr else {
+            return Err(Error::AddrNotFound("sim:// needs a peer name".into()));
+        };
+        let port = self.world.find(name).ok_or_else(|| {
+            Error::AddrNotFound(format!(
+                "sim://{name} (no such endpoint in world `{}`)",
+                self.world_name
+            ))
+        })?;
+        self.route(port)?;
+        Ok(RemoteAddr::Sim(port))
+    }
+
+    fn addr_url(&self, addr: &RemoteAddr) -> String {
+        match addr {
+            RemoteAddr::Sim(p) => match self.world.name_of(*p) {
+                Some(n) => format!("sim://{n}"),
+                None => format!("sim://port{p}"),
+            },
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<Buf> {
+        if len > self.mtu() {
+            return None;
+        }
+        let sb = self.api.get_send_buffer().ok()?;
+        Some(Buf::new(BufKind::Board(sb), len))
+    }
+
+    fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
+        let fail = |error, buf| Err(SendError { error, buf });
+        let RemoteAddr::Sim(port) = *to else {
+            return fail(Error::AddrNotFound(format!("{to:?}")), buf);
+        };
+        let len = buf.len();
+        if len > self.mtu() {
+            let max = self.mtu();
+            return fail(Error::TooLarge { len, max }, buf);
+        }
+        let route = match self.route(port) {
+            Ok(r) => r,
+            Err(e) => return fail(e, buf),
+        };
+        let Buf { kind, len } = buf;
+        let (sb, copied, original) = match kind {
+            BufKind::Board(sb) => match self.api.send_inline(CHAN, route, &self.header, sb, len) {
+                Ok(_ticket) => return Ok(Sent { copied: false }),
+                Err(e) if e.error == ApiError::ForeignBuffer => {
+                    // Another board's buffer: copy it into one of ours.
+                    let original = Buf::new(BufKind::Board(e.buf), len);
+                    match self.copy_to_board(&original) {
+                        Ok(sb) => (sb, true, original),
+                        Err(error) => return fail(error, original),
+                    }
+                }
+                Err(e) => return fail(would_block(e.error), Buf::new(BufKind::Board(e.buf), len)),
+            },
+            other => {
+                let original = Buf::new(other, len);
+                match self.copy_to_board(&original) {
+                    Ok(sb) => (sb, true, original),
+                    Err(error) => return fail(error, original),
+                }
+            }
+        };
+        match self.api.send_inline(CHAN, route, &self.header, sb, len) {
+            Ok(_ticket) => Ok(Sent { copied }),
+            Err(e) => fail(would_block(e.error), original),
+        }
+    }
+
+    fn send_gather(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<Sent, Error> {
+        let RemoteAddr::Sim(port) = *to else {
+            return Err(Error::AddrNotFound(format!("{to:?}")));
+        };
+        let len = header.len() + payload.len();
+        if len > self.mtu() {
+            return Err(Error::TooLarge {
+                len,
+                max: self.mtu(),
+            });
+        }
+        let route = self.route(port)?;
+        let mut sb = self.api.get_send_buffer().map_err(would_block)?;
+        let dst = sb.as_mut_slice();
+        dst[..header.len()].copy_from_slice(header);
+        dst[header.len()..len].copy_from_slice(payload);
+        self.api
+            .send_inline(CHAN, route, &self.header, sb, len)
+            .map_err(|e| would_block(e.error))?;
+        Ok(Sent { copied: true })
+    }
+
+    fn can_send(&mut self, _to: &RemoteAddr) -> bool {
+        self.api.num_pending() < myri_mcp::hcb::SEND_SLOTS as usize
+    }
+
+    fn recv(&mut self) -> Option<Incoming> {
+        loop {
+            let rb = match self.api.recv(&self.chan) {
+                Ok(Some(rb)) => rb,
+                Ok(None) => return None,
+                Err(_) => {
+                    self.counters.malformed += 1;
+                    continue;
+                }
+            };
+            let bytes = rb.as_slice();
+            if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
+                self.counters.malformed += 1;
+                continue;
+            }
+            let from = u16::from_be_bytes([bytes[4], bytes[5]]);
+            let len = bytes.len();
+            return Some(Incoming {
+                from: RemoteAddr::Sim(from),
+                data: RecvBuf::new(RecvKind::Board(rb), HEADER_LEN..len),
+            });
+        }
+    }
+
+    fn progress(&mut self) -> bool {
+        let now = self.world.clock.fetch_add(TICK_NANOS, Ordering::Relaxed) + TICK_NANOS;
+        self.api.progress(Time::from_nanos(now))
+    }
+
+    fn poll_event(&mut self) -> Option<BackendEvent> {
+        None
+    }
+
+    fn counters(&self) -> BackendCounters {
+        self.counters
+    }
+}

@@ -1,0 +1,270 @@
+//! `udp://host:port`: a non-blocking UDP socket (mio), so endpoints in two processes or on
+//! two machines talk.
+//!
+//! Registered memory is a slab of equal slots allocated at open ([`SLAB_SLOTS`] of
+//! [`SLOT_LEN`] bytes): `alloc` hands out slots, and datagrams are received straight into
+//! free slots and handed to the application as views of them. A send reads the
+//! application's buffer where it is (the kernel copies it, as it must); a gathered send
+//! (RPP header + the application's payload) goes out with one `sendmsg` of two iovecs,
+//! so the payload is never copied in user space either. When the slab is empty, `alloc`
+//! falls back to the heap (the send still copies nothing here) and datagrams are received
+//! into heap buffers (counted).
+
+use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, SlotPool};
+use crate::error::{Error, SendError};
+use crate::url::{Address, Scheme};
+use mio::net::UdpSocket;
+use std::io::{ErrorKind, IoSlice};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Largest UDP payload over IPv4.
+pub const MAX_DATAGRAM: usize = 65_507;
+/// Bytes of each slab slot: the largest datagram fits.
+pub const SLOT_LEN: usize = 65_536;
+/// Slots in the slab (4 MiB).
+pub const SLAB_SLOTS: usize = 64;
+
+/// The socket, its slab and its counters.
+pub(crate) struct UdpBackend {
+    socket: UdpSocket,
+    local: SocketAddr,
+    mtu: usize,
+    pool: Arc<SlotPool>,
+    /// A heap buffer to receive into when the slab is empty.
+    spare: Vec<u8>,
+    epoch: Instant,
+    counters: BackendCounters,
+}
+
+/// Resolves `host:port` to one socket address (the first the resolver gives).
+pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Error> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Error::AddrNotFound(format!("udp://{host}:{port}: {e}")))?
+        .next()
+        .ok_or_else(|| Error::AddrNotFound(format!("udp://{host}:{port}: no address")))
+}
+
+impl UdpBackend {
+    /// Binds `host:port`.
+    pub(crate) fn open(host: &str, port: u16, mtu: Option<usize>) -> Result<UdpBackend, Error> {
+        let addr = resolve(host, port)?;
+        let socket = UdpSocket::bind(addr).map_err(|e| match e.kind() {
+            ErrorKind::AddrInUse => Error::AddrInUse(format!("udp://{addr}")),
+            ErrorKind::AddrNotAvailable => {
+                Error::AddrNotFound(format!("udp://{addr} is not an address of this host"))
+            }
+            _ => Error::Io {
+                op: "binding the udp socket",
+                source: e,
+            },
+        })?;
+        let local = socket
+            .local_addr()
+            .map_err(Error::io("reading the bound address"))?;
+        let mtu = mtu.unwrap_or(MAX_DATAGRAM);
+        if mtu > MAX_DATAGRAM {
+            return Err(Error::Config(format!(
+                "mtu {mtu} is larger than a udp datagram ({MAX_DATAGRAM})"
+            )));
+        }
+        // Room for bursts: the default socket buffers drop under a fast stream.
+        let sock = socket2::SockRef::from(&socket);
+        let _ = sock.set_recv_buffer_size(4 << 20);
+        let _ = sock.set_send_buffer_size(4 << 20);
+        Ok(UdpBackend {
+            socket,
+            local,
+            mtu,
+            pool: SlotPool::new(SLAB_SLOTS, SLOT_LEN),
+            spare: Vec::new(),
+            epoch: Instant::now(),
+            counters: BackendCounters::default(),
+        })
+    }
+
+    fn addr(to: &RemoteAddr) -> Result<SocketAddr, Error> {
+        match to {
+            RemoteAddr::Udp(a) => Ok(*a),
+            other => Err(Error::AddrNotFound(format!("{other:?}"))),
+        }
+    }
+
+    fn sent(&mut self, r: std::io::Result<usize>) -> Result<Sent, Error> {
+        match r {
+            Ok(_) => Ok(Sent { copied: false }),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Err(Error::WouldBlock),
+            Err(e) => {
+                self.counters.io_errors += 1;
+                Err(Error::Io {
+                    op: "sending a datagram",
+                    source: e,
+                })
+            }
+        }
+    }
+}
+
+impl Backend for UdpBackend {
+    fn scheme(&self) -> Scheme {
+        Scheme::Udp
+    }
+
+    fn local_url(&self) -> String {
+        format!("udp://{}", self.local)
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn ordered(&self) -> bool {
+        false
+    }
+
+    fn lossless(&self) -> bool {
+        false
+    }
+
+    fn gather_copies(&self) -> bool {
+        false
+    }
+
+    fn now(&self) -> u64 {
+        super::nanos_since(self.epoch)
+    }
+
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
+        let Address::Udp { host, port } = addr else {
+            return Err(Error::AddrNotFound(format!("{addr:?}")));
+        };
+        if *port == 0 {
+            return Err(Error::AddrNotFound(format!(
+                "udp://{host}:0 (port 0 is no peer)"
+            )));
+        }
+        let mut a = resolve(host, *port)?;
+        // An IPv4 peer of an IPv6 socket (or the reverse) is unreachable: say so now.
+        if a.is_ipv4() != self.local.is_ipv4() {
+            let other = (host.as_str(), *port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut it| it.find(|x| x.is_ipv4() == self.local.is_ipv4()));
+            a = other.ok_or_else(|| {
+                Error::AddrNotFound(format!(
+                    "udp://{host}:{port} has no address of the local socket's family ({})",
+                    self.local
+                ))
+            })?;
+        }
+        Ok(RemoteAddr::Udp(a))
+    }
+
+    fn addr_url(&self, addr: &RemoteAddr) -> String {
+        match addr {
+            RemoteAddr::Udp(a) => format!("udp://{a}"),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<Buf> {
+        if len > SLOT_LEN {
+            return None;
+        }
+        Some(Buf::new(BufKind::Pool(self.pool.take()?), len))
+    }
+
+    fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
+        let r = Self::addr(to).and_then(|a| {
+            if buf.len() > self.mtu {
+                return Err(Error::TooLarge {
+                    len: buf.len(),
+                    max: self.mtu,
+                });
+            }
+            let r = self.socket.send_to(&buf, a);
+            self.sent(r)
+        });
+        match r {
+            // The buffer goes back to the slab (or the heap) now: the kernel has its bytes.
+            Ok(s) => Ok(s),
+            Err(error) => Err(SendError { error, buf }),
+        }
+    }
+
+    fn send_gather(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<Sent, Error> {
+        let a = Self::addr(to)?;
+        let len = header.len() + payload.len();
+        if len > self.mtu {
+            return Err(Error::TooLarge { len, max: self.mtu });
+        }
+        let iov = [IoSlice::new(header), IoSlice::new(payload)];
+        let r = socket2::SockRef::from(&self.socket).send_to_vectored(&iov, &a.into());
+        self.sent(r)
+    }
+
+    fn can_send(&mut self, _to: &RemoteAddr) -> bool {
+        true
+    }
+
+    fn recv(&mut self) -> Option<Incoming> {
+        // Bounded: a socket that keeps failing is counted, not spun on.
+        for _ in 0..64 {
+            let mut slot = self.pool.take();
+            if slot.is_none() && self.spare.is_empty() {
+                self.spare = vec![0; SLOT_LEN];
+            }
+            let dst = match &mut slot {
+                Some(s) => s.as_mut_slice(),
+                None => self.spare.as_mut_slice(),
+            };
+            match self.socket.recv_from(dst) {
+                Ok((n, from)) => {
+                    let storage = match slot {
+                        Some(s) => RecvKind::Pool(s),
+                        None => {
+                            self.counters.recv_heap += 1;
+                            RecvKind::Heap(std::mem::take(&mut self.spare))
+                        }
+                    };
+                    return Some(Incoming {
+                        from: RemoteAddr::Udp(from),
+                        data: RecvBuf::new(storage, 0..n),
+                    });
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // An ICMP error for an earlier send (port unreachable): not fatal.
+                    self.counters.io_errors += 1;
+                    continue;
+                }
+            }
+        }
+        None
+    }
+
+    fn progress(&mut self) -> bool {
+        false
+    }
+
+    fn poll_event(&mut self) -> Option<BackendEvent> {
+        None
+    }
+
+    fn counters(&self) -> BackendCounters {
+        self.counters
+    }
+
+    fn udp_socket(&mut self) -> Option<&mut UdpSocket> {
+        Some(&mut self.socket)
+    }
+}

@@ -1,0 +1,378 @@
+//! Buffers handed between the application and a backend without copying (seed 000,
+//! Buffers; CLF's copy-free mechanism).
+//!
+//! [`Endpoint::alloc`](crate::Endpoint::alloc) gives a [`Buf`] in the backend's
+//! registered memory: a DMA buffer of the simulated board, a slot of the UDP endpoint's
+//! registered slab, a slot of the shared-memory region. The application writes its message
+//! in place and [`Endpoint::send`](crate::Endpoint::send) moves the buffer in: the backend
+//! sends from it with no copy. When registered memory has run out, `alloc` hands out a heap
+//! buffer instead, and the send copies it into registered memory once some is free (CLF's
+//! fallback); [`Stats::copied_sends`](crate::Stats::copied_sends) counts those copies.
+//!
+//! A received message is a [`RecvBuf`]: a view of the memory the backend received it into
+//! (the board's receive buffer, the slab slot, the peer's slot in the region). Dropping it
+//! gives that memory back to the backend, so hold received buffers briefly.
+
+use crate::shm::raw::{SlotMut, SlotView};
+use core::ops::{Deref, DerefMut, Range};
+use std::sync::{Arc, Mutex};
+
+/// Where a [`Buf`]'s bytes live.
+pub(crate) enum BufKind {
+    /// A send buffer in a simulated board's DMA memory.
+    Board(myri_mcp::SendBuf),
+    /// A slot of a registered slab (UDP).
+    Pool(PoolSlot),
+    /// A slot of a shared-memory region.
+    Shm(SlotMut),
+    /// Plain heap memory (the fallback).
+    Heap(Vec<u8>),
+}
+
+/// A message being built, to hand to [`Endpoint::send`](crate::Endpoint::send). See the
+/// [module documentation](self).
+///
+/// Its length starts as asked of `alloc`; [`Buf::set_len`] changes it within the
+/// capacity. It dereferences to the message's bytes.
+pub struct Buf {
+    pub(crate) kind: BufKind,
+    pub(crate) len: usize,
+}
+
+impl Buf {
+    pub(crate) fn new(kind: BufKind, len: usize) -> Buf {
+        Buf { kind, len }
+    }
+
+    /// A heap buffer of `len` zero bytes, usable with any endpoint (the send copies it
+    /// into registered memory where the backend needs that).
+    pub fn heap(len: usize) -> Buf {
+        Buf::new(BufKind::Heap(vec![0; len]), len)
+    }
+
+    /// A heap buffer holding `data`.
+    pub fn from_vec(data: Vec<u8>) -> Buf {
+        let len = data.len();
+        Buf::new(BufKind::Heap(data), len)
+    }
+
+    /// A heap buffer holding a copy of `data`.
+    pub fn copy_of(data: &[u8]) -> Buf {
+        Buf::from_vec(data.to_vec())
+    }
+
+    fn storage(&self) -> &[u8] {
+        match &self.kind {
+            BufKind::Board(b) => b.as_slice(),
+            BufKind::Pool(p) => p.as_slice(),
+            BufKind::Shm(s) => s.as_slice(),
+            BufKind::Heap(v) => v,
+        }
+    }
+
+    fn storage_mut(&mut self) -> &mut [u8] {
+        match &mut self.kind {
+            BufKind::Board(b) => b.as_mut_slice(),
+            BufKind::Pool(p) => p.as_mut_slice(),
+            BufKind::Shm(s) => s.as_mut_slice(),
+            BufKind::Heap(v) => v,
+        }
+    }
+
+    /// Bytes of the message.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most bytes the buffer holds.
+    pub fn capacity(&self) -> usize {
+        match &self.kind {
+            BufKind::Heap(_) => usize::MAX,
+            _ => self.storage().len(),
+        }
+    }
+
+    /// Sets the message's length. A registered buffer cannot grow past its capacity
+    /// (returns false and changes nothing); a heap buffer grows with zero bytes.
+    pub fn set_len(&mut self, len: usize) -> bool {
+        let capacity = self.storage().len();
+        match &mut self.kind {
+            BufKind::Heap(v) => {
+                if v.len() < len {
+                    v.resize(len, 0);
+                }
+            }
+            _ if len > capacity => return false,
+            _ => {}
+        }
+        self.len = len;
+        true
+    }
+
+    /// Whether the buffer is in a backend's registered memory (false for the heap
+    /// fallback).
+    pub fn is_registered(&self) -> bool {
+        !matches!(self.kind, BufKind::Heap(_))
+    }
+
+    /// Address of the first byte (for tests that check where bytes are).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.storage().as_ptr()
+    }
+}
+
+impl Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.storage()[..self.len]
+    }
+}
+
+impl DerefMut for Buf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.storage_mut()[..len]
+    }
+}
+
+impl AsRef<[u8]> for Buf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl core::fmt::Debug for Buf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let kind = match self.kind {
+            BufKind::Board(_) => "board",
+            BufKind::Pool(_) => "slab",
+            BufKind::Shm(_) => "shm",
+            BufKind::Heap(_) => "heap",
+        };
+        write!(f, "Buf({kind}, {} bytes)", self.len)
+    }
+}
+
+/// A shared-memory slot received from the peer: gives the slot back on drop.
+pub(crate) struct ShmRecv {
+    pub(crate) view: SlotView,
+    pub(crate) give_back: crate::backend::shm::SlotReturn,
+}
+
+impl Drop for ShmRecv {
+    fn drop(&mut self) {
+        self.give_back.give_back();
+    }
+}
+
+/// Where a [`RecvBuf`]'s bytes live.
+pub(crate) enum RecvKind {
+    Board(myri_mcp::RecvBuf),
+    Pool(PoolSlot),
+    Shm(ShmRecv),
+    Heap(Vec<u8>),
+}
+
+/// A received message: a view of the memory the backend received it into. Dropping it
+/// gives that memory back. See the [module documentation](self).
+pub struct RecvBuf {
+    kind: RecvKind,
+    range: Range<usize>,
+}
+
+impl RecvBuf {
+    pub(crate) fn new(kind: RecvKind, range: Range<usize>) -> RecvBuf {
+        let mut r = RecvBuf { kind, range: 0..0 };
+        let cap = r.storage().len();
+        r.range = range.start.min(cap)..range.end.min(cap).max(range.start.min(cap));
+        r
+    }
+
+    pub(crate) fn from_vec(v: Vec<u8>) -> RecvBuf {
+        let len = v.len();
+        RecvBuf::new(RecvKind::Heap(v), 0..len)
+    }
+
+    fn storage(&self) -> &[u8] {
+        match &self.kind {
+            RecvKind::Board(b) => b.as_slice(),
+            RecvKind::Pool(p) => p.as_slice(),
+            RecvKind::Shm(s) => s.view.as_slice(),
+            RecvKind::Heap(v) => v,
+        }
+    }
+
+    /// The part `sub` (relative to the current view) of this buffer, as a new view.
+    pub(crate) fn narrow(mut self, sub: Range<usize>) -> RecvBuf {
+        let start = (self.range.start + sub.start).min(self.range.end);
+        let end = (self.range.start + sub.end).clamp(start, self.range.end);
+        self.range = start..end;
+        self
+    }
+
+    /// Bytes of the message.
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// Whether the bytes are in the backend's registered memory (a view, not a copy).
+    pub fn is_registered(&self) -> bool {
+        !matches!(self.kind, RecvKind::Heap(_))
+    }
+
+    /// The message as a vector (a copy unless it already is one).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.kind {
+            RecvKind::Heap(mut v) if self.range.start == 0 => {
+                v.truncate(self.range.end);
+                v
+            }
+            _ => self.to_vec(),
+        }
+    }
+}
+
+impl Deref for RecvBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.storage()[self.range.clone()]
+    }
+}
+
+impl AsRef<[u8]> for RecvBuf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl core::fmt::Debug for RecvBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let kind = match self.kind {
+            RecvKind::Board(_) => "board",
+            RecvKind::Pool(_) => "slab",
+            RecvKind::Shm(_) => "shm",
+            RecvKind::Heap(_) => "heap",
+        };
+        write!(f, "RecvBuf({kind}, {} bytes)", self.len())
+    }
+}
+
+/// A registered slab: a fixed number of equal slots allocated once, handed out and
+/// taken back (the UDP backend's registered memory).
+pub(crate) struct SlotPool {
+    free: Mutex<Vec<Box<[u8]>>>,
+}
+
+impl SlotPool {
+    pub(crate) fn new(slots: usize, slot_len: usize) -> Arc<SlotPool> {
+        Arc::new(SlotPool {
+            free: Mutex::new(
+                (0..slots)
+                    .map(|_| vec![0u8; slot_len].into_boxed_slice())
+                    .collect(),
+            ),
+        })
+    }
+
+    /// A free slot, if any.
+    pub(crate) fn take(self: &Arc<SlotPool>) -> Option<PoolSlot> {
+        let data = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        Some(PoolSlot {
+            data: Some(data),
+            pool: self.clone(),
+        })
+    }
+
+    /// Slots free now.
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> usize {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// A slot of a [`SlotPool`]; goes back to it on drop.
+pub(crate) struct PoolSlot {
+    data: Option<Box<[u8]>>,
+    pool: Arc<SlotPool>,
+}
+
+impl PoolSlot {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        self.data.as_deref().unwrap_or(&[])
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.data.as_deref_mut().unwrap_or(&mut [])
+    }
+}
+
+impl Drop for PoolSlot {
+    fn drop(&mut self) {
+        if let Some(d) = self.data.take() {
+            self.pool
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_buffers_grow_registered_ones_do_not() {
+        let mut b = Buf::heap(4);
+        assert!(!b.is_registered());
+        assert!(b.set_len(10));
+        assert_eq!(&b[..], &[0; 10]);
+        let pool = SlotPool::new(1, 16);
+        let mut r = Buf::new(BufKind::Pool(pool.take().unwrap()), 8);
+        assert!(r.is_registered());
+        assert_eq!(r.capacity(), 16);
+        assert!(!r.set_len(17));
+        assert_eq!(r.len(), 8);
+        r.copy_from_slice(&[7; 8]);
+        assert!(r.set_len(16));
+        assert_eq!(&r[..8], &[7; 8]);
+    }
+
+    #[test]
+    fn pool_slots_come_back_on_drop() {
+        let pool = SlotPool::new(2, 8);
+        let a = pool.take().unwrap();
+        let b = pool.take().unwrap();
+        assert!(pool.take().is_none());
+        drop(a);
+        assert_eq!(pool.available(), 1);
+        let v = RecvBuf::new(RecvKind::Pool(b), 2..6).narrow(1..3);
+        assert_eq!(v.len(), 2);
+        assert!(v.is_registered());
+        drop(v);
+        assert_eq!(pool.available(), 2);
+    }
+
+    #[test]
+    fn views_never_reach_outside_their_storage() {
+        let v = RecvBuf::new(RecvKind::Heap(vec![1, 2, 3]), 2..9);
+        assert_eq!(&v[..], &[3]);
+        let v = v.narrow(5..1);
+        assert!(v.is_empty());
+        assert_eq!(
+            RecvBuf::from_vec(vec![4, 5]).narrow(1..2).into_vec(),
+            vec![5]
+        );
+    }
+}

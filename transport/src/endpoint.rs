@@ -1,0 +1,741 @@
+//! The endpoint: what an application or framework holds. See the crate documentation.
+
+use crate::backend::shm::ShmBackend;
+use crate::backend::sim::SimBackend;
+use crate::backend::udp::UdpBackend;
+use crate::backend::{Backend, BackendEvent, RemoteAddr};
+use crate::buffer::{Buf, RecvBuf};
+use crate::error::{Error, SendError};
+use crate::url::{Address, Scheme, Url};
+use myri_rpp::{Connection, Event, Received};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+/// A peer of an endpoint: a small integer handle given by [`Endpoint::insert_addr`] (or
+/// by [`Completion::NewPeer`]), valid for the endpoint's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Peer(pub u32);
+
+impl core::fmt::Display for Peer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Identifies a send: in reliable mode RPP's message id for that peer (counting from zero
+/// per peer and peer incarnation), in raw mode a counter of the endpoint's sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MsgId(pub u64);
+
+/// What an endpoint can do (as a libfabric provider's `fi_info` or an Open MPI BTL's
+/// module fields tell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The backend's scheme.
+    pub scheme: Scheme,
+    /// Largest message [`Endpoint::send`] takes.
+    pub max_message_size: usize,
+    /// Largest datagram the backend carries (a larger reliable message is fragmented).
+    pub mtu: usize,
+    /// Largest message [`Endpoint::inject`] sends straight from the caller's bytes.
+    pub inject_size: usize,
+    /// Messages are never lost (reliable mode, or a lossless channel).
+    pub reliable: bool,
+    /// Messages arrive in the order sent.
+    pub ordered: bool,
+    /// [`Endpoint::alloc`] gives buffers in the backend's registered memory, sent and
+    /// received without a copy.
+    pub copy_free: bool,
+}
+
+/// How to open an endpoint.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// RPP on top (true) or raw datagrams, when the URL does not say (`reliable=`).
+    /// Default: reliable.
+    pub reliable: bool,
+    /// Take datagrams from addresses never inserted, as new peers
+    /// ([`Completion::NewPeer`]); a server does. Default: false (counted in
+    /// [`Stats::unknown_source`] and dropped).
+    pub accept_unknown_peers: bool,
+    /// This life's incarnation for RPP (must grow across restarts). Default: the wall
+    /// clock at open, in nanoseconds since 1970.
+    pub incarnation: Option<u64>,
+    /// RPP settings; `mtu` is set to the backend's, and in-place delivery is turned on.
+    pub rpp: myri_rpp::Config,
+    /// Most received messages held for [`Endpoint::recv`]; past it the endpoint stops
+    /// taking datagrams from the backend (which pushes back or drops, as it does).
+    pub max_pending_deliveries: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            reliable: true,
+            accept_unknown_peers: false,
+            incarnation: None,
+            rpp: myri_rpp::Config::default(),
+            max_pending_deliveries: 4096,
+        }
+    }
+}
+
+/// A message received from a peer.
+#[derive(Debug)]
+pub struct Delivery {
+    /// From whom.
+    pub peer: Peer,
+    /// The bytes, a view of registered memory where possible.
+    pub data: RecvBuf,
+}
+
+/// Something that happened to a send or a peer. See [`Endpoint::poll_completion`].
+#[derive(Debug)]
+pub enum Completion {
+    /// Reliable mode: the peer is known (its incarnation learned).
+    Connected {
+        /// Which.
+        peer: Peer,
+        /// Its incarnation.
+        peer_incarnation: u64,
+    },
+    /// Reliable mode: the peer acknowledged the whole message; its buffer comes back.
+    Sent {
+        /// To whom.
+        peer: Peer,
+        /// Which send.
+        id: MsgId,
+        /// The buffer `send` took.
+        buf: Buf,
+    },
+    /// A datagram came from an address never inserted and the endpoint accepts such
+    /// peers ([`Options::accept_unknown_peers`]).
+    NewPeer {
+        /// The handle given to it.
+        peer: Peer,
+        /// Its address.
+        addr: String,
+    },
+    /// Reliable mode: the peer restarted. Messages its earlier life had not
+    /// acknowledged come back (they may or may not have been delivered there).
+    PeerRestarted {
+        /// Which.
+        peer: Peer,
+        /// Its new incarnation.
+        incarnation: u64,
+        /// Messages not acknowledged.
+        unacked: Vec<Buf>,
+    },
+    /// The peer failed: unreachable, crashed, or broke the protocol. Sends to it are
+    /// refused from now on; messages not acknowledged come back (reliable mode).
+    PeerFailed {
+        /// Which.
+        peer: Peer,
+        /// Why.
+        why: String,
+        /// Messages not (fully) acknowledged.
+        unsent: Vec<Buf>,
+    },
+    /// Reliable mode: the peer closed its connection; messages it had not acknowledged
+    /// come back.
+    PeerClosed {
+        /// Which.
+        peer: Peer,
+        /// Messages not (fully) acknowledged.
+        unsent: Vec<Buf>,
+    },
+}
+
+/// What an endpoint has done. Copy-free accounting: every send is from registered
+/// memory with no copy (`registered_sends`), or a heap buffer (`heap_sends`), of which
+/// `copied_sends` had to be copied into registered memory because the backend sends only
+/// from its own (CLF's fallback).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Messages taken by `send`.
+    pub sends: u64,
+    /// Of those, in registered memory (handed to the backend as they are).
+    pub registered_sends: u64,
+    /// Of those, in heap memory.
+    pub heap_sends: u64,
+    /// Sends whose bytes were copied into registered memory (the heap fallback, or a
+    /// buffer registered with another endpoint).
+    pub copied_sends: u64,
+    /// `alloc` calls answered with heap memory (registered memory had run out, or the
+    /// length did not fit a registered buffer).
+    pub heap_allocs: u64,
+    /// Reliable mode: packets copied into the channel's memory at transmit (on backends
+    /// that send only from their own memory, since RPP keeps the message for
+    /// retransmission).
+    pub transmit_copies: u64,
+    /// Messages delivered.
+    pub recvs: u64,
+    /// Of those, delivered as views of registered memory.
+    pub registered_recvs: u64,
+    /// Datagrams received into heap memory (registered memory had run out) or messages
+    /// reassembled by RPP from fragments.
+    pub heap_recvs: u64,
+    /// Sends refused as would-block.
+    pub would_block: u64,
+    /// Datagrams from addresses that are not peers, dropped.
+    pub unknown_source: u64,
+    /// Datagrams the backend found malformed, dropped.
+    pub malformed: u64,
+    /// Datagrams RPP dropped (bad CRC, stale incarnation, duplicates...).
+    pub rpp_dropped: u64,
+    /// Peers declared failed.
+    pub peer_failures: u64,
+    /// Operating-system errors that did not fail the endpoint.
+    pub io_errors: u64,
+}
+
+struct PeerSlot {
+    addr: RemoteAddr,
+    conn: Option<Connection<Buf>>,
+    failed: bool,
+}
+
+/// The connection id every reliable endpoint of this crate uses.
+const CONN_ID: u32 = u32::from_be_bytes(*b"myri");
+
+/// An endpoint: one application's access to a backend. See the crate documentation.
+pub struct Endpoint {
+    backend: Box<dyn Backend>,
+    reliable: bool,
+    options: Options,
+    rpp: myri_rpp::Config,
+    incarnation: u64,
+    peers: Vec<PeerSlot>,
+    by_addr: HashMap<RemoteAddr, Peer>,
+    deliveries: VecDeque<Delivery>,
+    completions: VecDeque<Completion>,
+    stats: Stats,
+    next_raw_id: u64,
+    header: Vec<u8>,
+}
+
+fn wall_clock_incarnation() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .max(1)
+}
+
+impl Endpoint {
+    /// Opens an endpoint at `url` with default [`Options`].
+    pub fn open(url: &str) -> Result<Endpoint, Error> {
+        Endpoint::open_with(url, Options::default())
+    }
+
+    /// Opens an endpoint at `url` (see [`crate::url`] for the grammar).
+    pub fn open_with(url: &str, options: Options) -> Result<Endpoint, Error> {
+        let url: Url = url.parse()?;
+        let backend: Box<dyn Backend> = match &url.address {
+            Address::Sim { name } => Box::new(SimBackend::open(
+                name.as_deref(),
+                url.params.world.as_deref(),
+            )?),
+            Address::Udp { host, port } => Box::new(UdpBackend::open(host, *port, url.params.mtu)?),
+            Address::Shm { name } => Box::new(ShmBackend::open(name)?),
+        };
+        let reliable = url.params.reliable.unwrap_or(options.reliable);
+        let mut rpp = options.rpp.clone();
+        rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
+        rpp.in_place_delivery = true;
+        if reliable {
+            rpp.validate().map_err(|e| Error::Config(e.to_string()))?;
+        }
+        let incarnation = options.incarnation.unwrap_or_else(wall_clock_incarnation);
+        if incarnation == 0 {
+            return Err(Error::Config("incarnation must not be zero".into()));
+        }
+        Ok(Endpoint {
+            backend,
+            reliable,
+            rpp,
+            incarnation,
+            peers: Vec::new(),
+            by_addr: HashMap::new(),
+            deliveries: VecDeque::new(),
+            completions: VecDeque::new(),
+            stats: Stats::default(),
+            next_raw_id: 0,
+            header: vec![0; myri_rpp::wire::MAX_HEADER_LEN],
+            options,
+        })
+    }
+
+    // ---- Getters ---------------------------------------------------------------------
+
+    /// What this endpoint can do.
+    pub fn capabilities(&self) -> Capabilities {
+        let mtu = self.backend.mtu();
+        Capabilities {
+            scheme: self.backend.scheme(),
+            max_message_size: if self.reliable {
+                self.rpp.max_message_len
+            } else {
+                mtu
+            },
+            mtu,
+            inject_size: if self.reliable {
+                self.rpp.max_message_len
+            } else {
+                mtu
+            },
+            reliable: self.reliable || self.backend.lossless(),
+            ordered: self.reliable || self.backend.ordered(),
+            copy_free: true,
+        }
+    }
+
+    /// Whether RPP runs on top.
+    pub fn is_reliable(&self) -> bool {
+        self.reliable
+    }
+
+    /// This endpoint's address, as a URL a peer can insert.
+    pub fn local_url(&self) -> String {
+        self.backend.local_url()
+    }
+
+    /// This life's incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// Counters, with the backend's.
+    pub fn stats(&self) -> Stats {
+        let b = self.backend.counters();
+        Stats {
+            malformed: self.stats.malformed + b.malformed,
+            heap_recvs: self.stats.heap_recvs + b.recv_heap,
+            io_errors: self.stats.io_errors + b.io_errors,
+            ..self.stats
+        }
+    }
+
+    /// RPP's counters for a peer (reliable mode).
+    pub fn peer_stats(&self, peer: Peer) -> Option<myri_rpp::Stats> {
+        self.peers
+            .get(peer.0 as usize)?
+            .conn
+            .as_ref()
+            .map(Connection::stats)
+    }
+
+    /// A peer's address, as a URL.
+    pub fn peer_url(&self, peer: Peer) -> Option<String> {
+        let p = self.peers.get(peer.0 as usize)?;
+        Some(self.backend.addr_url(&p.addr))
+    }
+
+    /// Whether the peer has failed.
+    pub fn peer_failed(&self, peer: Peer) -> bool {
+        self.peers.get(peer.0 as usize).is_some_and(|p| p.failed)
+    }
+
+    /// Messages waiting for [`Endpoint::recv`].
+    pub fn pending_deliveries(&self) -> usize {
+        self.deliveries.len()
+    }
+
+    /// Whether messages are still held by RPP (queued or not acknowledged).
+    pub fn has_unacked(&self) -> bool {
+        self.peers
+            .iter()
+            .any(|p| p.conn.as_ref().is_some_and(Connection::has_pending))
+    }
+
+    /// How long until the endpoint has timer work (reliable mode), if ever.
+    pub fn next_timeout(&mut self) -> Option<Duration> {
+        let now = self.backend.now();
+        self.peers
+            .iter_mut()
+            .filter_map(|p| p.conn.as_mut()?.poll_timeout())
+            .min()
+            .map(|t| Duration::from_nanos(t.as_nanos().saturating_sub(now)))
+    }
+
+    // ---- Peers -----------------------------------------------------------------------
+
+    /// Makes `url` (same scheme as the endpoint, no parameters) a peer; inserting the same
+    /// address again gives the same handle.
+    pub fn insert_addr(&mut self, url: &str) -> Result<Peer, Error> {
+        let parsed: Url = url.parse()?;
+        let scheme = self.backend.scheme();
+        let bad = |why| Error::BadPeerAddr {
+            addr: url.to_owned(),
+            scheme,
+            why,
+        };
+        if parsed.scheme() != scheme {
+            return Err(bad("another scheme"));
+        }
+        if parsed.has_params() {
+            return Err(bad("peer addresses take no parameters"));
+        }
+        let addr = self.backend.resolve(&parsed.address)?;
+        Ok(self.peer_for(addr))
+    }
+
+    fn peer_for(&mut self, addr: RemoteAddr) -> Peer {
+        if let Some(&p) = self.by_addr.get(&addr) {
+            return p;
+        }
+        let peer = Peer(self.peers.len() as u32);
+        let conn = self.reliable.then(|| {
+            let now = myri_rpp::Instant::from_nanos(self.backend.now());
+            Connection::new(self.rpp.clone(), self.incarnation, CONN_ID, now)
+                .expect("the config was validated at open and the incarnation is not zero")
+        });
+        self.peers.push(PeerSlot {
+            addr,
+            conn,
+            failed: false,
+        });
+        self.by_addr.insert(addr, peer);
+        peer
+    }
+
+    // ---- Buffers and sends -------------------------------------------------------------
+
+    /// A buffer of `len` bytes to fill and [`send`](Endpoint::send): in registered memory
+    /// when some is free and `len` fits a registered buffer, else on the heap (counted in
+    /// [`Stats::heap_allocs`]). In reliable mode on backends whose transmit copies anyway
+    /// (sim, shm), registered memory is kept for the channel and this is a heap buffer.
+    pub fn alloc(&mut self, len: usize) -> Buf {
+        let registered = if self.reliable && self.backend.gather_copies() {
+            None
+        } else {
+            self.backend.alloc(len)
+        };
+        registered.unwrap_or_else(|| {
+            self.stats.heap_allocs += 1;
+            Buf::heap(len)
+        })
+    }
+
+    fn slot(&self, peer: Peer) -> Result<&PeerSlot, Error> {
+        let p = self
+            .peers
+            .get(peer.0 as usize)
+            .ok_or(Error::UnknownPeer(peer))?;
+        if p.failed {
+            return Err(Error::PeerFailed {
+                peer,
+                why: "failed earlier (see its PeerFailed completion)".into(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// Sends `buf` to `peer`: the buffer moves in, and is sent from where it is when it
+    /// is registered memory of this backend. On refusal the buffer comes back in the
+    /// error ([`Error::WouldBlock`]: progress, then retry).
+    pub fn send(&mut self, peer: Peer, buf: Buf) -> Result<MsgId, SendError> {
+        let addr = match self.slot(peer) {
+            Ok(p) => p.addr,
+            Err(error) => return Err(SendError { error, buf }),
+        };
+        let registered = buf.is_registered();
+        let id = if self.reliable {
+            let conn = self.peers[peer.0 as usize]
+                .conn
+                .as_mut()
+                .expect("reliable peers have a connection");
+            let max = self.rpp.max_message_len;
+            let id = conn.send(buf).map_err(|e| match e {
+                myri_rpp::SendError::WouldBlock(buf) => SendError {
+                    error: Error::WouldBlock,
+                    buf,
+                },
+                myri_rpp::SendError::TooLarge(buf) => SendError {
+                    error: Error::TooLarge {
+                        len: buf.len(),
+                        max,
+                    },
+                    buf,
+                },
+                myri_rpp::SendError::Closed(buf) => SendError {
+                    error: Error::PeerFailed {
+                        peer,
+                        why: "the connection is closed".into(),
+                    },
+                    buf,
+                },
+            });
+            let id = match id {
+                Ok(id) => MsgId(id.0),
+                Err(e) => {
+                    self.stats.would_block += u64::from(e.error.is_would_block());
+                    return Err(e);
+                }
+            };
+            // Latency: the first packets go out now, not at the next progress call.
+            let now = myri_rpp::Instant::from_nanos(self.backend.now());
+            self.transmit(peer.0 as usize, now);
+            self.drain_events(peer);
+            id
+        } else {
+            match self.backend.send(&addr, buf) {
+                Ok(sent) => {
+                    self.stats.copied_sends += u64::from(sent.copied);
+                }
+                Err(e) => {
+                    self.stats.would_block += u64::from(e.error.is_would_block());
+                    return Err(e);
+                }
+            }
+            self.next_raw_id += 1;
+            MsgId(self.next_raw_id - 1)
+        };
+        self.stats.sends += 1;
+        if registered {
+            self.stats.registered_sends += 1;
+        } else {
+            self.stats.heap_sends += 1;
+        }
+        Ok(id)
+    }
+
+    /// Sends a copy of `data` (for small messages: the caller's bytes are free again at
+    /// once). Would-block and other refusals are as for [`Endpoint::send`].
+    pub fn inject(&mut self, peer: Peer, data: &[u8]) -> Result<MsgId, Error> {
+        let mut buf = self.alloc(data.len());
+        buf.copy_from_slice(data);
+        self.send(peer, buf).map_err(|e| e.error)
+    }
+
+    // ---- Receiving and completions ---------------------------------------------------
+
+    /// The next message received, if any (runs [`Endpoint::progress`] once when none is
+    /// waiting).
+    pub fn recv(&mut self) -> Option<Delivery> {
+        if self.deliveries.is_empty() {
+            self.progress();
+        }
+        self.deliveries.pop_front()
+    }
+
+    /// The next completion, if any (runs [`Endpoint::progress`] once when none is
+    /// waiting).
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        if self.completions.is_empty() {
+            self.progress();
+        }
+        self.completions.pop_front()
+    }
+
+    /// Does the endpoint's work: steps the backend, takes arrived datagrams, runs RPP's
+    /// timers and sends what it has to. Returns whether anything happened.
+    pub fn progress(&mut self) -> bool {
+        let mut worked = self.backend.progress();
+        while let Some(ev) = self.backend.poll_event() {
+            worked = true;
+            let BackendEvent::PeerGone { addr, why } = ev;
+            if let Some(&peer) = self.by_addr.get(&addr) {
+                self.backend_peer_gone(peer, why);
+            }
+        }
+        let now = myri_rpp::Instant::from_nanos(self.backend.now());
+        while self.deliveries.len() < self.options.max_pending_deliveries {
+            let Some(inc) = self.backend.recv() else {
+                break;
+            };
+            worked = true;
+            let peer = match self.by_addr.get(&inc.from) {
+                Some(&p) => p,
+                None if self.options.accept_unknown_peers => {
+                    let peer = self.peer_for(inc.from);
+                    let addr = self.backend.addr_url(&inc.from);
+                    self.completions
+                        .push_back(Completion::NewPeer { peer, addr });
+                    peer
+                }
+                None => {
+                    self.stats.unknown_source += 1;
+                    continue;
+                }
+            };
+            let slot = &mut self.peers[peer.0 as usize];
+            if slot.failed {
+                self.stats.rpp_dropped += 1;
+                continue;
+            }
+            let Some(conn) = slot.conn.as_mut() else {
+                self.deliver(peer, inc.data);
+                continue;
+            };
+            match conn.handle_packet(now, &inc.data) {
+                Received::InPlace { payload, .. } => {
+                    let data = inc.data.narrow(payload);
+                    self.drain_events(peer);
+                    self.deliver(peer, data);
+                }
+                Received::Dropped(_) => self.stats.rpp_dropped += 1,
+                Received::Accepted | Received::Duplicate => {}
+            }
+            self.drain_events(peer);
+        }
+        if self.reliable {
+            for i in 0..self.peers.len() {
+                let Some(conn) = self.peers[i].conn.as_mut() else {
+                    continue;
+                };
+                if conn.poll_timeout().is_some_and(|t| t <= now) {
+                    conn.handle_timeout(now);
+                    worked = true;
+                }
+                worked |= self.transmit(i, now);
+                self.drain_events(Peer(i as u32));
+            }
+        }
+        worked
+    }
+
+    fn deliver(&mut self, peer: Peer, data: RecvBuf) {
+        self.stats.recvs += 1;
+        if data.is_registered() {
+            self.stats.registered_recvs += 1;
+        } else {
+            self.stats.heap_recvs += 1;
+        }
+        self.deliveries.push_back(Delivery { peer, data });
+    }
+
+    /// Sends what peer `i`'s connection has to send; returns whether it sent anything.
+    fn transmit(&mut self, i: usize, now: myri_rpp::Instant) -> bool {
+        let Endpoint {
+            backend,
+            peers,
+            header,
+            stats,
+            ..
+        } = self;
+        let slot = &mut peers[i];
+        let Some(conn) = slot.conn.as_mut() else {
+            return false;
+        };
+        let mut sent = false;
+        while backend.can_send(&slot.addr) {
+            let Some(g) = conn.poll_transmit_gather(now, header) else {
+                break;
+            };
+            match backend.send_gather(&slot.addr, &header[..g.header_len], g.payload) {
+                Ok(s) => {
+                    sent = true;
+                    stats.transmit_copies += u64::from(s.copied);
+                }
+                // The packet is lost to the channel; RPP sends it again.
+                Err(Error::WouldBlock) => break,
+                Err(_) => {
+                    stats.io_errors += 1;
+                    break;
+                }
+            }
+        }
+        sent
+    }
+
+    fn drain_events(&mut self, peer: Peer) {
+        let slot = &mut self.peers[peer.0 as usize];
+        let Some(conn) = slot.conn.as_mut() else {
+            return;
+        };
+        while let Some(ev) = conn.poll_event() {
+            let c = match ev {
+                Event::Connected { peer_incarnation } => Completion::Connected {
+                    peer,
+                    peer_incarnation,
+                },
+                Event::Message(m) => {
+                    self.stats.recvs += 1;
+                    self.stats.heap_recvs += 1;
+                    self.deliveries.push_back(Delivery {
+                        peer,
+                        data: RecvBuf::from_vec(m),
+                    });
+                    continue;
+                }
+                Event::Sent { id, msg } => Completion::Sent {
+                    peer,
+                    id: MsgId(id.0),
+                    buf: msg,
+                },
+                Event::PeerRestarted { new, unacked, .. } => Completion::PeerRestarted {
+                    peer,
+                    incarnation: new,
+                    unacked,
+                },
+                Event::PeerClosed { unsent } => Completion::PeerClosed { peer, unsent },
+                Event::Closed => continue,
+                Event::Failed { error, unsent } => {
+                    slot.failed = true;
+                    self.stats.peer_failures += 1;
+                    Completion::PeerFailed {
+                        peer,
+                        why: error.to_string(),
+                        unsent,
+                    }
+                }
+            };
+            self.completions.push_back(c);
+        }
+    }
+
+    /// The backend says a peer's process is gone. Raw mode: the peer fails now. Reliable
+    /// mode: RPP's own timers decide (a restarted peer is told apart by its incarnation).
+    fn backend_peer_gone(&mut self, peer: Peer, why: String) {
+        let slot = &mut self.peers[peer.0 as usize];
+        if slot.conn.is_some() || slot.failed {
+            return;
+        }
+        slot.failed = true;
+        self.stats.peer_failures += 1;
+        self.completions.push_back(Completion::PeerFailed {
+            peer,
+            why,
+            unsent: Vec::new(),
+        });
+    }
+
+    // ---- Integration -------------------------------------------------------------------
+
+    /// Registers a UDP endpoint's socket with a caller's `mio::Poll`: the token becomes
+    /// readable when datagrams arrive (then call [`Endpoint::progress`] until it returns
+    /// false, as mio's edge-triggered events require). Other backends:
+    /// [`Error::Unsupported`].
+    pub fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> Result<(), Error> {
+        let scheme = self.backend.scheme();
+        let socket = self
+            .backend
+            .udp_socket()
+            .ok_or(Error::Unsupported(scheme))?;
+        registry
+            .register(socket, token, mio::Interest::READABLE)
+            .map_err(Error::io("registering with mio"))
+    }
+
+    /// Undoes [`Endpoint::register`].
+    pub fn deregister(&mut self, registry: &mio::Registry) -> Result<(), Error> {
+        let scheme = self.backend.scheme();
+        let socket = self
+            .backend
+            .udp_socket()
+            .ok_or(Error::Unsupported(scheme))?;
+        registry
+            .deregister(socket)
+            .map_err(Error::io("deregistering from mio"))
+    }
+}
+
+impl core::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.local_url())
+            .field("reliable", &self.reliable)
+            .field("peers", &self.peers.len())
+            .finish()
+    }
+}

@@ -1,0 +1,535 @@
+//! Transport URLs: which backend an endpoint runs on, where, and how.
+//!
+//! ```text
+//! url      = scheme "://" address [ "?" param *( "&" param ) ]
+//! scheme   = "sim" | "udp" | "shm"                  (ASCII case-insensitive)
+//! address  = sim: [ name ]                           the endpoint's name in its simulated world
+//!            udp: host ":" port                      IPv4, "[" IPv6 "]" or a host name; port 0..=65535
+//!            shm: name                               the shared-memory region, under /dev/shm
+//! name     = 1*64 ( ALPHA | DIGIT | "-" | "_" | "." ) not starting with "."
+//! param    = "reliable=" ( "1" | "0" | "true" | "false" | "yes" | "no" )   RPP on top or raw datagrams
+//!          | "world=" name                           sim only: which simulated fabric (default "default")
+//!          | "mtu=" 1*DIGIT                          largest datagram the endpoint sends
+//! ```
+//!
+//! Reliability is chosen by the `reliable` parameter: reliable (RPP) unless the URL says
+//! `reliable=0` (or the endpoint's options say so and the URL says nothing). A URL names
+//! each parameter at most once; an unknown one is an error, so a typo never silently
+//! changes what runs. Peer addresses given to
+//! [`Endpoint::insert_addr`](crate::Endpoint::insert_addr) are URLs of the same scheme
+//! without parameters.
+//!
+//! [`Url`]'s `Display` writes the canonical form, which parses back to the same value.
+
+use core::fmt;
+use core::str::FromStr;
+use thiserror::Error;
+
+/// Longest name (sim endpoint, shm region, world).
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Which backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// The in-process simulated fabric of myri boards.
+    Sim,
+    /// UDP sockets.
+    Udp,
+    /// A shared-memory region between two processes of one host.
+    Shm,
+}
+
+impl Scheme {
+    /// The scheme as written in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Sim => "sim",
+            Scheme::Udp => "udp",
+            Scheme::Shm => "shm",
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an endpoint is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Address {
+    /// An endpoint of a simulated world; `None` asks for a generated name.
+    Sim {
+        /// Its name.
+        name: Option<String>,
+    },
+    /// A UDP socket address.
+    Udp {
+        /// Host name or IP address (an IPv6 address without its brackets).
+        host: String,
+        /// Port (0: any free port, for a local endpoint).
+        port: u16,
+    },
+    /// A shared-memory region.
+    Shm {
+        /// The region's name.
+        name: String,
+    },
+}
+
+impl Address {
+    /// Its scheme.
+    pub fn scheme(&self) -> Scheme {
+        match self {
+            Address::Sim { .. } => Scheme::Sim,
+            Address::Udp { .. } => Scheme::Udp,
+            Address::Shm { .. } => Scheme::Shm,
+        }
+    }
+}
+
+/// The parameters of a URL (each `None` when the URL does not name it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Params {
+    /// `reliable=`: RPP on top (true) or raw datagrams (false).
+    pub reliable: Option<bool>,
+    /// `world=`: the simulated world (sim only).
+    pub world: Option<String>,
+    /// `mtu=`: the largest datagram to send.
+    pub mtu: Option<usize>,
+}
+
+impl Params {
+    fn is_empty(&self) -> bool {
+        *self == Params::default()
+    }
+}
+
+/// A parsed transport URL. See the [module documentation](self) for the grammar.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Url {
+    /// Where.
+    pub address: Address,
+    /// How.
+    pub params: Params,
+}
+
+/// Why a URL did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum UrlError {
+    /// No `://` after the scheme.
+    #[error(
+        "`{0}` is not a transport url: expected scheme://address (sim://, udp://host:port or shm://name)"
+    )]
+    NotAUrl(String),
+    /// A scheme this crate has no backend for.
+    #[error("unknown scheme `{0}`: expected sim, udp or shm")]
+    UnknownScheme(String),
+    /// A name with characters outside the allowed set, empty where one is needed, or too long.
+    #[error("bad name `{0}`: use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'")]
+    BadName(String),
+    /// A udp address without `:port`.
+    #[error("udp address `{0}` has no port: expected host:port")]
+    MissingPort(String),
+    /// A port that is not a number in 0..=65535.
+    #[error("bad port `{0}`: expected a number from 0 to 65535")]
+    BadPort(String),
+    /// A host that is neither an IP address nor a host name.
+    #[error("bad host `{0}`")]
+    BadHost(String),
+    /// Something after the address other than `?params`.
+    #[error("unexpected `{0}` after the address (transport urls have no path)")]
+    UnexpectedPath(String),
+    /// A parameter that is not `key=value`.
+    #[error("bad parameter `{0}`: expected key=value")]
+    BadParam(String),
+    /// A parameter this crate does not know.
+    #[error("unknown parameter `{0}`: expected reliable, world or mtu")]
+    UnknownParam(String),
+    /// A known parameter with a value it cannot take.
+    #[error("bad value `{value}` for parameter `{key}`")]
+    BadParamValue {
+        /// The parameter.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// A parameter named twice.
+    #[error("parameter `{0}` is given twice")]
+    DuplicateParam(String),
+    /// A parameter that does not apply to the scheme.
+    #[error("parameter `{key}` does not apply to {scheme}:// urls")]
+    ParamNotForScheme {
+        /// The parameter.
+        key: String,
+        /// The scheme.
+        scheme: Scheme,
+    },
+}
+
+/// Whether `s` is a valid name.
+pub fn is_valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_LEN
+        && !s.starts_with('.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn name(s: &str) -> Result<String, UrlError> {
+    if is_valid_name(s) {
+        Ok(s.to_owned())
+    } else {
+        Err(UrlError::BadName(s.to_owned()))
+    }
+}
+
+fn host_port(s: &str) -> Result<(String, u16), UrlError> {
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (v6, after) = rest
+            .split_once(']')
+            .ok_or_else(|| UrlError::BadHost(s.to_owned()))?;
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(UrlError::BadHost(s.to_owned()));
+        }
+        let port = after
+            .strip_prefix(':')
+            .ok_or_else(|| UrlError::MissingPort(s.to_owned()))?;
+        (v6.to_owned(), port)
+    } else {
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| UrlError::MissingPort(s.to_owned()))?;
+        let ok = !host.is_empty()
+            && host.len() <= 253
+            && !host.starts_with(['-', '.'])
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.'));
+        if !ok {
+            return Err(UrlError::BadHost(host.to_owned()));
+        }
+        (host.to_ascii_lowercase(), port)
+    };
+    let valid_digits =
+        !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+    let port = valid_digits
+        .then(|| port.parse::<u16>().ok())
+        .flatten()
+        .ok_or_else(|| UrlError::BadPort(port.to_owned()))?;
+    Ok((host, port))
+}
+
+fn flag(key: &str, value: &str) -> Result<bool, UrlError> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(UrlError::BadParamValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        }),
+    }
+}
+
+fn params(scheme: Scheme, query: &str) -> Result<Params, UrlError> {
+    let mut p = Params::default();
+    for item in query.split('&') {
+        let (key, value) = item
+            .split_once('=')
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+            .ok_or_else(|| UrlError::BadParam(item.to_owned()))?;
+        let dup = || UrlError::DuplicateParam(key.to_owned());
+        match key {
+            "reliable" => {
+                if p.reliable.replace(flag(key, value)?).is_some() {
+                    return Err(dup());
+                }
+            }
+            "world" => {
+                if scheme != Scheme::Sim {
+                    return Err(UrlError::ParamNotForScheme {
+                        key: key.to_owned(),
+                        scheme,
+                    });
+                }
+                if p.world.replace(name(value)?).is_some() {
+                    return Err(dup());
+                }
+            }
+            "mtu" => {
+                let bad = || UrlError::BadParamValue {
+                    key: key.to_owned(),
+                    value: value.to_owned(),
+                };
+                let mtu = (value.len() <= 9 && value.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| value.parse::<usize>().ok())
+                    .flatten()
+                    .filter(|&m| m > 0)
+                    .ok_or_else(bad)?;
+                if p.mtu.replace(mtu).is_some() {
+                    return Err(dup());
+                }
+            }
+            _ => return Err(UrlError::UnknownParam(key.to_owned())),
+        }
+    }
+    Ok(p)
+}
+
+impl FromStr for Url {
+    type Err = UrlError;
+
+    fn from_str(s: &str) -> Result<Url, UrlError> {
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| UrlError::NotAUrl(s.to_owned()))?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "sim" => Scheme::Sim,
+            "udp" => Scheme::Udp,
+            "shm" => Scheme::Shm,
+            _ => return Err(UrlError::UnknownScheme(scheme.to_owned())),
+        };
+        let (addr, query) = match rest.split_once('?') {
+            Some((a, q)) => (a, Some(q)),
+            None => (rest, None),
+        };
+        if let Some(i) = addr.find('/') {
+            return Err(UrlError::UnexpectedPath(addr[i..].to_owned()));
+        }
+        let address = match scheme {
+            Scheme::Sim if addr.is_empty() => Address::Sim { name: None },
+            Scheme::Sim => Address::Sim {
+                name: Some(name(addr)?),
+            },
+            Scheme::Shm => Address::Shm { name: name(addr)? },
+            Scheme::Udp => {
+                let (host, port) = host_port(addr)?;
+                Address::Udp { host, port }
+            }
+        };
+        let params = match query {
+            Some(q) => params(scheme, q)?,
+            None => Params::default(),
+        };
+        Ok(Url { address, params })
+    }
+}
+
+impl Url {
+    /// Parses a URL (the same as `s.parse()`).
+    pub fn parse(s: &str) -> Result<Url, UrlError> {
+        s.parse()
+    }
+
+    /// Its scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.address.scheme()
+    }
+
+    /// Whether it names any parameter.
+    pub fn has_params(&self) -> bool {
+        !self.params.is_empty()
+    }
+}
+
+impl fmt::Display for Url {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.address {
+            Address::Sim { name } => write!(f, "sim://{}", name.as_deref().unwrap_or(""))?,
+            Address::Shm { name } => write!(f, "shm://{name}")?,
+            Address::Udp { host, port } if host.contains(':') => {
+                write!(f, "udp://[{host}]:{port}")?
+            }
+            Address::Udp { host, port } => write!(f, "udp://{host}:{port}")?,
+        }
+        let mut sep = '?';
+        let mut put = |f: &mut fmt::Formatter<'_>, kv: String| {
+            let r = write!(f, "{sep}{kv}");
+            sep = '&';
+            r
+        };
+        if let Some(r) = self.params.reliable {
+            put(f, format!("reliable={}", u8::from(r)))?;
+        }
+        if let Some(w) = &self.params.world {
+            put(f, format!("world={w}"))?;
+        }
+        if let Some(m) = self.params.mtu {
+            put(f, format!("mtu={m}"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_schemes_parse() {
+        let u: Url = "sim://alice?world=lab&reliable=0".parse().unwrap();
+        assert_eq!(
+            u.address,
+            Address::Sim {
+                name: Some("alice".into())
+            }
+        );
+        assert_eq!(u.params.reliable, Some(false));
+        assert_eq!(u.params.world.as_deref(), Some("lab"));
+        assert_eq!(
+            Url::parse("sim://").unwrap().address,
+            Address::Sim { name: None }
+        );
+        let u = Url::parse("UDP://[::1]:9000?mtu=1472").unwrap();
+        assert_eq!(
+            u.address,
+            Address::Udp {
+                host: "::1".into(),
+                port: 9000
+            }
+        );
+        assert_eq!(u.params.mtu, Some(1472));
+        assert_eq!(u.to_string(), "udp://[::1]:9000?mtu=1472");
+        let u = Url::parse("udp://LocalHost:0").unwrap();
+        assert_eq!(
+            u.address,
+            Address::Udp {
+                host: "localhost".into(),
+                port: 0
+            }
+        );
+        assert_eq!(
+            Url::parse("shm://ring-1").unwrap().address,
+            Address::Shm {
+                name: "ring-1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn bad_urls_get_the_error_that_says_why() {
+        let e = |s: &str| Url::parse(s).unwrap_err();
+        assert!(matches!(e("localhost:9000"), UrlError::NotAUrl(_)));
+        assert_eq!(e("tcp://a:1"), UrlError::UnknownScheme("tcp".into()));
+        assert_eq!(e("udp://a:65536"), UrlError::BadPort("65536".into()));
+        assert_eq!(e("udp://a:-1"), UrlError::BadPort("-1".into()));
+        assert_eq!(e("udp://a:"), UrlError::BadPort(String::new()));
+        assert_eq!(e("udp://a"), UrlError::MissingPort("a".into()));
+        assert!(matches!(e("udp://[::1:80"), UrlError::BadHost(_)));
+        assert!(matches!(e("udp://[zz]:80"), UrlError::BadHost(_)));
+        assert!(matches!(e("udp://a b:80"), UrlError::BadHost(_)));
+        assert_eq!(e("shm://"), UrlError::BadName(String::new()));
+        assert_eq!(e("shm://../x"), UrlError::UnexpectedPath("/x".into()));
+        assert_eq!(e("shm://a/b"), UrlError::UnexpectedPath("/b".into()));
+        assert_eq!(e("shm://.hidden"), UrlError::BadName(".hidden".into()));
+        assert_eq!(
+            e("sim://a?reliable=maybe"),
+            UrlError::BadParamValue {
+                key: "reliable".into(),
+                value: "maybe".into()
+            }
+        );
+        assert_eq!(
+            e("sim://a?colour=red"),
+            UrlError::UnknownParam("colour".into())
+        );
+        assert_eq!(
+            e("sim://a?reliable=1&reliable=0"),
+            UrlError::DuplicateParam("reliable".into())
+        );
+        assert_eq!(e("sim://a?reliable"), UrlError::BadParam("reliable".into()));
+        assert!(matches!(
+            e("udp://a:1?world=x"),
+            UrlError::ParamNotForScheme { .. }
+        ));
+        assert!(matches!(
+            e("udp://a:1?mtu=0"),
+            UrlError::BadParamValue { .. }
+        ));
+        assert!(matches!(
+            e(&format!("shm://{}", "x".repeat(65))),
+            UrlError::BadName(_)
+        ));
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_name() -> impl Strategy<Value = String> {
+            "[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}"
+        }
+
+        fn arb_url() -> impl Strategy<Value = Url> {
+            let address = prop_oneof![
+                proptest::option::of(arb_name()).prop_map(|name| Address::Sim { name }),
+                arb_name().prop_map(|name| Address::Shm { name }),
+                (any::<[u8; 4]>(), any::<u16>()).prop_map(|(ip, port)| Address::Udp {
+                    host: std::net::Ipv4Addr::from(ip).to_string(),
+                    port
+                }),
+                (any::<[u16; 8]>(), any::<u16>()).prop_map(|(ip, port)| Address::Udp {
+                    host: std::net::Ipv6Addr::from(ip).to_string(),
+                    port
+                }),
+                (
+                    "[a-z][a-z0-9-]{0,20}(\\.[a-z][a-z0-9-]{0,10}){0,3}",
+                    any::<u16>()
+                )
+                    .prop_map(|(host, port)| Address::Udp { host, port }),
+            ];
+            (
+                address,
+                proptest::option::of(any::<bool>()),
+                proptest::option::of(arb_name()),
+                proptest::option::of(1usize..1 << 20),
+            )
+                .prop_map(|(address, reliable, world, mtu)| {
+                    let world = world.filter(|_| address.scheme() == Scheme::Sim);
+                    Url {
+                        address,
+                        params: Params {
+                            reliable,
+                            world,
+                            mtu,
+                        },
+                    }
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn canonical_form_round_trips(u in arb_url()) {
+                let s = u.to_string();
+                prop_assert_eq!(Url::parse(&s), Ok(u), "{}", s);
+            }
+
+            #[test]
+            fn any_string_parses_or_errs_without_panicking(s in "\\PC{0,80}") {
+                let _ = Url::parse(&s);
+            }
+
+            #[test]
+            fn any_port_text_is_checked(port in "[0-9]{1,7}") {
+                let r = Url::parse(&format!("udp://127.0.0.1:{port}"));
+                let n: u64 = port.parse().unwrap();
+                if n <= 65535 {
+                    prop_assert_eq!(r.unwrap().address, Address::Udp { host: "127.0.0.1".into(), port: n as u16 });
+                } else {
+                    prop_assert_eq!(r, Err(UrlError::BadPort(port)));
+                }
+            }
+
+            #[test]
+            fn mangled_urls_never_panic(u in arb_url(), cut in 0usize..60, junk in "[:/?&=\\[\\]a-z0-9]{0,4}") {
+                let mut s = u.to_string();
+                let cut = cut.min(s.len());
+                if s.is_char_boundary(cut) {
+                    s.insert_str(cut, &junk);
+                }
+                let _ = Url::parse(&s);
+            }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use myri_transport::{Endpoint, Peer};
+
+/// Opens two endpoints and makes each the other's peer.
+#[track_caller]
+pub fn pair(a: &str, b: &str, a_sees_b: &str, b_sees_a: &str) -> (Endpoint, Endpoint, Peer, Peer) {
+    let mut ea = Endpoint::open(a).unwrap_or_else(|e| panic!("open {a}: {e}"));
+    let mut eb = Endpoint::open(b).unwrap_or_else(|e| panic!("open {b}: {e}"));
+    let to_b = ea.insert_addr(a_sees_b).unwrap();
+    let to_a = eb.insert_addr(b_sees_a).unwrap();
+    (ea, eb, to_b, to_a)
+}
+
+/// Progresses every endpoint in turn, at most `rounds` times, until `f` says done.
+pub fn drive_until<T>(
+    eps: &mut [&mut Endpoint],
+    rounds: usize,
+    mut f: impl FnMut(&mut [&mut Endpoint]) -> Option<T>,
+) -> Option<T> {
+    for _ in 0..rounds.max(1) {
+        for e in eps.iter_mut() {
+            e.progress();
+        }
+        if let Some(t) = f(eps) {
+            return Some(t);
+        }
+    }
+    None
+}
