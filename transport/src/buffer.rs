@@ -102,11 +102,8 @@ impl Buf {
     pub fn set_len(&mut self, len: usize) -> bool {
         let capacity = self.storage().len();
         match &mut self.kind {
-            BufKind::Heap(v) => {
-                if v.len() < len {
-                    v.resize(len, 0);
-                }
-            }
+            BufKind::Heap(v) if v.len() < len => v.resize(len, 0),
+            BufKind::Heap(_) => {}
             _ if len > capacity => return false,
             _ => {}
         }
@@ -365,6 +362,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::reversed_empty_ranges)] // a backwards range is what is being tested
     fn views_never_reach_outside_their_storage() {
         let v = RecvBuf::new(RecvKind::Heap(vec![1, 2, 3]), 2..9);
         assert_eq!(&v[..], &[3]);

@@ -116,12 +116,15 @@ pub enum Completion {
         /// Its address.
         addr: String,
     },
-    /// Reliable mode: the peer restarted. Messages its earlier life had not
-    /// acknowledged come back (they may or may not have been delivered there).
+    /// The peer restarted: reliable mode saw a later incarnation (messages its earlier
+    /// life had not acknowledged come back: they may or may not have been delivered
+    /// there; none of that life's messages is delivered any more); or a failed peer came
+    /// back (a new process on a shm region's other side, a failed reliable peer heard from
+    /// in a later incarnation), and its handle works again.
     PeerRestarted {
         /// Which.
         peer: Peer,
-        /// Its new incarnation.
+        /// Its new incarnation (0 in raw mode, which has none).
         incarnation: u64,
         /// Messages not acknowledged.
         unacked: Vec<Buf>,
@@ -531,13 +534,7 @@ impl Endpoint {
     /// timers and sends what it has to. Returns whether anything happened.
     pub fn progress(&mut self) -> bool {
         let mut worked = self.backend.progress();
-        while let Some(ev) = self.backend.poll_event() {
-            worked = true;
-            let BackendEvent::PeerGone { addr, why } = ev;
-            if let Some(&peer) = self.by_addr.get(&addr) {
-                self.backend_peer_gone(peer, why);
-            }
-        }
+        worked |= self.backend_events();
         let now = myri_rpp::Instant::from_nanos(self.backend.now());
         while self.deliveries.len() < self.options.max_pending_deliveries {
             let Some(inc) = self.backend.recv() else {
@@ -558,11 +555,15 @@ impl Endpoint {
                     continue;
                 }
             };
-            let slot = &mut self.peers[peer.0 as usize];
-            if slot.failed {
+            if self.peers[peer.0 as usize].failed {
+                // The backend may have just learned that the peer came back.
+                self.backend_events();
+            }
+            if self.peers[peer.0 as usize].failed && !self.revive(peer, &inc.data, now) {
                 self.stats.rpp_dropped += 1;
                 continue;
             }
+            let slot = &mut self.peers[peer.0 as usize];
             let Some(conn) = slot.conn.as_mut() else {
                 self.deliver(peer, inc.data);
                 continue;
@@ -589,6 +590,27 @@ impl Endpoint {
                 }
                 worked |= self.transmit(i, now);
                 self.drain_events(Peer(i as u32));
+            }
+        }
+        worked
+    }
+
+    /// Handles what the backend learned on its own; returns whether there was anything.
+    fn backend_events(&mut self) -> bool {
+        let mut worked = false;
+        while let Some(ev) = self.backend.poll_event() {
+            worked = true;
+            match ev {
+                BackendEvent::PeerGone { addr, why } => {
+                    if let Some(&peer) = self.by_addr.get(&addr) {
+                        self.backend_peer_gone(peer, why);
+                    }
+                }
+                BackendEvent::PeerReplaced { addr } => {
+                    if let Some(&peer) = self.by_addr.get(&addr) {
+                        self.backend_peer_replaced(peer);
+                    }
+                }
             }
         }
         worked
@@ -698,6 +720,49 @@ impl Endpoint {
             why,
             unsent: Vec::new(),
         });
+    }
+
+    /// A process replaced the peer (raw mode): the handle works again.
+    fn backend_peer_replaced(&mut self, peer: Peer) {
+        let slot = &mut self.peers[peer.0 as usize];
+        if slot.conn.is_some() || !slot.failed {
+            return;
+        }
+        slot.failed = false;
+        self.completions.push_back(Completion::PeerRestarted {
+            peer,
+            incarnation: 0,
+            unacked: Vec::new(),
+        });
+    }
+
+    /// A datagram from a failed peer (reliable mode): when it comes from a later
+    /// incarnation than the one that failed, the peer restarted, and gets a new
+    /// connection. Returns whether the peer is usable again.
+    fn revive(&mut self, peer: Peer, datagram: &[u8], now: myri_rpp::Instant) -> bool {
+        let slot = &mut self.peers[peer.0 as usize];
+        let Some(conn) = slot.conn.as_mut() else {
+            return false;
+        };
+        let Ok(h) = myri_rpp::wire::Header::new_checked(datagram) else {
+            return false;
+        };
+        let incarnation = h.src_incarnation();
+        let newer = conn.peer_incarnation().is_none_or(|old| incarnation > old);
+        if !h.crc_ok() || h.conn_id() != CONN_ID || !newer {
+            return false;
+        }
+        let Ok(fresh) = Connection::new(self.rpp.clone(), self.incarnation, CONN_ID, now) else {
+            return false;
+        };
+        *conn = fresh;
+        slot.failed = false;
+        self.completions.push_back(Completion::PeerRestarted {
+            peer,
+            incarnation,
+            unacked: Vec::new(),
+        });
+        true
     }
 
     // ---- Integration -------------------------------------------------------------------

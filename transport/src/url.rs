@@ -514,7 +514,7 @@ mod tests {
             fn any_port_text_is_checked(port in "[0-9]{1,7}") {
                 let r = Url::parse(&format!("udp://127.0.0.1:{port}"));
                 let n: u64 = port.parse().unwrap();
-                if n <= 65535 {
+                if port.len() <= 5 && n <= 65535 {
                     prop_assert_eq!(r.unwrap().address, Address::Udp { host: "127.0.0.1".into(), port: n as u16 });
                 } else {
                     prop_assert_eq!(r, Err(UrlError::BadPort(port)));

@@ -126,3 +126,142 @@ fn names_are_checked() {
     );
     let _ = Options::default();
 }
+
+fn quick_failure() -> Options {
+    let mut o = Options::default();
+    o.rpp.rto_initial = std::time::Duration::from_micros(200);
+    o.rpp.rto_max = std::time::Duration::from_millis(1);
+    o.rpp.keepalive = std::time::Duration::from_millis(1);
+    o.rpp.max_retries = 3;
+    o
+}
+
+#[test]
+fn a_vanished_peer_fails_with_the_unacked_messages_handed_back_and_a_restart_is_seen() {
+    let mut a = Endpoint::open_with("sim://a?world=fail", quick_failure()).unwrap();
+    let b = Endpoint::open_with("sim://b?world=fail", quick_failure()).unwrap();
+    let to_b = a.insert_addr("sim://b").unwrap();
+    drop(b);
+    for m in [&b"one"[..], b"two", b"three"] {
+        a.inject(to_b, m).unwrap();
+    }
+    let unsent = drive_until(&mut [&mut a], 1_000_000, |eps| {
+        match eps[0].poll_completion() {
+            Some(Completion::PeerFailed { peer, unsent, .. }) if peer == to_b => Some(unsent),
+            _ => None,
+        }
+    })
+    .expect("failure is declared in bounded virtual time");
+    let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
+    assert_eq!(back, [&b"one"[..], b"two", b"three"]);
+    assert!(matches!(
+        a.inject(to_b, b"x"),
+        Err(Error::PeerFailed { .. })
+    ));
+
+    // b comes back (a new process: a later incarnation) and speaks first.
+    let mut b2 = Endpoint::open_with("sim://b?world=fail", quick_failure()).unwrap();
+    let to_a = b2.insert_addr("sim://a").unwrap();
+    b2.inject(to_a, b"back").unwrap();
+    let d = drive_until(&mut [&mut a, &mut b2], 100_000, |eps| eps[0].recv()).expect("heard");
+    assert_eq!(&d.data[..], b"back");
+    let restarted = std::iter::from_fn(|| a.poll_completion())
+        .any(|c| matches!(c, Completion::PeerRestarted { peer, incarnation, .. } if peer == to_b && incarnation == b2.incarnation()));
+    assert!(restarted);
+    a.inject(to_b, b"welcome back").unwrap();
+    let d = drive_until(&mut [&mut a, &mut b2], 100_000, |eps| eps[1].recv()).expect("answered");
+    assert_eq!(&d.data[..], b"welcome back");
+}
+
+#[test]
+fn a_full_send_channel_is_would_block_with_the_buffer_handed_back() {
+    let (mut a, _b, to_b, _) = pair(
+        "sim://a?world=wb&reliable=0",
+        "sim://b?world=wb&reliable=0",
+        "sim://b",
+        "sim://a",
+    );
+    let mut sent = 0;
+    let e = loop {
+        let mut m = a.alloc(1000);
+        m.fill(7);
+        match a.send(to_b, m) {
+            Ok(_) => sent += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(e.error.is_would_block(), "{}", e.error);
+    assert!(sent >= 1);
+    assert_eq!(e.buf.len(), 1000);
+    assert!(e.buf.iter().all(|&x| x == 7));
+    for _ in 0..1000 {
+        a.progress();
+    }
+    a.send(to_b, e.buf)
+        .expect("room again once the board has sent");
+
+    // Reliable: RPP's bounded queue says the same.
+    let mut o = Options::default();
+    o.rpp.max_queued_messages = 4;
+    let mut r = Endpoint::open_with("sim://r?world=wb", o).unwrap();
+    let to_b = r.insert_addr("sim://b").unwrap();
+    for _ in 0..4 {
+        r.inject(to_b, b"m").unwrap();
+    }
+    assert!(matches!(r.inject(to_b, b"m"), Err(Error::WouldBlock)));
+    assert_eq!(r.stats().would_block, 1);
+}
+
+#[test]
+fn when_dma_memory_runs_out_heap_buffers_are_copied_at_send_and_counted() {
+    let (mut a, mut b, to_b, _) = pair(
+        "sim://a?world=heap&reliable=0",
+        "sim://b?world=heap&reliable=0",
+        "sim://b",
+        "sim://a",
+    );
+    let held: Vec<_> = (0..64).map(|_| a.alloc(100)).collect();
+    assert!(
+        held.iter().all(|m| m.is_registered()),
+        "64 DMA send buffers"
+    );
+    let mut extra = a.alloc(100);
+    assert!(!extra.is_registered(), "then the heap");
+    extra.fill(9);
+    assert_eq!(a.stats().heap_allocs, 1);
+    drop(held);
+    a.send(to_b, extra).unwrap();
+    let d = drive_until(&mut [&mut a, &mut b], 1000, |eps| eps[1].recv()).unwrap();
+    assert!(d.data.iter().all(|&x| x == 9) && d.data.len() == 100);
+    let s = a.stats();
+    assert_eq!(
+        (s.heap_sends, s.copied_sends, s.registered_sends),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn background_threads_progress_the_endpoints() {
+    use myri_transport::BackgroundEndpoint;
+    use std::time::Duration;
+    let a = BackgroundEndpoint::new(Endpoint::open("sim://a?world=bg").unwrap()).unwrap();
+    let b = BackgroundEndpoint::new(Endpoint::open("sim://b?world=bg").unwrap()).unwrap();
+    let to_b = a.insert_addr("sim://b").unwrap();
+    let to_a = b.insert_addr("sim://a").unwrap();
+    for i in 0..50u8 {
+        let mut m = a.alloc(3);
+        m.fill(i);
+        a.send(to_b, m).unwrap();
+        let d = b
+            .recv_timeout(Duration::from_secs(20))
+            .expect("b's thread received it");
+        assert_eq!(&d.data[..], &[i; 3]);
+        b.send(to_a, myri_transport::Buf::copy_of(&[i])).unwrap();
+        let back = a
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a's thread received the answer");
+        assert_eq!(&back.data[..], &[i]);
+    }
+    let a = a.into_inner();
+    assert_eq!(a.stats().recvs, 50);
+}

@@ -52,6 +52,11 @@ pub(crate) enum BackendEvent {
         /// Why the backend thinks so.
         why: String,
     },
+    /// A new process took the remote side (shm: a new owner of the peer's side).
+    PeerReplaced {
+        /// Which.
+        addr: RemoteAddr,
+    },
 }
 
 /// Counters a backend keeps.

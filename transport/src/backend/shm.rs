@@ -315,10 +315,14 @@ impl ShmBackend {
             != 0;
         // Descriptors the peer queued for a previous owner of this side were meant for
         // it: give their slots back unread. (On a side never owned, they are for us.)
-        while had_owner {
+        let mut discard = had_owner;
+        while discard {
             let d = match self.rx.try_read() {
                 Ok(rec) => descriptor(rec.as_slice()),
-                Err(_) => break,
+                Err(_) => {
+                    discard = false;
+                    None
+                }
             };
             if let Some((slot, _)) = d {
                 self.give_back_theirs(slot);
@@ -377,10 +381,15 @@ impl ShmBackend {
             let pos = self
                 .word(side_word(other, layout::ATTACH_POS))
                 .load(Ordering::Relaxed);
-            if self.peer_epoch != 0 && !self.peer_reported_gone {
-                self.events.push(BackendEvent::PeerGone {
+            if self.peer_epoch != 0 {
+                if !self.peer_reported_gone {
+                    self.events.push(BackendEvent::PeerGone {
+                        addr: RemoteAddr::Shm,
+                        why: "the peer process was replaced".into(),
+                    });
+                }
+                self.events.push(BackendEvent::PeerReplaced {
                     addr: RemoteAddr::Shm,
-                    why: "the peer process was replaced".into(),
                 });
             }
             self.reclaim(pos);
@@ -475,33 +484,41 @@ fn existing(file: &File, name: &str) -> Result<Option<Region>, Error> {
             .metadata()
             .map_err(Error::io("reading the shared-memory region"))?
             .len();
-        if len >= region_len() as u64 {
+        if len >= layout::HEADER as u64 {
             let region =
                 Region::map_file(file).map_err(Error::io("mapping the shared-memory region"))?;
             let word = |at| region.word(at).map_or(0, |w| w.load(Ordering::Acquire));
-            if word(layout::MAGIC_AT) == layout::MAGIC {
-                let geometry = [
-                    (layout::VERSION_AT, layout::VERSION, "version"),
-                    (layout::SLOT_LEN_AT, SLOT_LEN as u64, "slot size"),
-                    (layout::SLOTS_AT, SLOTS as u64, "slot count"),
-                    (layout::RING_AT, RING_CAPACITY as u64, "ring size"),
-                ];
-                for (at, want, what) in geometry {
-                    let found = word(at);
-                    if found != want {
+            match word(layout::MAGIC_AT) {
+                0 => {}
+                layout::MAGIC => {
+                    let geometry = [
+                        (layout::VERSION_AT, layout::VERSION, "version"),
+                        (layout::SLOT_LEN_AT, SLOT_LEN as u64, "slot size"),
+                        (layout::SLOTS_AT, SLOTS as u64, "slot count"),
+                        (layout::RING_AT, RING_CAPACITY as u64, "ring size"),
+                    ];
+                    for (at, want, what) in geometry {
+                        let found = word(at);
+                        if found != want {
+                            return Err(bad(
+                                name,
+                                format!("{what} is {found}, this build uses {want}"),
+                            ));
+                        }
+                    }
+                    if len < region_len() as u64 {
                         return Err(bad(
                             name,
-                            format!("{what} is {found}, this build uses {want}"),
+                            format!(
+                                "file of {len} bytes is shorter than a region ({})",
+                                region_len()
+                            ),
                         ));
                     }
+                    return Ok(Some(region));
                 }
-                return Ok(Some(region));
+                _ => return Err(bad(name, "not a myri region (bad magic)")),
             }
-            if word(layout::MAGIC_AT) != 0 {
-                return Err(bad(name, "not a myri region (bad magic)"));
-            }
-        } else if len > 0 && len < layout::HEADER as u64 {
-            return Err(bad(name, format!("file of {len} bytes is too short")));
         }
         if Instant::now() > deadline {
             return Ok(None);
@@ -640,6 +657,10 @@ impl Backend for ShmBackend {
     }
 
     fn recv(&mut self) -> Option<Incoming> {
+        if self.peer_reported_gone {
+            // Whatever comes now is from a new owner: learn of it before handing it out.
+            self.check_peer();
+        }
         loop {
             let (slot, len) = {
                 let rec = match self.rx.try_read() {

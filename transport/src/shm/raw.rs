@@ -655,7 +655,7 @@ impl SlotArea {
             .fetch_update(
                 std::sync::atomic::Ordering::Acquire,
                 std::sync::atomic::Ordering::Relaxed,
-                |n| (n < CLAIMED - 1).then_some(n + 1),
+                |n| (n < CLAIMED - 1).then(|| n + 1),
             )
             .ok()?;
         Some(SlotView {

@@ -29,3 +29,18 @@ pub fn drive_until<T>(
     }
     None
 }
+
+/// Calls `f` until it returns something, for at most 20 s of real time (a bound for a
+/// broken build, never reached by a working one: nothing here races a timer).
+pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(t) = f() {
+            return Some(t);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}

@@ -1,0 +1,224 @@
+//! `shm://` endpoints: both sides of a region in one test process (each maps the region
+//! on its own, as two processes would), raw and reliable, back-pressure, the heap
+//! fallback, and a region left by a dead process.
+
+mod common;
+
+use common::wait_for;
+use myri_transport::{Buf, Completion, Endpoint, Error, shm_layout as layout};
+use std::os::unix::fs::FileExt;
+
+/// A region name no other test or concurrent run uses.
+fn unique(name: &str) -> String {
+    format!("t{}-{name}", std::process::id())
+}
+
+fn open(url: &str) -> Endpoint {
+    Endpoint::open(url).unwrap_or_else(|e| panic!("open {url}: {e}"))
+}
+
+#[test]
+fn raw_messages_are_written_and_read_in_the_region_with_no_copy() {
+    let name = unique("raw");
+    let url = format!("shm://{name}?reliable=0");
+    let mut a = open(&url);
+    let mut b = open(&url);
+    let caps = a.capabilities();
+    assert!(
+        caps.reliable && caps.ordered && caps.copy_free,
+        "a ring loses nothing and keeps order"
+    );
+    let to_b = a.insert_addr(&format!("shm://{name}")).unwrap();
+    let to_a = b.insert_addr(&format!("shm://{name}")).unwrap();
+    assert!(matches!(
+        a.insert_addr("shm://other"),
+        Err(Error::AddrNotFound(_))
+    ));
+    for i in 0..1000usize {
+        let len = (i * 1237) % caps.mtu;
+        let mut m = a.alloc(len);
+        assert!(m.is_registered(), "a slot of the region");
+        m.fill(i as u8);
+        a.send(to_b, m).unwrap();
+        let d = b.recv().expect("in the ring at once");
+        assert_eq!((d.peer, d.data.len()), (to_a, len));
+        assert!(d.data.iter().all(|&x| x == i as u8));
+        assert!(d.data.is_registered(), "a view of the sender's slot");
+    }
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(
+        (
+            sa.registered_sends,
+            sa.copied_sends,
+            sa.heap_sends,
+            sa.heap_allocs
+        ),
+        (1000, 0, 0, 0)
+    );
+    assert_eq!((sb.registered_recvs, sb.heap_recvs), (1000, 0));
+    drop((a, b));
+    assert!(
+        !myri_transport::shm_region_path(&name).exists(),
+        "the last one out removes the region"
+    );
+}
+
+#[test]
+fn a_full_region_pushes_back_and_the_heap_fallback_is_copied_and_counted() {
+    let name = unique("full");
+    let url = format!("shm://{name}?reliable=0");
+    let mut a = open(&url);
+    let mut b = open(&url);
+    let to_b = a.insert_addr(&format!("shm://{name}")).unwrap();
+    b.insert_addr(&format!("shm://{name}")).unwrap();
+    let mut sent = 0u32;
+    let refused = loop {
+        let mut m = a.alloc(4);
+        m.copy_from_slice(&sent.to_le_bytes());
+        match a.send(to_b, m) {
+            Ok(_) => sent += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(refused.error.is_would_block(), "{}", refused.error);
+    assert_eq!(
+        sent as usize,
+        myri_transport::SHM_SLOTS,
+        "every slot is with the peer"
+    );
+    assert!(
+        !refused.buf.is_registered(),
+        "no slot left: alloc fell back to the heap"
+    );
+    assert_eq!(
+        &refused.buf[..],
+        &sent.to_le_bytes(),
+        "the refused buffer comes back intact"
+    );
+    assert_eq!(a.stats().would_block, 1);
+    // The receiver reads (and drops) one message: its slot is the sender's again, and the
+    // heap buffer is copied into it.
+    let first = b.recv().unwrap();
+    assert_eq!(&first.data[..], &0u32.to_le_bytes());
+    drop(first);
+    a.send(to_b, refused.buf).unwrap();
+    assert_eq!(a.stats().copied_sends, 1);
+    let mut got = Vec::new();
+    while let Some(d) = b.recv() {
+        got.push(u32::from_le_bytes(d.data[..4].try_into().unwrap()));
+    }
+    assert_eq!(got, (1..=sent).collect::<Vec<_>>());
+}
+
+#[test]
+fn reliable_messages_of_any_size_arrive_in_order() {
+    let name = unique("rel");
+    let url = format!("shm://{name}");
+    let mut a = open(&url);
+    let mut b = open(&url);
+    let to_b = a.insert_addr(&url).unwrap();
+    b.insert_addr(&url).unwrap();
+    let sizes: Vec<usize> = (0..60).map(|i| (i * 104_729) % 300_000).collect();
+    let (mut next, mut got) = (0, 0);
+    wait_for(|| {
+        while next < sizes.len() {
+            let mut m = a.alloc(sizes[next]);
+            m.fill(next as u8);
+            match a.send(to_b, m) {
+                Ok(_) => next += 1,
+                Err(e) if e.error.is_would_block() => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        a.progress();
+        while let Some(d) = b.recv() {
+            assert_eq!(d.data.len(), sizes[got]);
+            assert!(d.data.iter().all(|&x| x == got as u8), "message {got}");
+            got += 1;
+        }
+        (got == sizes.len()).then_some(())
+    })
+    .expect("all delivered");
+    assert!(
+        b.stats().registered_recvs > 0,
+        "whole messages are views of the slot"
+    );
+}
+
+/// Makes side `side` of region `name` look owned by a process that does not exist.
+fn forge_dead_owner(name: &str, side: usize) {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(myri_transport::shm_region_path(name))
+        .unwrap();
+    let dead_pid: u64 = 0x7fff_fff0; // above any pid_max
+    let at = layout::SIDE_AT + side * layout::SIDE_LEN + layout::OWNER;
+    f.write_all_at(&((dead_pid << 32) | 1).to_le_bytes(), at as u64)
+        .unwrap();
+}
+
+#[test]
+fn a_dead_peer_is_reported_and_its_side_taken_over_by_a_newcomer() {
+    let name = unique("crash");
+    let url = format!("shm://{name}?reliable=0");
+    let peer_url = format!("shm://{name}");
+    let mut a = open(&url);
+    let mut b = open(&url);
+    let to_b = a.insert_addr(&peer_url).unwrap();
+    b.insert_addr(&peer_url).unwrap();
+    // b receives one message and holds it; two more wait in the ring when b "dies".
+    for i in 0..3u8 {
+        a.inject(to_b, &[i; 10]).unwrap();
+    }
+    let held = b.recv().unwrap();
+    assert_eq!(&held.data[..], &[0; 10]);
+    assert!(
+        matches!(Endpoint::open(&url), Err(Error::AddrInUse(_))),
+        "two live sides"
+    );
+    forge_dead_owner(&name, 1);
+    let (why, unsent) = wait_for(|| match a.poll_completion() {
+        Some(Completion::PeerFailed { peer, why, unsent }) if peer == to_b => Some((why, unsent)),
+        _ => None,
+    })
+    .expect("the death is noticed");
+    assert!(why.contains("died"), "{why}");
+    assert!(unsent.is_empty(), "raw mode keeps nothing to hand back");
+    assert!(
+        a.send(to_b, Buf::copy_of(b"x")).is_err(),
+        "a failed peer takes no sends"
+    );
+    // A newcomer takes the dead side; what was queued for the dead one is not delivered.
+    let mut c = open(&url);
+    let to_a = c.insert_addr(&peer_url).unwrap();
+    assert!(c.recv().is_none(), "no stale message");
+    c.inject(to_a, b"i am new").unwrap();
+    let got = wait_for(|| a.recv()).expect("the newcomer is heard");
+    assert_eq!(&got.data[..], b"i am new");
+    assert!(
+        matches!(a.poll_completion(), Some(Completion::PeerRestarted { peer, .. }) if peer == to_b),
+        "the handle works again"
+    );
+    a.inject(to_b, b"welcome").unwrap();
+    assert_eq!(&wait_for(|| c.recv()).unwrap().data[..], b"welcome");
+    drop(held);
+    drop(b);
+    // The slots the dead side held or never read are a's again: a full window fits.
+    for i in 0..myri_transport::SHM_SLOTS {
+        let m = a.alloc(8);
+        assert!(m.is_registered(), "slot {i} came back");
+        a.send(to_b, m).unwrap();
+        drop(wait_for(|| c.recv()).unwrap());
+    }
+}
+
+#[test]
+fn a_region_with_a_bad_header_is_refused() {
+    let name = unique("bad");
+    let path = myri_transport::shm_region_path(&name);
+    std::fs::write(&path, vec![0xAB; 8192]).unwrap();
+    // Too short for a region, with garbage for a magic word.
+    let r = Endpoint::open(&format!("shm://{name}"));
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(r, Err(Error::BadRegion { .. })), "{r:?}");
+}

@@ -1,0 +1,270 @@
+//! `udp://` endpoints over loopback: raw and reliable exchanges, bad addresses, unknown
+//! senders, a peer that never answers, mio registration. Every wait is bounded by a count
+//! of progress rounds with a generous real-time cap, never by a sleep that races.
+
+mod common;
+
+use common::wait_for;
+use myri_transport::{Completion, Endpoint, Error, Options, Peer};
+use std::time::Duration;
+
+fn open(url: &str) -> Endpoint {
+    Endpoint::open(url).unwrap_or_else(|e| panic!("open {url}: {e}"))
+}
+
+fn pair(params: &str) -> (Endpoint, Endpoint, Peer, Peer) {
+    let mut a = open(&format!("udp://127.0.0.1:0{params}"));
+    let mut b = open(&format!("udp://127.0.0.1:0{params}"));
+    let to_b = a.insert_addr(&b.local_url()).unwrap();
+    let to_a = b.insert_addr(&a.local_url()).unwrap();
+    (a, b, to_b, to_a)
+}
+
+#[test]
+fn raw_datagrams_go_from_the_slab_to_the_slab() {
+    let (mut a, mut b, to_b, to_a) = pair("?reliable=0");
+    assert!(!a.capabilities().reliable);
+    for i in 0..200usize {
+        let len = (i * 331) % 60_000;
+        let mut m = a.alloc(len);
+        assert!(m.is_registered());
+        m.fill(i as u8);
+        a.send(to_b, m).unwrap();
+        let d = wait_for(|| b.recv()).expect("datagram arrives on loopback");
+        assert_eq!(d.peer, to_a);
+        assert_eq!(d.data.len(), len);
+        assert!(d.data.iter().all(|&x| x == i as u8));
+        assert!(d.data.is_registered());
+    }
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(
+        (sa.registered_sends, sa.copied_sends, sa.heap_sends),
+        (200, 0, 0)
+    );
+    assert_eq!((sb.registered_recvs, sb.heap_recvs), (200, 0));
+}
+
+#[test]
+fn reliable_messages_up_to_a_mebibyte_arrive_in_order() {
+    let (mut a, mut b, to_b, _) = pair("");
+    let sizes: Vec<usize> = (0..40)
+        .map(|i| (i * 7919 * 31) % (1 << 20))
+        .chain([1 << 20, 0, 1])
+        .collect();
+    let mut next = 0;
+    let mut got = 0;
+    let mut acked = 0;
+    let mut received = Vec::new();
+    wait_for(|| {
+        while next < sizes.len() {
+            let mut m = a.alloc(sizes[next]);
+            m.fill(next as u8);
+            match a.send(to_b, m) {
+                Ok(_) => next += 1,
+                Err(e) if e.error.is_would_block() => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        a.progress();
+        while let Some(d) = b.recv() {
+            assert_eq!(d.data.len(), sizes[got], "message {got}");
+            assert!(d.data.iter().all(|&x| x == got as u8), "message {got}");
+            received.push(d.data.is_registered());
+            got += 1;
+        }
+        while let Some(c) = a.poll_completion() {
+            if let Completion::Sent { buf, id, .. } = c {
+                // Acknowledgements are selective: messages complete in any order.
+                assert_eq!(buf.len(), sizes[id.0 as usize]);
+                acked += 1;
+            }
+        }
+        (got == sizes.len() && acked == sizes.len()).then_some(())
+    })
+    .expect("every message delivered and acknowledged");
+    let sa = a.stats();
+    assert_eq!(
+        sa.copied_sends + sa.transmit_copies,
+        0,
+        "gathered sends copy nothing"
+    );
+    assert!(
+        received[0],
+        "a whole in-order message is a view of its datagram"
+    );
+}
+
+#[test]
+fn a_port_in_use_and_bad_addresses_are_typed_errors() {
+    let a = open("udp://127.0.0.1:0");
+    let url = a.local_url();
+    assert!(
+        matches!(Endpoint::open(&url), Err(Error::AddrInUse(_))),
+        "{url}"
+    );
+    assert!(matches!(
+        Endpoint::open("udp://127.0.0.1:70000"),
+        Err(Error::Url(_))
+    ));
+    assert!(matches!(
+        Endpoint::open("udp://127.0.0.1"),
+        Err(Error::Url(_))
+    ));
+    assert!(matches!(
+        Endpoint::open("udp://no-such-host.invalid:9"),
+        Err(Error::AddrNotFound(_))
+    ));
+    assert!(matches!(
+        Endpoint::open("udp://192.0.2.1:9"),
+        Err(Error::AddrNotFound(_))
+    ));
+    assert!(matches!(
+        Endpoint::open("udp://127.0.0.1:0?mtu=70000"),
+        Err(Error::Config(_))
+    ));
+    let mut a = a;
+    assert!(matches!(
+        a.insert_addr("udp://127.0.0.1:0"),
+        Err(Error::AddrNotFound(_))
+    ));
+    assert!(matches!(
+        a.insert_addr("shm://x"),
+        Err(Error::BadPeerAddr { .. })
+    ));
+    assert!(
+        matches!(a.send(Peer(7), a_buf()), Err(e) if matches!(e.error, Error::UnknownPeer(Peer(7))))
+    );
+}
+
+fn a_buf() -> myri_transport::Buf {
+    myri_transport::Buf::copy_of(b"x")
+}
+
+#[test]
+fn datagrams_from_unknown_addresses_are_counted_and_dropped_or_accepted() {
+    let mut a = open("udp://127.0.0.1:0?reliable=0");
+    let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = a.local_url().trim_start_matches("udp://").to_owned();
+    stranger.send_to(b"who am i", &target).unwrap();
+    wait_for(|| {
+        (a.progress(), a.stats().unknown_source == 1)
+            .1
+            .then_some(())
+    })
+    .expect("counted");
+    assert!(a.recv().is_none());
+
+    let opts = Options {
+        accept_unknown_peers: true,
+        reliable: false,
+        ..Options::default()
+    };
+    let mut server = Endpoint::open_with("udp://127.0.0.1:0", opts).unwrap();
+    let target = server.local_url().trim_start_matches("udp://").to_owned();
+    stranger.send_to(b"hello", &target).unwrap();
+    let d = wait_for(|| server.recv()).expect("accepted");
+    assert_eq!(&d.data[..], b"hello");
+    match server.poll_completion() {
+        Some(Completion::NewPeer { peer, addr }) => {
+            assert_eq!(peer, d.peer);
+            assert_eq!(addr, format!("udp://{}", stranger.local_addr().unwrap()));
+        }
+        other => panic!("expected NewPeer, got {other:?}"),
+    }
+    server.inject(d.peer, b"welcome").unwrap();
+    let mut buf = [0u8; 16];
+    stranger
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (n, _) = stranger.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"welcome");
+}
+
+#[test]
+fn a_peer_that_never_answers_fails_with_its_messages_handed_back() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut opts = Options::default();
+    opts.rpp.rto_initial = Duration::from_millis(1);
+    opts.rpp.rto_min = Duration::from_millis(1);
+    opts.rpp.rto_max = Duration::from_millis(4);
+    opts.rpp.max_retries = 3;
+    let mut a = Endpoint::open_with("udp://127.0.0.1:0", opts).unwrap();
+    let p = a
+        .insert_addr(&format!("udp://{}", silent.local_addr().unwrap()))
+        .unwrap();
+    a.send(p, myri_transport::Buf::copy_of(b"anyone?")).unwrap();
+    a.send(p, myri_transport::Buf::copy_of(b"hello?")).unwrap();
+    let (why, unsent) = wait_for(|| match a.poll_completion() {
+        Some(Completion::PeerFailed { peer, why, unsent }) if peer == p => Some((why, unsent)),
+        _ => None,
+    })
+    .expect("the peer is declared failed");
+    assert!(why.contains("unreachable"), "{why}");
+    let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
+    assert_eq!(back, [&b"anyone?"[..], b"hello?"]);
+    assert!(a.peer_failed(p));
+    let e = a
+        .send(p, myri_transport::Buf::copy_of(b"more"))
+        .unwrap_err();
+    assert!(matches!(e.error, Error::PeerFailed { .. }));
+    assert_eq!(&e.buf[..], b"more");
+    assert_eq!(a.stats().peer_failures, 1);
+}
+
+#[test]
+fn a_udp_endpoint_wakes_a_callers_mio_poll() {
+    let (mut a, mut b, to_b, _) = pair("?reliable=0");
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(8);
+    b.register(poll.registry(), mio::Token(7)).unwrap();
+    a.inject(to_b, b"ring").unwrap();
+    let mut woke = false;
+    for _ in 0..100 {
+        poll.poll(&mut events, Some(Duration::from_millis(100)))
+            .unwrap();
+        if events
+            .iter()
+            .any(|e| e.token() == mio::Token(7) && e.is_readable())
+        {
+            woke = true;
+            break;
+        }
+    }
+    assert!(woke, "the socket's readiness reaches the caller's poll");
+    assert_eq!(&b.recv().expect("ready means a datagram").data[..], b"ring");
+    b.deregister(poll.registry()).unwrap();
+    let mut sim = Endpoint::open("sim://mio?world=mio").unwrap();
+    assert!(matches!(
+        sim.register(poll.registry(), mio::Token(1)),
+        Err(Error::Unsupported(_))
+    ));
+}
+
+#[test]
+fn reliable_small_messages_are_sent_gathered_and_received_in_place() {
+    let (mut a, mut b, to_b, _) = pair("");
+    for i in 0..100u8 {
+        let mut m = a.alloc(64);
+        assert!(m.is_registered(), "the slab");
+        m.fill(i);
+        a.send(to_b, m).unwrap();
+        let d = wait_for(|| {
+            a.progress();
+            b.recv()
+        })
+        .expect("delivered");
+        assert!(d.data.iter().all(|&x| x == i));
+        assert!(
+            d.data.is_registered(),
+            "message {i} is a view of the slab slot it arrived in"
+        );
+        // Acknowledged buffers come back in completions; dropping them frees their slots.
+        while a.poll_completion().is_some() {}
+    }
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(
+        (sa.registered_sends, sa.copied_sends, sa.transmit_copies),
+        (100, 0, 0)
+    );
+    assert_eq!((sb.registered_recvs, sb.heap_recvs), (100, 0));
+}
