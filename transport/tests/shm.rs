@@ -222,3 +222,73 @@ fn a_region_with_a_bad_header_is_refused() {
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(r, Err(Error::BadRegion { .. })), "{r:?}");
 }
+
+#[test]
+fn reliable_a_restarted_peer_gets_the_unacked_messages_back_and_nothing_stale_is_delivered() {
+    use myri_transport::Options;
+    let name = unique("restart");
+    let url = format!("shm://{name}");
+    let with = |incarnation| Options {
+        incarnation: Some(incarnation),
+        ..Options::default()
+    };
+    let mut a = Endpoint::open_with(&url, with(50)).unwrap();
+    let mut b = Endpoint::open_with(&url, with(100)).unwrap();
+    let to_b = a.insert_addr(&url).unwrap();
+    b.insert_addr(&url).unwrap();
+    a.inject(to_b, b"m1").unwrap();
+    let got = wait_for(|| {
+        a.progress();
+        b.recv()
+    })
+    .unwrap();
+    assert_eq!(&got.data[..], b"m1");
+    wait_for(|| {
+        b.progress();
+        match a.poll_completion() {
+            Some(Completion::Sent { .. }) => Some(()),
+            _ => None,
+        }
+    })
+    .expect("m1 acknowledged");
+    // b stops reading, two more messages go out, and b's process ends.
+    a.inject(to_b, b"m2").unwrap();
+    a.inject(to_b, b"m3").unwrap();
+    drop(b);
+    // A new process (a later incarnation) takes b's side and speaks.
+    let mut c = Endpoint::open_with(&url, with(200)).unwrap();
+    let to_a = c.insert_addr(&url).unwrap();
+    c.inject(to_a, b"hi").unwrap();
+    let unacked = wait_for(|| {
+        c.progress();
+        match a.poll_completion() {
+            Some(Completion::PeerRestarted {
+                peer,
+                incarnation,
+                unacked,
+            }) if peer == to_b => Some((incarnation, unacked)),
+            _ => None,
+        }
+    })
+    .expect("the restart is seen");
+    assert_eq!(unacked.0, 200);
+    let back: Vec<&[u8]> = unacked.1.iter().map(|b| &b[..]).collect();
+    assert_eq!(
+        back,
+        [&b"m2"[..], b"m3"],
+        "what b never acknowledged comes back"
+    );
+    let hi = wait_for(|| {
+        c.progress();
+        a.recv()
+    })
+    .unwrap();
+    assert_eq!(&hi.data[..], b"hi");
+    a.inject(to_b, b"welcome").unwrap();
+    let first = wait_for(|| {
+        a.progress();
+        c.recv()
+    })
+    .unwrap();
+    assert_eq!(&first.data[..], b"welcome", "c never sees m2 or m3");
+}

@@ -265,3 +265,16 @@ fn background_threads_progress_the_endpoints() {
     let a = a.into_inner();
     assert_eq!(a.stats().recvs, 50);
 }
+
+#[test]
+fn datagrams_from_endpoints_never_inserted_are_counted_and_dropped() {
+    let mut a = Endpoint::open("sim://a?world=unknown&reliable=0").unwrap();
+    let mut stranger = Endpoint::open("sim://s?world=unknown&reliable=0").unwrap();
+    let to_a = stranger.insert_addr("sim://a").unwrap();
+    stranger.inject(to_a, b"psst").unwrap();
+    let counted = drive_until(&mut [&mut stranger, &mut a], 1000, |eps| {
+        (eps[1].stats().unknown_source == 1).then_some(())
+    });
+    assert!(counted.is_some());
+    assert!(a.recv().is_none(), "dropped, not delivered");
+}
