@@ -67,6 +67,7 @@ pub mod bench;
 pub mod buffer;
 pub mod endpoint;
 pub mod error;
+pub mod proxy;
 pub mod shm;
 pub mod url;
 

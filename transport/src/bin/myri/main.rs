@@ -4,6 +4,8 @@ mod bench;
 mod fabric;
 mod info;
 mod opts;
+mod proxy;
+mod routes;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -42,6 +44,11 @@ enum Command {
     /// Seed 000's pipelining test: packets one way with a window in flight, one
     /// acknowledgement at the end; bandwidth.
     Stream(bench::StreamArgs),
+    /// Forward UDP datagrams both ways between clients and a server, injecting seeded loss,
+    /// corruption, duplication, reordering, delay and jitter; count every fault.
+    Proxy(Box<proxy::ProxyArgs>),
+    /// Read, check and print a route file; every bad line is named.
+    Routes(routes::RoutesArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +58,8 @@ fn main() -> ExitCode {
         Command::Fabric(args) => fabric::run(&args),
         Command::Pingpong(args) => bench::pingpong(&args),
         Command::Stream(args) => bench::stream(&args),
+        Command::Proxy(args) => proxy::run(&args),
+        Command::Routes(args) => routes::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

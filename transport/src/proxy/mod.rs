@@ -1,0 +1,38 @@
+//! A fault-injecting UDP proxy, the library behind `myri proxy`: it forwards datagrams both
+//! ways between clients and a server while dropping, corrupting, duplicating, delaying and
+//! reordering them from a seed, so that any UDP application, not only this stack, can be
+//! tested under loss on a machine without netem.
+//!
+//! - [`pipe`]: the sans-IO fault core for one direction. It takes datagrams and `now` in
+//!   and hands them out when due; every decision comes from the fabric's seeded
+//!   [`FaultInjector`](myri_device::fabric::fault::FaultInjector), and every fault is counted.
+//! - [`udp`]: the event loop over `mio` sockets, with one session (and one upstream socket)
+//!   per client address, like a NAT.
+//! - [`stats`]: the counters, as `--json` prints them.
+//! - [`url`]: `udp://host:port` addresses and durations such as `10ms`.
+//!
+//! ```no_run
+//! use myri_transport::proxy::{Limits, PipeConfig, ProxyConfig, UdpProxy};
+//! use myri_device::fabric::FaultConfig;
+//!
+//! let faults = PipeConfig {
+//!     faults: FaultConfig::rates(0.05, 0.0, 0.01, 0.05),
+//!     ..PipeConfig::default()
+//! };
+//! let config = ProxyConfig::new("127.0.0.1:7000".parse()?, "127.0.0.1:7001".parse()?)
+//!     .with_faults(faults);
+//! let mut proxy = UdpProxy::bind(config)?;
+//! let reason = proxy.run(Limits::default(), None, |_| {})?;
+//! println!("{reason:?}: {:?}", proxy.stats());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod pipe;
+pub mod stats;
+pub mod udp;
+pub mod url;
+
+pub use pipe::{Fate, FaultPipe, PipeConfig, PipeConfigError, PipeCounters, Transmit};
+pub use stats::{DirectionStats, ProxyStats, SessionCounters};
+pub use udp::{Limits, ProxyConfig, ProxyError, ProxyEvent, ProxyHandle, StopReason, UdpProxy};
+pub use url::{DurationError, UdpUrl, UdpUrlError, format_duration, parse_duration, udp_url};

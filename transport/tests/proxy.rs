@@ -1,0 +1,510 @@
+//! The fault-injecting UDP proxy in-process on loopback, between plain UDP sockets.
+//!
+//! Nothing here depends on timing: every wait is for a condition (a counter, a datagram)
+//! with a generous deadline, and the fault checks compare the proxy's counters with the
+//! sequence numbers that arrive.
+
+use myri_device::fabric::FaultConfig;
+use myri_transport::proxy::{
+    Limits, PipeConfig, ProxyConfig, ProxyError, ProxyEvent, ProxyHandle, ProxyStats, StopReason,
+    UdpProxy,
+};
+use std::collections::HashSet;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+#[track_caller]
+fn socket() -> UdpSocket {
+    let s = UdpSocket::bind(loopback()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    s
+}
+
+/// Waits for `what` to hold of the proxy's counters; panics after the deadline.
+#[track_caller]
+fn wait_for(handle: &ProxyHandle, what: &str, f: impl Fn(&ProxyStats) -> bool) -> ProxyStats {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let s = handle.stats();
+        if f(&s) {
+            return s;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}: {s:#?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Receives exactly `n` datagrams; panics if they do not come before the deadline.
+#[track_caller]
+fn receive(s: &UdpSocket, n: usize) -> Vec<(Vec<u8>, SocketAddr)> {
+    let end = Instant::now() + DEADLINE;
+    let mut got = Vec::new();
+    let mut buf = vec![0; 65_536];
+    while got.len() < n {
+        assert!(Instant::now() < end, "got {} of {n} datagrams", got.len());
+        if let Ok((len, from)) = s.recv_from(&mut buf) {
+            got.push((buf[..len].to_vec(), from));
+        }
+    }
+    got
+}
+
+/// Nothing more arrives: every datagram the proxy sent has been received already.
+#[track_caller]
+fn assert_nothing_more(s: &UdpSocket) {
+    s.set_nonblocking(true).unwrap();
+    let mut buf = [0; 64];
+    assert!(s.recv_from(&mut buf).is_err(), "an unexpected datagram");
+    s.set_nonblocking(false).unwrap();
+}
+
+struct Running {
+    handle: ProxyHandle,
+    listen: SocketAddr,
+    thread: JoinHandle<(Result<StopReason, ProxyError>, ProxyStats)>,
+    events: mpsc::Receiver<String>,
+}
+
+fn start(config: ProxyConfig) -> Running {
+    start_proxy(UdpProxy::bind(config).expect("proxy set-up"))
+}
+
+fn start_proxy(mut proxy: UdpProxy) -> Running {
+    let handle = proxy.handle();
+    let listen = proxy.listen_addr();
+    let (tx, events) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let r = proxy.run(Limits::default(), None, |e| {
+            let _ = tx.send(format!("{e:?}"));
+        });
+        (r, proxy.stats())
+    });
+    Running {
+        handle,
+        listen,
+        thread,
+        events,
+    }
+}
+
+impl Running {
+    fn stop(self) -> ProxyStats {
+        self.handle.stop();
+        let (reason, stats) = self.thread.join().expect("proxy thread");
+        assert_eq!(reason.expect("proxy ran"), StopReason::Requested);
+        stats
+    }
+}
+
+#[test]
+fn forwards_both_ways_with_one_session_per_client() {
+    let server = socket();
+    let running = start(ProxyConfig::new(loopback(), server.local_addr().unwrap()));
+    let clients = [socket(), socket(), socket()];
+    let mut upstream_of = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        c.send_to(format!("hello {i}").as_bytes(), running.listen)
+            .unwrap();
+        let got = receive(&server, 1);
+        assert_eq!(got[0].0, format!("hello {i}").as_bytes());
+        upstream_of.push(got[0].1);
+    }
+    // The server sees one address per client, none of them the client's own.
+    let distinct: HashSet<_> = upstream_of.iter().collect();
+    assert_eq!(distinct.len(), 3);
+    for (c, up) in clients.iter().zip(&upstream_of) {
+        assert_ne!(c.local_addr().unwrap(), *up);
+    }
+    // Answers go back to the right client, from the listening address; in reverse order,
+    // and several per client, to show the mapping holds.
+    for (i, up) in upstream_of.iter().enumerate().rev() {
+        for k in 0..3 {
+            server
+                .send_to(format!("reply {i}.{k}").as_bytes(), up)
+                .unwrap();
+        }
+    }
+    for (i, c) in clients.iter().enumerate() {
+        let got = receive(c, 3);
+        for (k, (bytes, from)) in got.iter().enumerate() {
+            assert_eq!(bytes, format!("reply {i}.{k}").as_bytes());
+            assert_eq!(*from, running.listen);
+        }
+        assert_nothing_more(c);
+    }
+    // A big datagram passes whole.
+    let big: Vec<u8> = (0..60_000u32).map(|i| i as u8).collect();
+    clients[0].send_to(&big, running.listen).unwrap();
+    assert_eq!(receive(&server, 1)[0].0, big);
+    let events: Vec<String> = running.events.try_iter().collect();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("SessionOpened"))
+            .count(),
+        3,
+        "{events:?}"
+    );
+    let stats = running.stop();
+    assert_eq!(stats.sessions.opened, 3);
+    assert_eq!(stats.sessions.active, 3);
+    assert_eq!(stats.to_server.pipe.received, 4);
+    assert_eq!(stats.to_server.sent(), 4);
+    assert_eq!(stats.to_client.pipe.received, 9);
+    assert_eq!(stats.to_client.sent(), 9);
+    assert_eq!(
+        stats.to_server.pipe.received_bytes,
+        3 * 7 + big.len() as u64
+    );
+}
+
+/// Which way the faulty stream goes.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    ToServer,
+    ToClient,
+}
+
+/// Sends `n` sequence-numbered datagrams through a proxy with faults in one direction, in
+/// batches, waiting after each for the proxy to have handled the batch and for every
+/// datagram it sent to arrive. Returns the sequence numbers as they arrived, and the stats.
+fn faulty_stream(way: Way, faults: FaultConfig, seed: u64, n: u32) -> (Vec<u32>, ProxyStats) {
+    let faulty = PipeConfig {
+        faults,
+        reorder_hold: Duration::from_millis(5),
+        ..PipeConfig::default()
+    };
+    let server = socket();
+    let mut config = ProxyConfig::new(loopback(), server.local_addr().unwrap());
+    config.seed = seed;
+    match way {
+        Way::ToServer => config.to_server = faulty,
+        Way::ToClient => config.to_client = faulty,
+    }
+    let running = start(config);
+    let client = socket();
+    // The client speaks first (a clean hello when the faults are towards the client).
+    let upstream = match way {
+        Way::ToServer => None,
+        Way::ToClient => {
+            client.send_to(b"hello", running.listen).unwrap();
+            Some(receive(&server, 1)[0].1)
+        }
+    };
+    let (sender, receiver) = match way {
+        Way::ToServer => (&client, &server),
+        Way::ToClient => (&server, &client),
+    };
+    let to = upstream.unwrap_or(running.listen);
+    let direction = move |s: &ProxyStats| match way {
+        Way::ToServer => s.to_server,
+        Way::ToClient => s.to_client,
+    };
+    let first = direction(&running.handle.stats()).pipe.received;
+    let mut arrived = Vec::new();
+    let batch = 50;
+    for start in (0..n).step_by(batch) {
+        let end = (start + batch as u32).min(n);
+        for seq in start..end {
+            let mut d = seq.to_be_bytes().to_vec();
+            d.extend_from_slice(&[0x5A; 28]);
+            sender.send_to(&d, to).unwrap();
+        }
+        let s = wait_for(&running.handle, "the batch to go through", |s| {
+            let d = direction(s);
+            d.pipe.received - first == u64::from(end) && d.pending == 0
+        });
+        let expected = direction(&s).sent() as usize - (arrived.len() + first as usize);
+        for (bytes, _) in receive(receiver, expected) {
+            assert_eq!(bytes.len(), 32);
+            arrived.push(u32::from_be_bytes(bytes[..4].try_into().unwrap()));
+        }
+    }
+    assert_nothing_more(receiver);
+    let stats = running.stop();
+    (arrived, stats)
+}
+
+/// Checks the arrivals against the counters of the faulty direction.
+fn check_counts(way: Way, arrived: &[u32], stats: &ProxyStats, n: u32) {
+    let d = match way {
+        Way::ToServer => stats.to_server,
+        Way::ToClient => stats.to_client,
+    };
+    let c = d.pipe;
+    let hello = matches!(way, Way::ToClient) as u64;
+    assert_eq!(c.received, u64::from(n), "{way:?}");
+    assert_eq!(d.send_failed, 0);
+    assert_eq!(c.unsent_at_exit, 0);
+    assert_eq!(
+        arrived.len() as u64,
+        c.forwarded,
+        "everything forwarded arrived"
+    );
+    let unique: HashSet<u32> = arrived.iter().copied().collect();
+    assert_eq!(
+        unique.len() as u64,
+        u64::from(n) - c.dropped,
+        "one of each datagram not dropped"
+    );
+    assert_eq!(arrived.len() as u64 - unique.len() as u64, c.duplicated);
+    // A datagram is late when it arrives after one with a higher number (its first copy).
+    let mut seen = HashSet::new();
+    let mut highest = None;
+    let mut late = 0;
+    for &s in arrived {
+        if seen.insert(s) {
+            if highest.is_some_and(|h| s < h) {
+                late += 1;
+            }
+            highest = highest.max(Some(s));
+        }
+    }
+    assert_eq!(late, c.reordered, "late arrivals vs reordered");
+    assert_eq!(c.reordered + c.reorder_unmatched, c.reorder_held);
+    // The other direction was clean.
+    let other = match way {
+        Way::ToServer => stats.to_client,
+        Way::ToClient => stats.to_server,
+    };
+    assert_eq!(
+        other.pipe.dropped + other.pipe.duplicated + other.pipe.reorder_held,
+        0
+    );
+    assert_eq!(other.pipe.received, hello);
+}
+
+#[test]
+fn loss_duplication_and_reordering_towards_the_server_match_what_arrives() {
+    let n = 3_000;
+    let faults = FaultConfig::rates(0.1, 0.0, 0.05, 0.1);
+    let (arrived, stats) = faulty_stream(Way::ToServer, faults, 42, n);
+    check_counts(Way::ToServer, &arrived, &stats, n);
+    let c = stats.to_server.pipe;
+    // Each fault really happened, at about its rate (the seed is fixed).
+    assert!((200..400).contains(&c.dropped), "{c:?}");
+    assert!((80..220).contains(&c.duplicated), "{c:?}");
+    assert!((180..380).contains(&c.reordered), "{c:?}");
+    // The same seed and the same datagrams give the same faults.
+    let (again, _) = faulty_stream(Way::ToServer, faults, 42, n);
+    assert_eq!(arrived, again);
+    let (other_seed, _) = faulty_stream(Way::ToServer, faults, 43, n);
+    assert_ne!(arrived, other_seed);
+}
+
+#[test]
+fn loss_duplication_and_reordering_towards_the_client_match_what_arrives() {
+    let n = 2_000;
+    let (arrived, stats) = faulty_stream(
+        Way::ToClient,
+        FaultConfig::rates(0.05, 0.0, 0.02, 0.05),
+        7,
+        n,
+    );
+    check_counts(Way::ToClient, &arrived, &stats, n);
+    assert!(stats.to_client.pipe.reordered > 0 && stats.to_client.pipe.duplicated > 0);
+}
+
+#[test]
+fn corruption_flips_one_bit_of_the_datagrams_it_counts() {
+    let server = socket();
+    let mut config = ProxyConfig::new(loopback(), server.local_addr().unwrap());
+    config.to_server.faults = FaultConfig::rates(0.0, 0.2, 0.0, 0.0);
+    let running = start(config);
+    let client = socket();
+    let payload = |i: u32| -> Vec<u8> { (0..64).map(|k| (i as u8).wrapping_mul(31) ^ k).collect() };
+    let n = 500;
+    for i in 0..n {
+        client.send_to(&payload(i), running.listen).unwrap();
+        // One at a time, so arrival order is send order without relying on anything else.
+        let got = receive(&server, 1).remove(0).0;
+        let bits: u32 = got
+            .iter()
+            .zip(payload(i))
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum();
+        assert!(bits <= 1, "datagram {i}: {bits} bits differ");
+    }
+    let stats = running.stop();
+    let c = stats.to_server.pipe;
+    assert!((60..140).contains(&c.corrupted), "{c:?}");
+    assert_eq!(c.forwarded, u64::from(n));
+}
+
+#[test]
+fn delayed_datagrams_never_arrive_early() {
+    let server = socket();
+    let mut config = ProxyConfig::new(loopback(), server.local_addr().unwrap());
+    let delay = Duration::from_millis(15);
+    config.to_server.faults = FaultConfig {
+        delay,
+        jitter: Duration::from_millis(10),
+        ..FaultConfig::default()
+    };
+    let running = start(config);
+    let client = socket();
+    let mut sent_at = Vec::new();
+    for i in 0..20u8 {
+        sent_at.push(Instant::now());
+        client.send_to(&[i], running.listen).unwrap();
+    }
+    for (bytes, _) in receive(&server, 20) {
+        let waited = sent_at[usize::from(bytes[0])].elapsed();
+        assert!(waited >= delay, "datagram {} after {waited:?}", bytes[0]);
+    }
+    let stats = running.stop();
+    assert_eq!(stats.to_server.pipe.delayed, 20);
+}
+
+#[test]
+fn a_server_that_is_not_running_is_reported_and_counted() {
+    let gone = socket().local_addr().unwrap(); // bound, then closed: nothing listens there
+    let running = start(ProxyConfig::new(loopback(), gone));
+    let client = socket();
+    let end = Instant::now() + DEADLINE;
+    while running.handle.stats().upstream_refused == 0 {
+        assert!(Instant::now() < end, "no port-unreachable seen");
+        client.send_to(b"anyone?", running.listen).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let events: Vec<String> = running.events.try_iter().collect();
+    assert!(
+        events.iter().any(|e| e.starts_with("UpstreamRefused")),
+        "{events:?}"
+    );
+    running.stop();
+}
+
+#[test]
+fn idle_sessions_close_and_client_limits_hold() {
+    let server = socket();
+    let mut config = ProxyConfig::new(loopback(), server.local_addr().unwrap());
+    config.idle_timeout = Duration::from_millis(30);
+    config.max_clients = 1;
+    let running = start(config);
+    let (a, b) = (socket(), socket());
+    a.send_to(b"a", running.listen).unwrap();
+    receive(&server, 1);
+    wait_for(&running.handle, "a's session", |s| s.sessions.active == 1);
+    b.send_to(b"b", running.listen).unwrap();
+    wait_for(&running.handle, "b refused", |s| {
+        s.sessions.refused_full == 1
+    });
+    // Once a's session has been idle long enough it closes, and b gets one.
+    wait_for(&running.handle, "a's session to close", |s| {
+        s.sessions.closed_idle == 1
+    });
+    b.send_to(b"b again", running.listen).unwrap();
+    assert_eq!(receive(&server, 1)[0].0, b"b again");
+    let events: Vec<String> = running.events.try_iter().collect();
+    assert!(
+        events.iter().any(|e| e.starts_with("SessionClosed")),
+        "{events:?}"
+    );
+    let stats = running.stop();
+    assert_eq!(stats.sessions.opened, 2);
+    assert_eq!(stats.sessions.active, 1);
+}
+
+#[test]
+fn a_pinned_client_and_a_fixed_upstream_address_let_the_server_speak_first() {
+    let server = socket();
+    let client = socket();
+    let mut config = ProxyConfig::new(loopback(), server.local_addr().unwrap());
+    config.upstream_bind = Some(loopback());
+    config.client = Some(client.local_addr().unwrap());
+    let proxy = UdpProxy::bind(config).unwrap();
+    let upstream = proxy.fixed_upstream_addr().expect("bound at set-up");
+    let running = start_proxy(proxy);
+    server.send_to(b"server first", upstream).unwrap();
+    let got = receive(&client, 1);
+    assert_eq!(got[0], (b"server first".to_vec(), running.listen));
+    // Anyone else is refused.
+    let stranger = socket();
+    stranger.send_to(b"me too", running.listen).unwrap();
+    wait_for(&running.handle, "the stranger refused", |s| {
+        s.sessions.refused_not_client == 1
+    });
+    client.send_to(b"client", running.listen).unwrap();
+    assert_eq!(receive(&server, 1)[0], (b"client".to_vec(), upstream));
+    assert_nothing_more(&server);
+    running.stop();
+}
+
+#[test]
+fn bad_set_ups_are_typed_errors() {
+    let taken = socket();
+    let server = socket().local_addr().unwrap();
+    let err = |c: ProxyConfig| UdpProxy::bind(c).err().expect("refused");
+    let e = err(ProxyConfig::new(taken.local_addr().unwrap(), server));
+    assert!(
+        matches!(&e, ProxyError::Listen { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse)
+    );
+    assert!(
+        e.to_string()
+            .starts_with("cannot listen on udp://127.0.0.1:"),
+        "{e}"
+    );
+    assert!(e.is_setup());
+    let same = "127.0.0.1:7".parse().unwrap();
+    assert!(matches!(
+        err(ProxyConfig::new(same, same)),
+        ProxyError::ForwardsToItself { .. }
+    ));
+    let zero = "127.0.0.1:0".parse().unwrap();
+    assert!(matches!(
+        err(ProxyConfig::new(loopback(), zero)),
+        ProxyError::UpstreamPortZero { .. }
+    ));
+    let bad = ProxyConfig::new(loopback(), server).with_faults(PipeConfig {
+        faults: FaultConfig::rates(2.0, 0.0, 0.0, 0.0),
+        ..PipeConfig::default()
+    });
+    assert_eq!(
+        err(bad).to_string(),
+        "fault setting drop = 2 is not a probability in [0, 1]"
+    );
+    let mut bind_taken = ProxyConfig::new(loopback(), server);
+    bind_taken.upstream_bind = Some(taken.local_addr().unwrap());
+    assert!(matches!(err(bind_taken), ProxyError::UpstreamBind { .. }));
+    let mut none = ProxyConfig::new(loopback(), server);
+    none.max_clients = 0;
+    assert!(matches!(err(none), ProxyError::NoClients));
+}
+
+#[test]
+fn the_packet_limit_stops_the_run_once_everything_is_handled() {
+    let server = socket();
+    let mut proxy =
+        UdpProxy::bind(ProxyConfig::new(loopback(), server.local_addr().unwrap())).unwrap();
+    let listen = proxy.listen_addr();
+    let client = socket();
+    client.send_to(b"x", listen).unwrap();
+    let mut opened = 0;
+    let reason = proxy
+        .run(
+            Limits {
+                packets: Some(1),
+                duration: Some(DEADLINE),
+            },
+            None,
+            |e| {
+                if let ProxyEvent::SessionOpened { .. } = e {
+                    opened += 1;
+                }
+            },
+        )
+        .unwrap();
+    assert_eq!(reason, StopReason::Packets);
+    assert_eq!(opened, 1);
+    assert_eq!(receive(&server, 1)[0].0, b"x");
+    assert_eq!(proxy.stats().to_server.sent(), 1);
+}
