@@ -179,7 +179,7 @@ enum Way {
 fn faulty_stream(way: Way, faults: FaultConfig, seed: u64, n: u32) -> (Vec<u32>, ProxyStats) {
     let faulty = PipeConfig {
         faults,
-        reorder_hold: Duration::from_millis(5),
+        reorder_hold: Duration::from_millis(20),
         ..PipeConfig::default()
     };
     let server = socket();
@@ -292,12 +292,26 @@ fn loss_duplication_and_reordering_towards_the_server_match_what_arrives() {
     // Each fault really happened, at about its rate (the seed is fixed).
     assert!((200..400).contains(&c.dropped), "{c:?}");
     assert!((80..220).contains(&c.duplicated), "{c:?}");
-    assert!((180..380).contains(&c.reordered), "{c:?}");
-    // The same seed and the same datagrams give the same faults.
+    assert!((180..380).contains(&c.reorder_held), "{c:?}");
+    assert!(c.reordered > c.reorder_held / 2, "{c:?}");
+    // The same seed and the same datagrams give the same decisions: the same datagrams
+    // lost and the same ones doubled. (Whether a held datagram is overtaken or its hold
+    // runs out first depends on when the next one arrives, so the exact order may not
+    // repeat on a loaded machine.)
     let (again, _) = faulty_stream(Way::ToServer, faults, 42, n);
-    assert_eq!(arrived, again);
+    assert_eq!(decisions(&arrived, n), decisions(&again, n));
     let (other_seed, _) = faulty_stream(Way::ToServer, faults, 43, n);
-    assert_ne!(arrived, other_seed);
+    assert_ne!(decisions(&arrived, n), decisions(&other_seed, n));
+}
+
+/// The datagrams that never arrived and those that arrived twice.
+fn decisions(arrived: &[u32], n: u32) -> (Vec<u32>, Vec<u32>) {
+    let mut count = vec![0u32; n as usize];
+    for &s in arrived {
+        count[s as usize] += 1;
+    }
+    let with = |k| (0..n).filter(|&s| count[s as usize] == k).collect();
+    (with(0), with(2))
 }
 
 #[test]

@@ -428,6 +428,7 @@ impl UdpProxy {
         let sweep_every =
             (self.config.idle_timeout / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
         let mut next_sweep = start + sweep_every;
+        let mut published = start;
         let reason = loop {
             let now = self.now();
             self.flush(now);
@@ -440,7 +441,6 @@ impl UdpProxy {
                 on_event(ProxyEvent::Report(&self.stats));
                 next_report = report_every.map(|d| (at + d).max(now));
             }
-            self.publish_at(now);
             if let Some(signal) = self.signal {
                 break StopReason::Signal(signal);
             }
@@ -473,6 +473,14 @@ impl UdpProxy {
                     left - Duration::from_millis(1)
                 }
             });
+            // Other threads see the counters before the loop sleeps, and at least every
+            // millisecond while it is busy.
+            if timeout != Some(Duration::ZERO)
+                || now.saturating_since(published) >= Duration::from_millis(1)
+            {
+                self.publish_at(now);
+                published = now;
+            }
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -748,11 +756,18 @@ impl UdpProxy {
 
     fn publish_at(&mut self, now: Time) {
         self.refresh(now);
-        *self
+        let mut shared = self
             .shared
             .stats
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = self.stats.clone();
+            .unwrap_or_else(PoisonError::into_inner);
+        // The addresses and the seed were set at bind time and never change.
+        let s = &self.stats;
+        shared.elapsed_ms = s.elapsed_ms;
+        shared.sessions = s.sessions;
+        shared.upstream_refused = s.upstream_refused;
+        shared.to_server = s.to_server;
+        shared.to_client = s.to_client;
     }
 
     fn publish(&mut self) {
