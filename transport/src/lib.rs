@@ -75,6 +75,8 @@ pub mod buffer;
 pub mod endpoint;
 #[cfg(not(loom))]
 pub mod error;
+#[cfg(not(loom))]
+pub mod proxy;
 pub mod shm;
 #[cfg(not(loom))]
 pub mod url;
