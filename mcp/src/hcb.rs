@@ -132,6 +132,178 @@ pub mod send_slot {
     pub const LEN_OF_SLOT: u32 = 32;
 }
 
+/// A send slot as one value: what the host writes and the MCP reads (seed 000, Send
+/// Channel). The fields are the big-endian words of [`send_slot`], in that order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendSlotRepr {
+    /// [`slot_flags`].
+    pub flags: u32,
+    /// Payload length (with the inline header for a PIO slot).
+    pub len: u32,
+    /// Destination channel (a word: the MCP refuses values above 255).
+    pub chan: u32,
+    /// Route id.
+    pub route: u32,
+    /// Bus address of the payload.
+    pub host: u64,
+    /// Bytes of inline header in the PIO buffer before a DMA'd payload.
+    pub inline_len: u32,
+    /// The host's sequence number of the send.
+    pub seq: u32,
+}
+
+/// Bytes too few for an HCB entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{len} bytes cannot hold a {need}-byte hcb entry")]
+pub struct EntryTruncated {
+    /// Bytes given.
+    pub len: usize,
+    /// Bytes the entry needs.
+    pub need: usize,
+}
+
+fn word_at(b: &[u8], at: u32) -> u32 {
+    let at = at as usize;
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn put_word(b: &mut [u8], at: u32, v: u32) {
+    b[at as usize..at as usize + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+fn checked_len(b: &[u8], need: u32) -> Result<(), EntryTruncated> {
+    if b.len() < need as usize {
+        return Err(EntryTruncated {
+            len: b.len(),
+            need: need as usize,
+        });
+    }
+    Ok(())
+}
+
+impl SendSlotRepr {
+    /// Bytes of a slot.
+    pub const LEN: usize = send_slot::LEN_OF_SLOT as usize;
+
+    /// Reads a slot from its bytes. Every value is taken as it is: the MCP checks them
+    /// against its limits (a hostile host may write anything).
+    pub fn parse(b: &[u8]) -> Result<SendSlotRepr, EntryTruncated> {
+        checked_len(b, send_slot::LEN_OF_SLOT)?;
+        Ok(SendSlotRepr {
+            flags: word_at(b, send_slot::FLAGS),
+            len: word_at(b, send_slot::LEN),
+            chan: word_at(b, send_slot::CHAN),
+            route: word_at(b, send_slot::ROUTE),
+            host: (u64::from(word_at(b, send_slot::HOST_HI)) << 32)
+                | u64::from(word_at(b, send_slot::HOST_LO)),
+            inline_len: word_at(b, send_slot::INLINE_LEN),
+            seq: word_at(b, send_slot::SEQ),
+        })
+    }
+
+    /// Writes the slot into `b`.
+    pub fn emit(&self, b: &mut [u8]) -> Result<(), EntryTruncated> {
+        checked_len(b, send_slot::LEN_OF_SLOT)?;
+        put_word(b, send_slot::FLAGS, self.flags);
+        put_word(b, send_slot::LEN, self.len);
+        put_word(b, send_slot::CHAN, self.chan);
+        put_word(b, send_slot::ROUTE, self.route);
+        put_word(b, send_slot::HOST_HI, (self.host >> 32) as u32);
+        put_word(b, send_slot::HOST_LO, self.host as u32);
+        put_word(b, send_slot::INLINE_LEN, self.inline_len);
+        put_word(b, send_slot::SEQ, self.seq);
+        Ok(())
+    }
+
+    /// The slot as bytes.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        let _ = self.emit(&mut b);
+        b
+    }
+}
+
+/// A receive-buffer descriptor (seed 000, Recv Channel): where the host's next buffer of
+/// a channel is and how much it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecvDescRepr {
+    /// Bus address of the buffer.
+    pub host: u64,
+    /// Its size in bytes.
+    pub capacity: u32,
+}
+
+impl RecvDescRepr {
+    /// Bytes of a descriptor as the host writes it (the pad word is not written).
+    pub const LEN: usize = 12;
+
+    /// Reads a descriptor from its bytes.
+    pub fn parse(b: &[u8]) -> Result<RecvDescRepr, EntryTruncated> {
+        checked_len(b, Self::LEN as u32)?;
+        Ok(RecvDescRepr {
+            host: (u64::from(word_at(b, 0)) << 32) | u64::from(word_at(b, 4)),
+            capacity: word_at(b, 8),
+        })
+    }
+
+    /// Writes the descriptor into `b`.
+    pub fn emit(&self, b: &mut [u8]) -> Result<(), EntryTruncated> {
+        checked_len(b, Self::LEN as u32)?;
+        put_word(b, 0, (self.host >> 32) as u32);
+        put_word(b, 4, self.host as u32);
+        put_word(b, 8, self.capacity);
+        Ok(())
+    }
+
+    /// The descriptor as bytes.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        let _ = self.emit(&mut b);
+        b
+    }
+}
+
+/// A completion record in a channel's poll structure in host memory: the length of a
+/// delivered payload, then the channel's completion count after it. The MCP DMAs both in
+/// one block, length first; the host watches the count (see
+/// [`crate::firmware::host_dma::RECORD_LEN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompletionRepr {
+    /// Payload bytes delivered.
+    pub len: u32,
+    /// Completions on the channel, this one included (free-running).
+    pub count: u32,
+}
+
+impl CompletionRepr {
+    /// Bytes of a record.
+    pub const LEN: usize = 8;
+
+    /// Reads a record from its bytes.
+    pub fn parse(b: &[u8]) -> Result<CompletionRepr, EntryTruncated> {
+        checked_len(b, Self::LEN as u32)?;
+        Ok(CompletionRepr {
+            len: word_at(b, 0),
+            count: word_at(b, 4),
+        })
+    }
+
+    /// Writes the record into `b`.
+    pub fn emit(&self, b: &mut [u8]) -> Result<(), EntryTruncated> {
+        checked_len(b, Self::LEN as u32)?;
+        put_word(b, 0, self.len);
+        put_word(b, 4, self.count);
+        Ok(())
+    }
+
+    /// The record as bytes.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        let _ = self.emit(&mut b);
+        b
+    }
+}
+
 /// Word offsets within a receive channel.
 pub mod recv_chan {
     /// 1 when the host has initialized the channel.
@@ -364,5 +536,70 @@ mod tests {
         assert_eq!(sram.read_u32(l.route(0)).unwrap(), 1);
         assert_eq!(sram.read_u32(l.route(1)).unwrap(), 0);
         assert_eq!(sram.read_u32(l.base + off::SEND_SLOTS).unwrap(), SEND_SLOTS);
+    }
+
+    /// A send slot as a host writes it: PIO flag, 8 bytes, channel 3, route 5, bus
+    /// address 0x1_0000_1000, no inline header, sequence 7.
+    const SLOT: [u8; 32] = [
+        0, 0, 0, 1, 0, 0, 0, 8, 0, 0, 0, 3, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0,
+        0, 0, 7,
+    ];
+
+    fn slot() -> SendSlotRepr {
+        SendSlotRepr {
+            flags: slot_flags::PIO,
+            len: 8,
+            chan: 3,
+            route: 5,
+            host: 0x1_0000_1000,
+            inline_len: 0,
+            seq: 7,
+        }
+    }
+
+    #[test]
+    fn send_slot_deconstruct_and_construct() {
+        assert_eq!(SendSlotRepr::parse(&SLOT).unwrap(), slot());
+        assert_eq!(slot().to_bytes(), SLOT);
+        let mut longer = [0xEEu8; 40];
+        slot().emit(&mut longer).unwrap();
+        assert_eq!(&longer[..32], &SLOT);
+        assert_eq!(longer[32..], [0xEE; 8], "emit writes the slot only");
+    }
+
+    #[test]
+    fn receive_descriptor_and_completion_round_trip() {
+        let d = RecvDescRepr {
+            host: 0x2_0000_5000,
+            capacity: 8192,
+        };
+        let bytes = d.to_bytes();
+        assert_eq!(bytes, [0, 0, 0, 2, 0, 0, 0x50, 0, 0, 0, 0x20, 0]);
+        assert_eq!(RecvDescRepr::parse(&bytes).unwrap(), d);
+        let c = CompletionRepr {
+            len: 8,
+            count: 0xFFFF_FFFF,
+        };
+        assert_eq!(c.to_bytes(), [0, 0, 0, 8, 0xFF, 0xFF, 0xFF, 0xFF]);
+        assert_eq!(CompletionRepr::parse(&c.to_bytes()).unwrap(), c);
+    }
+
+    #[test]
+    fn hcb_entries_impossible_len() {
+        for n in 0..SendSlotRepr::LEN {
+            assert_eq!(
+                SendSlotRepr::parse(&SLOT[..n]),
+                Err(EntryTruncated { len: n, need: 32 })
+            );
+            assert!(slot().emit(&mut [0u8; 32][..n]).is_err());
+        }
+        for n in 0..RecvDescRepr::LEN {
+            assert!(RecvDescRepr::parse(&[0u8; 12][..n]).is_err());
+            assert!(RecvDescRepr::default().emit(&mut [0u8; 12][..n]).is_err());
+        }
+        for n in 0..CompletionRepr::LEN {
+            assert!(CompletionRepr::parse(&[0u8; 8][..n]).is_err());
+            assert!(CompletionRepr::default().emit(&mut [0u8; 8][..n]).is_err());
+        }
     }
 }

@@ -7,6 +7,9 @@
 //! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out target/release/channel_cost 20000 8
 //! callgrind_annotate /tmp/cg.out | head -40
 //! ```
+//!
+//! A third argument `idle` instead runs that many idle polls (progress and an empty
+//! receive on one board, as a host waiting for a packet does), to count the cost of one.
 
 use myri_device::board::{Board, BoardConfig};
 use myri_device::fabric::topology::star;
@@ -19,6 +22,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let iters: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let size: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
+    let idle = args.next().is_some_and(|a| a == "idle");
     let mut fb = FabricBuilder::new(1);
     let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).expect("topology");
     let fabric = Arc::new(fb.build());
@@ -50,6 +54,16 @@ fn main() {
     let (a, b) = apis.split_at_mut(1);
     let (a, b) = (&mut a[0], &mut b[0]);
     let now = Time::from_micros(1_000_000);
+    if idle {
+        let mut found = 0u64;
+        for _ in 0..iters {
+            a.progress(now);
+            found += u64::from(a.recv(&chans[0]).expect("recv").is_some());
+        }
+        assert_eq!(found, 0, "nothing was sent");
+        println!("{iters} idle polls");
+        return;
+    }
     let mut checksum = 0u64;
     for i in 0..iters {
         let mut buf = a.get_send_buffer().expect("buffer");

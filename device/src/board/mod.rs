@@ -268,8 +268,7 @@ impl Board {
     /// Runs the hardware up to `now`: DMA blocks, packets arriving and finishing, timers
     /// and link-state changes. Does nothing to a board that is not running.
     pub fn advance(&mut self, now: Time) {
-        let state = *self.tracker.state();
-        if !state.board_running {
+        if !self.tracker.state().board_running {
             return;
         }
         if !self.dma.is_idle() {
@@ -283,23 +282,32 @@ impl Board {
             }
         }
         if let Some(link) = &mut self.link {
-            let port = Some((&*link.fabric, link.port));
-            self.specials.isr |=
-                self.recv
-                    .advance(now, &mut self.sram, port, &mut self.counters.engines);
+            // Only an armed engine takes a packet, and only one receiving finishes it.
+            if matches!(
+                self.recv.state(),
+                crate::engines::RecvState::Armed { .. }
+                    | crate::engines::RecvState::Receiving { .. }
+            ) {
+                let port = Some((&*link.fabric, link.port));
+                self.specials.isr |=
+                    self.recv
+                        .advance(now, &mut self.sram, port, &mut self.counters.engines);
+            }
             let up = link.fabric.port_link_up(link.port);
             if up != link.was_up {
                 link.was_up = up;
                 self.specials.isr |= if up { isr::LINK0_INT } else { isr::LINK1_INT };
             }
         }
-        for (i, bit) in [isr::TIME0_INT, isr::TIME1_INT, isr::TIME2_INT]
-            .into_iter()
-            .enumerate()
-        {
-            if self.specials.timers[i].is_some_and(|t| t <= now) {
-                self.specials.timers[i] = None;
-                self.specials.isr |= bit;
+        if self.specials.timers.iter().any(Option::is_some) {
+            for (i, bit) in [isr::TIME0_INT, isr::TIME1_INT, isr::TIME2_INT]
+                .into_iter()
+                .enumerate()
+            {
+                if self.specials.timers[i].is_some_and(|t| t <= now) {
+                    self.specials.timers[i] = None;
+                    self.specials.isr |= bit;
+                }
             }
         }
     }

@@ -147,14 +147,10 @@ impl LinkState {
         record(e);
     }
 
-    /// Carries a packet whose head reaches this link at `head` and tail at `tail`.
-    /// Pushes what comes out of the far end (nothing, one packet, or two) into `out`.
-    pub(crate) fn carry(
-        &mut self,
-        t: InTransit,
-        out: &mut smallvec::SmallVec<[InTransit; 2]>,
-        record: &mut impl FnMut(Event),
-    ) {
+    /// Carries a packet whose head reaches this link at `t.head` and tail at `t.tail`:
+    /// on [`Carried::Passed`] `t` is what comes out of the far end (its times updated),
+    /// with a second copy on [`Carried::Duplicated`]; on [`Carried::Dropped`] nothing does.
+    pub(crate) fn carry(&mut self, t: &mut InTransit, record: &mut impl FnMut(Event)) -> Carried {
         self.counters.offered += 1;
         let verdict = if self.clean {
             Verdict::default()
@@ -174,47 +170,58 @@ impl LinkState {
                 DropCause::FirstAfterInit => self.counters.dropped_first += 1,
             }
             self.event(t.head, EventKind::Dropped(cause), t.id, record);
-            return;
+            return Carried::Dropped;
         }
         // Cut-through timing: the head leaves as soon as the link is free; the tail
         // cannot leave before it has arrived, nor before the wire has carried the bytes.
         let start = t.head.max(self.busy_until);
         let wire = transfer_time(t.packet.len(), self.model.bytes_per_sec);
         self.busy_until = start + wire;
-        let mut hold = t.hold + verdict.delay;
+        if !verdict.delay.is_zero() {
+            t.hold += verdict.delay;
+        }
         if let Some(reorder) = verdict.reorder {
             self.counters.reordered += 1;
             self.event(t.head, EventKind::Reordered, t.id, record);
-            hold += reorder;
+            t.hold += reorder;
         }
         let head = start + self.model.latency;
         let tail = (start + wire).max(t.tail) + self.model.latency;
-        let mut packet = t.packet;
         if let Some(r) = verdict.flip {
-            let bit = (r % (packet.len() as u64 * 8)) as u32;
-            packet.flip_bit(bit as usize);
+            let bit = (r % (t.packet.len() as u64 * 8)) as u32;
+            t.packet.flip_bit(bit as usize);
             self.counters.corrupted += 1;
             self.event(t.head, EventKind::Corrupted { bit }, t.id, record);
         }
-        if verdict.duplicate {
+        self.counters.passed += 1;
+        let copy = verdict.duplicate.then(|| {
             self.counters.duplicated += 1;
             self.counters.passed += 1;
             self.event(t.head, EventKind::Duplicated, t.id, record);
-            out.push(InTransit {
-                packet: packet.clone(),
+            InTransit {
+                packet: t.packet.clone(),
                 id: t.id,
                 head,
                 tail,
-                hold,
-            });
-        }
-        self.counters.passed += 1;
-        out.push(InTransit {
-            packet,
-            id: t.id,
-            head,
-            tail,
-            hold,
+                hold: t.hold,
+            }
         });
+        t.head = head;
+        t.tail = tail;
+        match copy {
+            Some(c) => Carried::Duplicated(c),
+            None => Carried::Passed,
+        }
     }
+}
+
+/// What came out of the far end of a link.
+#[derive(Debug)]
+pub(crate) enum Carried {
+    /// Nothing: the link dropped the packet.
+    Dropped,
+    /// The packet.
+    Passed,
+    /// The packet and, first, a copy of it.
+    Duplicated(InTransit),
 }

@@ -25,7 +25,7 @@ use crate::time::Time;
 use crate::wire::Packet;
 use crate::wire::route::decode_hop;
 pub use fault::{BurstLoss, DropCause, FaultConfig, LinkFlap};
-use link::{InTransit, LinkState};
+use link::{Carried, InTransit, LinkState};
 pub use link::{LinkCounters, LinkModel};
 use smallvec::SmallVec;
 use std::collections::BinaryHeap;
@@ -198,10 +198,30 @@ struct RxQueue {
     trace: TraceHash,
 }
 
-struct HostPort {
-    out: Option<LinkId>,
+/// Keeps what it holds on cache lines of its own, so that state one thread writes does
+/// not share a line with state another thread polls (two cores would pass the line back
+/// and forth on every access).
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded<T>(T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// What only the port's own board touches when it sends.
+#[derive(Default)]
+struct SendSide {
     next_seq: AtomicU64,
     sent: AtomicU64,
+}
+
+/// What a sender writes and the receiving board polls.
+struct RecvSide {
     rx: Mutex<RxQueue>,
     /// Packets in `rx`, and the earliest head time among them (`u64::MAX` when empty),
     /// published after every change under the lock so that a board polling an empty port
@@ -209,16 +229,23 @@ struct HostPort {
     queued: AtomicU64,
     next_head: AtomicU64,
     arrivals: AtomicU64,
-    /// Emptied packet buffers, reused for the next packet this port's board sends.
-    spare: Mutex<Vec<Vec<u8>>>,
     has_waker: AtomicBool,
+}
+
+struct HostPort {
+    out: Option<LinkId>,
+    tx: Padded<SendSide>,
+    recv: Padded<RecvSide>,
+    /// Emptied packet buffers, reused for the next packet this port's board sends. The
+    /// boards that received this port's packets give them back here.
+    spare: Padded<Mutex<Vec<Vec<u8>>>>,
     waker: Mutex<Option<std::thread::Thread>>,
 }
 
 /// Spare packet buffers kept per port.
 const SPARES: usize = 64;
 
-impl HostPort {
+impl RecvSide {
     fn publish(&self, rx: &RxQueue) {
         let head = rx.heap.peek().map_or(u64::MAX, |q| q.0.head.as_nanos());
         self.next_head.store(head, Ordering::Release);
@@ -340,19 +367,20 @@ impl FabricBuilder {
         let mut hosts: Vec<HostPort> = (0..self.hosts)
             .map(|_| HostPort {
                 out: None,
-                next_seq: AtomicU64::new(0),
-                sent: AtomicU64::new(0),
-                queued: AtomicU64::new(0),
-                next_head: AtomicU64::new(u64::MAX),
-                arrivals: AtomicU64::new(0),
-                spare: Mutex::new(Vec::new()),
-                rx: Mutex::new(RxQueue {
-                    heap: BinaryHeap::new(),
-                    arrivals: 0,
-                    counters: PortCounters::default(),
-                    trace: TraceHash::default(),
+                tx: Padded::default(),
+                recv: Padded(RecvSide {
+                    rx: Mutex::new(RxQueue {
+                        heap: BinaryHeap::new(),
+                        arrivals: 0,
+                        counters: PortCounters::default(),
+                        trace: TraceHash::default(),
+                    }),
+                    queued: AtomicU64::new(0),
+                    next_head: AtomicU64::new(u64::MAX),
+                    arrivals: AtomicU64::new(0),
+                    has_waker: AtomicBool::new(false),
                 }),
-                has_waker: AtomicBool::new(false),
+                spare: Padded::default(),
                 waker: Mutex::new(None),
             })
             .collect();
@@ -452,84 +480,115 @@ impl Fabric {
             .hosts
             .get(from.0 as usize)
             .ok_or(TransmitError::NoSuchPort(from))?;
-        let seq = host.next_seq.fetch_add(1, Ordering::Relaxed);
+        let seq = host.tx.next_seq.fetch_add(1, Ordering::Relaxed);
         let id = PacketId {
             source: from.0,
             seq,
         };
         let Some(first) = host.out else {
-            lock(&host.rx).counters.unconnected += 1;
+            lock(&host.recv.rx).counters.unconnected += 1;
             return Err(TransmitError::Unconnected(from));
         };
-        host.sent.fetch_add(1, Ordering::Relaxed);
+        host.tx.sent.fetch_add(1, Ordering::Relaxed);
         let record = &mut |e: Event| self.record(e);
-        let hold = std::time::Duration::ZERO;
-        let mut work: SmallVec<[(LinkId, InTransit); 4]> = SmallVec::new();
-        work.push((
+        let sent = Event {
+            at: now,
+            place: Place::Link(first.0),
+            kind: EventKind::Sent,
+            packet: id,
+        };
+        // The packet is walked depth first, link by link; copies made by duplication wait
+        // on `pending` (the latest first) until the packet ahead of them is delivered or
+        // dropped. In the common case there is one packet and it never moves.
+        let mut pending: SmallVec<[(LinkId, InTransit); 2]> = SmallVec::new();
+        let mut current = Some((
             first,
             InTransit {
                 packet,
                 id,
                 head: now,
                 tail: now,
-                hold,
+                hold: std::time::Duration::ZERO,
             },
         ));
-        let mut out = SmallVec::new();
         let mut sending = true;
-        while let Some((link, t)) = work.pop() {
-            {
+        while let Some((link, mut t)) = current.take().or_else(|| pending.pop()) {
+            let carried = {
                 let mut l = lock(&self.links[link.0 as usize]);
                 if sending {
-                    let e = Event {
-                        at: now,
-                        place: Place::Link(first.0),
-                        kind: EventKind::Sent,
-                        packet: id,
-                    };
-                    l.trace.event(&e);
+                    l.trace.event(&sent);
                     if self.recorder.is_some() {
-                        record(e);
+                        record(sent);
                     }
                     sending = false;
                 }
-                l.carry(t, &mut out, record);
-                self.up[link.0 as usize].store(l.faults.is_up(), Ordering::Relaxed);
+                let carried = l.carry(&mut t, record);
+                // Written only when it changes: every board reads these flags on every
+                // poll, and a store (even of the same value) takes the line from them.
+                let up = &self.up[link.0 as usize];
+                if up.load(Ordering::Relaxed) != l.faults.is_up() {
+                    up.store(l.faults.is_up(), Ordering::Relaxed);
+                }
+                carried
+            };
+            let end = self.far_end[link.0 as usize];
+            match carried {
+                Carried::Dropped => continue,
+                Carried::Passed => {}
+                Carried::Duplicated(copy) => {
+                    if let Some(next) = self.arrive(end, copy, record) {
+                        pending.push(next);
+                    }
+                }
             }
-            for mut t in out.drain(..) {
-                match self.far_end[link.0 as usize] {
-                    Endpoint::Host(port) => self.deliver(port, t),
-                    Endpoint::Switch(s, _) => {
-                        let sw = &self.switches[s.0 as usize];
-                        let byte = t.packet.first_byte().unwrap_or(0);
-                        let next = decode_hop(0, byte)
-                            .ok()
-                            .and_then(|port| sw.out.get(port as usize).copied().flatten())
-                            .filter(|_| t.packet.len() >= 2);
-                        match next {
-                            Some(next) => {
-                                // Length checked above: there is a route byte to consume.
-                                let _ = t.packet.consume_route_byte();
-                                work.push((next, t));
-                            }
-                            None => {
-                                let e = Event {
-                                    at: t.head,
-                                    place: Place::Switch(s.0),
-                                    kind: EventKind::BadRoute { byte },
-                                    packet: t.id,
-                                };
-                                let mut st = lock(&sw.state);
-                                st.0 += 1;
-                                st.1.event(&e);
-                                record(e);
-                            }
-                        }
+            current = self.arrive(end, t, record);
+        }
+        Ok(id)
+    }
+
+    /// A packet comes out of a link at `end`: a host port queues it; a switch consumes
+    /// its first route byte and returns the link it leaves by, or drops it for a bad one.
+    #[inline]
+    fn arrive(
+        &self,
+        end: Endpoint,
+        mut t: InTransit,
+        record: &mut impl FnMut(Event),
+    ) -> Option<(LinkId, InTransit)> {
+        match end {
+            Endpoint::Host(port) => {
+                self.deliver(port, t);
+                None
+            }
+            Endpoint::Switch(s, _) => {
+                let sw = &self.switches[s.0 as usize];
+                let byte = t.packet.first_byte().unwrap_or(0);
+                let next = decode_hop(0, byte)
+                    .ok()
+                    .and_then(|port| sw.out.get(port as usize).copied().flatten())
+                    .filter(|_| t.packet.len() >= 2);
+                match next {
+                    Some(next) => {
+                        // Length checked above: there is a route byte to consume.
+                        let _ = t.packet.consume_route_byte();
+                        Some((next, t))
+                    }
+                    None => {
+                        let e = Event {
+                            at: t.head,
+                            place: Place::Switch(s.0),
+                            kind: EventKind::BadRoute { byte },
+                            packet: t.id,
+                        };
+                        let mut st = lock(&sw.state);
+                        st.0 += 1;
+                        st.1.event(&e);
+                        record(e);
+                        None
                     }
                 }
             }
         }
-        Ok(id)
     }
 
     /// An empty buffer for the next packet host port `at` sends: one its board emptied
@@ -541,7 +600,9 @@ impl Fabric {
             .unwrap_or_else(|| Vec::with_capacity(256))
     }
 
-    /// Gives an emptied packet buffer back to host port `at` for reuse.
+    /// Gives an emptied packet buffer back to host port `at` for reuse: the port that
+    /// sent the packet, whose board needs the next buffer (a receiving board that kept it
+    /// would keep buffers it rarely needs while the sender allocates new ones).
     pub fn recycle(&self, at: PortId, mut buf: Vec<u8>) {
         if let Some(h) = self.hosts.get(at.0 as usize) {
             buf.clear();
@@ -555,7 +616,7 @@ impl Fabric {
     fn deliver(&self, port: PortId, mut t: InTransit) {
         t.head += t.hold;
         t.tail += t.hold;
-        let host = &self.hosts[port.0 as usize];
+        let host = &self.hosts[port.0 as usize].recv;
         {
             let mut rx = lock(&host.rx);
             if rx.heap.len() >= self.queue_limit {
@@ -578,7 +639,7 @@ impl Fabric {
             host.arrivals.store(rx.arrivals, Ordering::Release);
         }
         if host.has_waker.load(Ordering::Acquire)
-            && let Some(thread) = lock(&host.waker).as_ref()
+            && let Some(thread) = lock(&self.hosts[port.0 as usize].waker).as_ref()
         {
             thread.unpark();
         }
@@ -587,7 +648,7 @@ impl Fabric {
     /// The next packet whose head has reached host port `at` by `now`, after the port's
     /// CRC-8 check (bad ones are dropped and counted here).
     pub fn receive(&self, now: Time, at: PortId) -> Option<Arrival> {
-        let host = self.hosts.get(at.0 as usize)?;
+        let host = &self.hosts.get(at.0 as usize)?.recv;
         // Most polls find nothing: answer those without the lock.
         if host.queued.load(Ordering::Acquire) == 0
             || host.next_head.load(Ordering::Acquire) > now.as_nanos()
@@ -638,7 +699,7 @@ impl Fabric {
 
     /// When the next packet's head reaches host port `at` (already arrived ones included).
     pub fn next_arrival(&self, at: PortId) -> Option<Time> {
-        let host = self.hosts.get(at.0 as usize)?;
+        let host = &self.hosts.get(at.0 as usize)?.recv;
         let head = host.next_head.load(Ordering::Acquire);
         (head != u64::MAX).then_some(Time::from_nanos(head))
     }
@@ -648,14 +709,14 @@ impl Fabric {
     pub fn arrivals(&self, at: PortId) -> u64 {
         self.hosts
             .get(at.0 as usize)
-            .map_or(0, |h| h.arrivals.load(Ordering::Acquire))
+            .map_or(0, |h| h.recv.arrivals.load(Ordering::Acquire))
     }
 
     /// Packets waiting at host port `at`.
     pub fn queued(&self, at: PortId) -> usize {
         self.hosts
             .get(at.0 as usize)
-            .map_or(0, |h| h.queued.load(Ordering::Acquire) as usize)
+            .map_or(0, |h| h.recv.queued.load(Ordering::Acquire) as usize)
     }
 
     /// Unparks `thread` whenever a packet is queued at `at` (threaded mode).
@@ -663,7 +724,7 @@ impl Fabric {
         if let Some(host) = self.hosts.get(at.0 as usize) {
             let set = thread.is_some();
             *lock(&host.waker) = thread;
-            host.has_waker.store(set, Ordering::Release);
+            host.recv.has_waker.store(set, Ordering::Release);
         }
     }
 
@@ -729,8 +790,8 @@ impl Fabric {
     pub fn port_counters(&self, at: PortId) -> Option<PortCounters> {
         let h = self.hosts.get(at.0 as usize)?;
         Some(PortCounters {
-            sent: h.sent.load(Ordering::Relaxed),
-            ..lock(&h.rx).counters
+            sent: h.tx.sent.load(Ordering::Relaxed),
+            ..lock(&h.recv.rx).counters
         })
     }
 
@@ -753,8 +814,8 @@ impl Fabric {
             c.bad_routes += lock(&s.state).0;
         }
         for h in &self.hosts {
-            let p = lock(&h.rx).counters;
-            c.sent += h.sent.load(Ordering::Relaxed);
+            let p = lock(&h.recv.rx).counters;
+            c.sent += h.tx.sent.load(Ordering::Relaxed);
             c.delivered += p.delivered;
             c.crc_errors += p.crc_errors;
             c.overflows += p.overflows;
@@ -774,7 +835,7 @@ impl Fabric {
             h.write_u64(lock(&s.state).1.value());
         }
         for p in &self.hosts {
-            h.write_u64(lock(&p.rx).trace.value());
+            h.write_u64(lock(&p.recv.rx).trace.value());
         }
         h.value()
     }

@@ -16,7 +16,7 @@ use super::Mcp;
 use super::pool::{TxEntry, tx_buffer};
 use crate::frame::{ApiFrame, FrameError, FrameRepr, HEADER_LEN};
 use crate::hcb::{
-    self, DMA_RING, Layout, NUM_CHANNELS, RECV_SLOTS, SEND_SLOTS, counter, recv_chan, send_slot,
+    self, DMA_RING, Layout, NUM_CHANNELS, RECV_SLOTS, SEND_SLOTS, counter, recv_chan,
 };
 use myri_device::board::Lanai;
 use myri_device::dma::block::{FLAG_HOST_TO_LANAI, FLAG_TERMINAL, FLAG_WAKE};
@@ -33,7 +33,7 @@ const STRIDE: u32 = 32;
 /// receive descriptor: the payload length, then the channel's completion count after that
 /// delivery. One DMA block writes a record, length first, so a host that sees the count
 /// (the poll word it watches) also sees the length.
-pub const RECORD_LEN: u32 = 8;
+pub const RECORD_LEN: u32 = hcb::CompletionRepr::LEN as u32;
 
 /// One transfer of a chain.
 #[derive(Debug, Clone, Copy)]
@@ -250,6 +250,15 @@ pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     if was_busy && progressed && matches!(mcp.host.op, Op::Idle) {
         start_next(mcp, now, l);
     }
+    // A transfer just started may already be done (a short one, or an unthrottled
+    // engine): look once, as a control program spinning on the T bit would, instead of
+    // a whole loop iteration later.
+    if progressed && matches!(mcp.host.op, Op::ToHost { .. } | Op::FromHost { .. }) {
+        l.advance(now);
+        if advance_op(mcp, now, l) && matches!(mcp.host.op, Op::Idle) {
+            start_next(mcp, now, l);
+        }
+    }
     progressed
 }
 
@@ -361,9 +370,13 @@ fn target(mcp: &Mcp, l: &Lanai<'_>, header: &[u8]) -> Result<Option<(u8, Target)
         // The host claims more buffers than there are descriptors: its queue is corrupt.
         return Err(counter::DROP_CHANNEL);
     }
-    let d = mcp.layout.recv_slot(chan, done);
-    let host = (u64::from(hcb_read(l, d)) << 32) | u64::from(hcb_read(l, d + 4));
-    let capacity = hcb_read(l, d + 8);
+    let desc = l
+        .sram_ref()
+        .slice(mcp.layout.recv_slot(chan, done), hcb::RecvDescRepr::LEN)
+        .ok()
+        .and_then(|b| hcb::RecvDescRepr::parse(b).ok())
+        .unwrap_or_default();
+    let (host, capacity) = (desc.host, desc.capacity);
     let poll = (u64::from(hcb_read(l, c + recv_chan::POLL_HI)) << 32)
         | u64::from(hcb_read(l, c + recv_chan::POLL_LO));
     Ok(Some((
@@ -617,16 +630,23 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     if hcb_read(l, send) == head {
         return false;
     }
-    let slot = mcp.layout.send_slot(head);
-    let read = |o: u32| hcb_read(l, slot + o);
-    let (flags, len, chan, route, inline) = (
-        read(send_slot::FLAGS),
-        read(send_slot::LEN),
-        read(send_slot::CHAN),
-        read(send_slot::ROUTE),
-        read(send_slot::INLINE_LEN),
+    let at = mcp.layout.send_slot(head);
+    // The layout keeps every slot inside SRAM; a slot that cannot be read is all zeros
+    // (an empty DMA slot of route 0), which the checks below refuse like any bad one.
+    let slot = l
+        .sram_ref()
+        .slice(at, hcb::SendSlotRepr::LEN)
+        .ok()
+        .and_then(|b| hcb::SendSlotRepr::parse(b).ok())
+        .unwrap_or_default();
+    let (flags, len, chan, route, inline, host) = (
+        slot.flags,
+        slot.len,
+        slot.chan,
+        slot.route,
+        slot.inline_len,
+        slot.host,
     );
-    let host = (u64::from(read(send_slot::HOST_HI)) << 32) | u64::from(read(send_slot::HOST_LO));
     mcp.host.head = head.wrapping_add(1);
     let _ = l.sram().write_u32(send + 4, mcp.host.head);
 

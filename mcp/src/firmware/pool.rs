@@ -36,6 +36,8 @@ pub struct TxEntry {
 #[derive(Debug, Clone)]
 pub struct Ring<T: Copy> {
     entries: Vec<Option<T>>,
+    /// `len - 1` when the length is a power of two (an index is a mask, not a division).
+    mask: Option<u32>,
     incoming: u32,
     outgoing: u32,
 }
@@ -45,6 +47,7 @@ impl<T: Copy> Ring<T> {
     pub fn new(n: u32) -> Ring<T> {
         Ring {
             entries: vec![None; n as usize],
+            mask: n.is_power_of_two().then(|| n - 1),
             incoming: 0,
             outgoing: 0,
         }
@@ -52,6 +55,14 @@ impl<T: Copy> Ring<T> {
 
     fn cap(&self) -> u32 {
         self.entries.len() as u32
+    }
+
+    #[inline]
+    fn slot(&self, i: u32) -> usize {
+        match self.mask {
+            Some(m) => (i & m) as usize,
+            None => (i % self.cap()) as usize,
+        }
     }
 
     /// Entries queued.
@@ -84,7 +95,7 @@ impl<T: Copy> Ring<T> {
         if self.is_full() {
             return false;
         }
-        let i = (self.incoming % self.cap()) as usize;
+        let i = self.slot(self.incoming);
         self.entries[i] = Some(e);
         self.incoming = self.incoming.wrapping_add(1);
         true
@@ -95,7 +106,7 @@ impl<T: Copy> Ring<T> {
         if self.is_empty() {
             return None;
         }
-        self.entries[(self.outgoing % self.cap()) as usize]
+        self.entries[self.slot(self.outgoing)]
     }
 
     /// The oldest entry, writable.
@@ -103,7 +114,7 @@ impl<T: Copy> Ring<T> {
         if self.is_empty() {
             return None;
         }
-        let i = (self.outgoing % self.cap()) as usize;
+        let i = self.slot(self.outgoing);
         self.entries[i].as_mut()
     }
 
@@ -132,6 +143,11 @@ mod tests {
     #[test]
     fn full_leaves_one_spare_slot_and_indices_wrap() {
         let mut r: Ring<u32> = Ring::new(4);
+        let mut odd: Ring<u32> = Ring::new(3);
+        for i in 0..10 {
+            assert!(odd.push(i) && odd.push(i + 100));
+            assert_eq!((odd.pop(), odd.pop()), (Some(i), Some(i + 100)));
+        }
         assert!(r.is_empty() && !r.is_full());
         assert!(r.push(1) && r.push(2) && r.push(3));
         assert!(

@@ -72,8 +72,20 @@ fn finish(mcp: &mut Mcp, l: &mut Lanai<'_>, e: TxEntry, sent: bool) {
     }
 }
 
-/// Runs the send-DMA state machine one step. Returns whether it made progress.
+/// Runs the send-DMA state machine for as long as the send engine is idle and there is
+/// something to do (the engine takes the next piece as soon as it is free: with an
+/// unthrottled link, route, frame and the next packet go out in one call). Returns
+/// whether it made progress.
 pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
+    let mut progressed = false;
+    while one_step(mcp, now, l) {
+        progressed = true;
+    }
+    progressed
+}
+
+/// One action of the send-DMA state machine, if the engine can take it now.
+fn one_step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     let Some(e) = mcp.tx.head() else { return false };
     if !l.send_idle(now) {
         return false;

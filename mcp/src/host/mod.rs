@@ -35,8 +35,7 @@ use crate::firmware::host_dma::RECORD_LEN;
 use crate::firmware::{McpConfig, McpCounters};
 use crate::frame::HEADER_LEN;
 use crate::hcb::{
-    self, HCB_PTR, Layout, NUM_CHANNELS, NUM_ROUTES, RECV_SLOTS, SEND_SLOTS, off, recv_chan,
-    send_slot, state,
+    self, HCB_PTR, Layout, NUM_CHANNELS, NUM_ROUTES, RECV_SLOTS, SEND_SLOTS, off, recv_chan, state,
 };
 use crate::routes::{RouteFile, RouteId};
 use myri_device::board::{Board, bring_up, config};
@@ -133,8 +132,7 @@ impl Unit {
     }
 
     fn layout(&self) -> Option<Layout> {
-        let len = self.board(|b| b.sram().len());
-        Layout::new(len)
+        self.layout
     }
 
     /// Posts a receive buffer to its channel, or keeps it if the channel is not in use.
@@ -150,10 +148,11 @@ impl Unit {
             return;
         };
         let at = layout.recv_slot(u32::from(chan), c.posted_count);
-        let mut desc = [0u8; 12];
-        desc[0..4].copy_from_slice(&((host.bus_addr() >> 32) as u32).to_be_bytes());
-        desc[4..8].copy_from_slice(&(host.bus_addr() as u32).to_be_bytes());
-        desc[8..12].copy_from_slice(&(host.len() as u32).to_be_bytes());
+        let desc = hcb::RecvDescRepr {
+            host: host.bus_addr(),
+            capacity: host.len() as u32,
+        }
+        .to_bytes();
         c.posted.push_back((index, host.to_device()));
         c.posted_count = c.posted_count.wrapping_add(1);
         let posted = c.posted_count;
@@ -606,8 +605,7 @@ impl Api {
         if len > BUF_LEN {
             return self.error(ApiError::TooLong { len, max: BUF_LEN });
         }
-        let valid = route.0 < NUM_ROUTES && lock(&self.unit.state).routes[route.0 as usize];
-        if !valid {
+        if route.0 >= NUM_ROUTES {
             return self.error(ApiError::UnknownRoute(route));
         }
         Ok(())
@@ -625,6 +623,13 @@ impl Api {
         let unit = &self.unit;
         let l = self.layout;
         let mut st = lock(&unit.state);
+        if !st.routes[route.0 as usize] {
+            drop(st);
+            return Err((
+                self.error::<()>(ApiError::UnknownRoute(route)).unwrap_err(),
+                host,
+            ));
+        }
         if st.tail.wrapping_sub(st.sent) >= SEND_SLOTS {
             // The shadow says full: look at the real SENT (seed 000, Send Channel).
             unit.reap_locked(&mut st);
@@ -653,22 +658,16 @@ impl Api {
         } else {
             (0, len, header.len())
         };
-        let mut slot = [0u8; send_slot::LEN_OF_SLOT as usize];
-        let put = |slot: &mut [u8], at: u32, v: u32| {
-            slot[at as usize..at as usize + 4].copy_from_slice(&v.to_be_bytes())
-        };
-        put(&mut slot, send_slot::FLAGS, flags);
-        put(&mut slot, send_slot::LEN, wire_len as u32);
-        put(&mut slot, send_slot::CHAN, u32::from(chan));
-        put(&mut slot, send_slot::ROUTE, route.0);
-        put(
-            &mut slot,
-            send_slot::HOST_HI,
-            (host.bus_addr() >> 32) as u32,
-        );
-        put(&mut slot, send_slot::HOST_LO, host.bus_addr() as u32);
-        put(&mut slot, send_slot::INLINE_LEN, inline as u32);
-        put(&mut slot, send_slot::SEQ, seq);
+        let slot = hcb::SendSlotRepr {
+            flags,
+            len: wire_len as u32,
+            chan: u32::from(chan),
+            route: route.0,
+            host: host.bus_addr(),
+            inline_len: inline as u32,
+            seq,
+        }
+        .to_bytes();
         let now = unit.now();
         // The buffer is the board's before the slot that names it is published: the
         // Release hand-over must come first, or a running MCP could DMA from a page the
@@ -679,7 +678,9 @@ impl Api {
             (Some(host.to_device()), None)
         };
         let written = unit.board(|b| {
-            b.pci_write_bytes(payload_at, header)?;
+            if !header.is_empty() {
+                b.pci_write_bytes(payload_at, header)?;
+            }
             if let Some(h) = &host {
                 b.pci_write_bytes(payload_at + header.len() as u32, &h.as_slice()[..len])?;
             }
@@ -797,9 +798,13 @@ impl Api {
     /// The next packet on a channel, if one has arrived (seed 000, `myri_api0_recv`): a
     /// view of the buffer the board DMA'd it into.
     pub fn recv(&mut self, chan: &Channel) -> Result<Option<RecvBuf>, ApiError> {
-        self.channel_state(chan)?;
+        self.own_channel(chan)?;
         let unit = &self.unit;
         let mut st = lock(&unit.state);
+        if !st.chans[usize::from(chan.num)].initialized {
+            drop(st);
+            return self.error(ApiError::NotInitialized(chan.num));
+        }
         let Some(poll) = st.poll.as_ref() else {
             return Ok(None);
         };
@@ -883,10 +888,13 @@ impl Api {
     /// Lets the board work: in inline mode, runs the hardware and the MCP at `now`. Returns
     /// whether the MCP did anything.
     pub fn progress(&mut self, now: Time) -> bool {
-        self.unit.set_now(now);
         match self.unit.mode {
+            // `poll` tells the unit the time.
             Mode::Inline => self.unit.poll(now),
-            Mode::Threaded => false,
+            Mode::Threaded => {
+                self.unit.set_now(now);
+                false
+            }
         }
     }
 

@@ -193,6 +193,9 @@ pub struct HostCounters {
 /// A board as the host's driver sees it. See the module documentation.
 pub struct Unit {
     id: u64,
+    /// Where the HCB and the MCP's buffers are: fixed by the SRAM size (`None` if the
+    /// SRAM is too small to hold them).
+    pub(crate) layout: Option<crate::hcb::Layout>,
     pub(crate) node: Mutex<Firmware>,
     pub(crate) mem: Arc<HostMemory>,
     pub(crate) state: Mutex<UnitState>,
@@ -217,6 +220,7 @@ impl Unit {
         let mem = HostMemory::new(dma_base, DmaLayout::LEN, PAGE)
             .expect("the layout is page-aligned and non-empty");
         board.attach_host_memory(mem.clone());
+        let layout = crate::hcb::Layout::new(board.sram().len());
         let state = UnitState {
             users: 0,
             mcp_loaded: false,
@@ -234,6 +238,7 @@ impl Unit {
         };
         Arc::new(Unit {
             id: NEXT_UNIT.fetch_add(1, Ordering::Relaxed),
+            layout,
             node: Mutex::new(Firmware::new(board)),
             mem,
             state: Mutex::new(state),
@@ -302,7 +307,11 @@ impl Unit {
     }
 
     pub(crate) fn set_now(&self, now: Time) {
-        self.now.fetch_max(now.as_nanos(), Ordering::Relaxed);
+        // Most calls find the time already there or earlier: a load is cheaper than the
+        // read-modify-write, which only a later time needs.
+        if now.as_nanos() > self.now.load(Ordering::Relaxed) {
+            self.now.fetch_max(now.as_nanos(), Ordering::Relaxed);
+        }
     }
 
     /// Tells a threaded MCP that the host has queued work (the doorbell of this model).

@@ -747,7 +747,10 @@ impl SenderTotals {
             stale: s.stale,
             timed_out: u64::from(s.timed_out),
             rate: s.bytes_per_sec().map(|r| r / 1e6),
-            time: s.started.zip(s.acked).map_or(Duration::ZERO, |(a, b)| b.saturating_since(a)),
+            time: s
+                .started
+                .zip(s.acked)
+                .map_or(Duration::ZERO, |(a, b)| b.saturating_since(a)),
         }
     }
 }
