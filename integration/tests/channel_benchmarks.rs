@@ -10,8 +10,12 @@ const MODES: [ExecMode; 3] = [ExecMode::Inline, ExecMode::Threaded, ExecMode::Si
 #[test]
 fn pingpong_accounts_for_every_packet_in_every_mode() {
     for mode in MODES {
+        // A clean fabric loses nothing, so the timeout only guards against a hang: long
+        // enough that a busy machine descheduling a host thread for a while (inline and
+        // threaded modes run on the real clock) is not taken for a loss.
         let setup = Setup {
             mode,
+            timeout: Duration::from_secs(5),
             ..Setup::default()
         };
         let r = raw::pingpong(&setup, 64, 300, None).unwrap();
