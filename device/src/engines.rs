@@ -284,7 +284,7 @@ impl RecvEngine {
             && let Some((fabric, id)) = port
             && let Some(arrival) = fabric.receive(now, id)
         {
-            self.start(arrival, rmp, rml, sram, fabric);
+            self.start(arrival, rmp, rml, sram, (fabric, id));
         }
         if let RecvState::Receiving {
             start,
@@ -312,7 +312,14 @@ impl RecvEngine {
         bits
     }
 
-    fn start(&mut self, arrival: Arrival, rmp: u32, rml: u32, sram: &mut Sram, fabric: &Fabric) {
+    fn start(
+        &mut self,
+        arrival: Arrival,
+        rmp: u32,
+        rml: u32,
+        sram: &mut Sram,
+        port: (&Fabric, PortId),
+    ) {
         let contents = arrival.packet.contents();
         let room = (rml - rmp) as usize;
         let overrun = contents.len() > room;
@@ -326,9 +333,9 @@ impl RecvEngine {
             tail: arrival.tail,
             overrun,
         };
-        // The bytes are in SRAM now: the buffer goes back to the port that sent it, for its
-        // board's next send.
-        fabric.recycle(PortId(arrival.id.source), arrival.packet.into_storage());
+        // The bytes are in SRAM now: the buffer goes back for a next send.
+        let (fabric, at) = port;
+        fabric.recycle(at, PortId(arrival.id.source), arrival.packet.into_storage());
     }
 
     /// When the packet being received completes, if one is.

@@ -243,7 +243,7 @@ struct HostPort {
 }
 
 /// Spare packet buffers kept per port.
-const SPARES: usize = 64;
+const SPARES: usize = 16;
 
 impl RecvSide {
     fn publish(&self, rx: &RxQueue) {
@@ -600,15 +600,21 @@ impl Fabric {
             .unwrap_or_else(|| Vec::with_capacity(256))
     }
 
-    /// Gives an emptied packet buffer back to host port `at` for reuse: the port that
-    /// sent the packet, whose board needs the next buffer (a receiving board that kept it
-    /// would keep buffers it rarely needs while the sender allocates new ones).
-    pub fn recycle(&self, at: PortId, mut buf: Vec<u8>) {
-        if let Some(h) = self.hosts.get(at.0 as usize) {
-            buf.clear();
-            let mut spare = lock(&h.spare);
-            if spare.len() < SPARES {
-                spare.push(buf);
+    /// Gives an emptied packet buffer, received at host port `at` from host port `from`,
+    /// back for reuse: to `at`'s board, which sends the next packet from it (in a
+    /// ping-pong the buffer goes straight back, already in that core's cache), or, once
+    /// `at` keeps enough, to `from`, whose board needs buffers for what it keeps sending
+    /// (a stream: the sender would otherwise allocate a buffer per packet, freed on the
+    /// receiver's thread).
+    pub fn recycle(&self, at: PortId, from: PortId, mut buf: Vec<u8>) {
+        buf.clear();
+        for port in [at, from] {
+            if let Some(h) = self.hosts.get(port.0 as usize) {
+                let mut spare = lock(&h.spare);
+                if spare.len() < SPARES {
+                    spare.push(buf);
+                    return;
+                }
             }
         }
     }
