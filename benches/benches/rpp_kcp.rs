@@ -94,10 +94,14 @@ fn protocol_table(data: &Rc<[u8]>) -> Vec<(f64, Protocol, Protocol)> {
         "loss", "rpp", "kcp/1us", "kcp/10us", "kcp/100us", "kcp/1ms", "kcp best", "", "rpp/kcp"
     );
     println!("goodput, MB per virtual second (10^6 B/s):");
+    let mut lossless = 0.0f64;
     for loss in LOSSES {
         let g: HashMap<Protocol, f64> = protocols()
             .map(|p| (p, goodput(p, loss, data) / 1e6))
             .collect();
+        if loss == 0.0 {
+            lossless = g.values().copied().fold(0.0, f64::max);
+        }
         let kcp = best_kcp(|p| g[&p]);
         println!(
             "{:>5} | {:>13.1} {:>13.1} {:>13.1} {:>13.1} {:>13.1} | {:>13.1} {:>10} {:>7.2}",
@@ -113,6 +117,14 @@ fn protocol_table(data: &Rc<[u8]>) -> Vec<(f64, Protocol, Protocol)> {
         );
         best.push((loss, kcp, kcp));
     }
+    println!(
+        "(the link's ceiling at loss p is about the lossless goodput times 1 - p: {})",
+        LOSSES
+            .iter()
+            .map(|&p| format!("{:.0} at {}", lossless * (1.0 - p), pct(p)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!("8 B ping-pong round trip, virtual us, mean (p99):");
     for (loss, _, best_latency) in &mut best {
         let l: HashMap<Protocol, (f64, f64)> =
