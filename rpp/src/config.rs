@@ -42,7 +42,9 @@ pub struct Config {
     /// Probe a silent peer after this long.
     pub keepalive: Duration,
     /// Consecutive timeouts (retransmissions, probes or introductions) without an answer
-    /// before the peer is declared gone.
+    /// before the peer is declared gone. On a channel that loses a fraction `p` of
+    /// packets each way, a live peer is declared gone with probability about
+    /// `(1 - (1 - p)^2)^max_retries`: raise it for very lossy channels.
     pub max_retries: u32,
     /// Hand a message that arrives whole and in order to the caller as a range of the
     /// datagram it came in ([`Received::InPlace`](crate::Received::InPlace)), instead of

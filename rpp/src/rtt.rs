@@ -2,8 +2,9 @@
 //!
 //! `srtt` and `rttvar` follow RFC 6298 §2 (alpha = 1/8, beta = 1/4), the timeout is
 //! `srtt + max(G, 4 * rttvar)` clamped to a configured floor and ceiling, and every
-//! expiry doubles it until an acknowledgement of new data arrives (§5.5). Samples come
-//! only from packets sent once (Karn's rule: the caller checks), and the peer's reported
+//! expiry doubles it (§5.5) until a new sample arrives (Karn's algorithm keeps the
+//! backed-off value until then). Samples come only from packets sent once (Karn's rule:
+//! the caller checks), and the peer's reported
 //! ack delay is taken off them when it does not make them smaller than the minimum seen.
 
 use std::time::Duration;
@@ -43,10 +44,11 @@ impl RttEstimator {
     /// delay the peer says it held the ack.
     pub fn sample(&mut self, rtt: Duration, ack_delay: Duration) {
         self.min_rtt = self.min_rtt.min(rtt);
-        let rtt = if rtt.saturating_sub(ack_delay) >= self.min_rtt {
-            rtt - ack_delay
-        } else {
-            rtt
+        // The peer's ack delay comes off unless it is more than the sample, or would
+        // take it below the smallest seen (a lying or confused peer).
+        let rtt = match rtt.checked_sub(ack_delay) {
+            Some(adjusted) if adjusted >= self.min_rtt => adjusted,
+            _ => rtt,
         };
         self.latest = rtt;
         match self.srtt {
@@ -62,8 +64,8 @@ impl RttEstimator {
         }
     }
 
-    /// New data was acknowledged: the backoff ends (RFC 6298 §5.7 keeps the doubled value
-    /// until then).
+    /// A packet sent once was acknowledged (a valid sample): the backoff ends. Karn's
+    /// algorithm keeps the doubled value until then.
     pub fn reset_backoff(&mut self) {
         self.backoff = 0;
     }
@@ -139,6 +141,14 @@ mod tests {
         assert_eq!(r.rto(), us(5000), "never above the ceiling");
         r.reset_backoff();
         assert_eq!(r.rto(), us(300));
+    }
+
+    #[test]
+    fn an_ack_delay_longer_than_the_sample_is_ignored() {
+        let mut r = RttEstimator::new(us(1000), us(1), us(1_000_000));
+        r.sample(Duration::ZERO, Duration::ZERO);
+        r.sample(us(10), us(50));
+        assert_eq!(r.latest(), us(10));
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub enum ConnectionError {
     /// breaks message framing): nothing it sends can be trusted.
     #[error("protocol violation by the peer: {0}")]
     ProtocolViolation(&'static str),
+    /// The application (or the channel under it) gave up on the peer: see
+    /// [`Connection::abort`].
+    #[error("connection aborted: {0}")]
+    Aborted(&'static str),
 }
 
 /// Something the application should know. See [`Connection::poll_event`].
@@ -349,6 +353,16 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
     }
 
+    /// Fails the connection now, for a reason the layer below knows and the protocol
+    /// cannot see (the peer's process died, its link is gone for good). Every message not
+    /// fully acknowledged comes back in [`Event::Failed`]; nothing more is sent or
+    /// delivered. Does nothing on a closed or failed connection.
+    pub fn abort(&mut self, now: Instant, why: &'static str) {
+        if !matches!(self.state, State::Closed | State::Failed) {
+            self.fail(now, ConnectionError::Aborted(why));
+        }
+    }
+
     /// Takes back a buffer from [`Event::Message`] for reuse.
     pub fn recycle(&mut self, buf: Vec<u8>) {
         self.recv.recycle(buf);
@@ -536,12 +550,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if out.newly_acked > 0 {
             self.stats.acks_received += 1;
             self.timeouts = 0;
-            self.rtt.reset_backoff();
             self.trace.record(now, "acked", u64::from(out.newly_acked));
         }
         if let Some(rtt) = out.rtt {
             self.rtt
                 .sample(rtt, Duration::from_micros(u64::from(repr.ack_delay_us)));
+            // Karn's algorithm: a backed-off timeout stands until a packet sent once is
+            // acknowledged. Going back on any ack would let a timeout shorter than a
+            // queue's delay fire again and again, each time resending the window.
+            self.rtt.reset_backoff();
         }
         if out.lost > 0 {
             self.stats.lost += u64::from(out.lost);

@@ -26,6 +26,10 @@ pub(crate) struct Sent {
     pub(crate) msg_id: u64,
     pub(crate) frag: u32,
     pub(crate) sent_at: Instant,
+    /// When it was last transmitted, in the order of all transmissions (new and
+    /// retransmitted): loss evidence counts transmissions, so a retransmission is only
+    /// declared lost by packets sent after it.
+    pub(crate) order: u64,
     pub(crate) transmissions: u16,
     pub(crate) acked: bool,
     /// Counted against the window.
@@ -65,7 +69,10 @@ pub(crate) struct SendState<B> {
     pub(crate) snd_una: u32,
     pub(crate) snd_nxt: u32,
     pub(crate) in_flight: u32,
-    largest_acked: Option<u32>,
+    /// Transmissions so far.
+    tx_order: u64,
+    /// The latest transmission (by order) known to have arrived; 0 before any.
+    largest_acked_order: u64,
     retransmit: VecDeque<u32>,
     pub(crate) queued_bytes: usize,
     /// Packets beyond `snd_una` the peer lets us send.
@@ -83,7 +90,8 @@ impl<B: AsRef<[u8]>> SendState<B> {
             snd_una: 0,
             snd_nxt: 0,
             in_flight: 0,
-            largest_acked: None,
+            tx_order: 0,
+            largest_acked_order: 0,
             retransmit: VecDeque::new(),
             queued_bytes: 0,
             peer_credit: initial_credit,
@@ -171,10 +179,12 @@ impl<B: AsRef<[u8]>> SendState<B> {
         }
         let seq = self.snd_nxt;
         self.snd_nxt = self.snd_nxt.wrapping_add(1);
+        self.tx_order += 1;
         self.unacked.push_back(Sent {
             msg_id: id,
             frag,
             sent_at: now,
+            order: self.tx_order,
             transmissions: 1,
             acked: false,
             in_flight: true,
@@ -187,6 +197,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
     /// The next lost packet to send again: `(seq, msg_id, frag)`.
     pub(crate) fn next_retransmit(&mut self, now: Instant) -> Option<(u32, u64, u32)> {
         while let Some(seq) = self.retransmit.pop_front() {
+            let order = self.tx_order + 1;
             let Some(s) = self.sent_mut(seq) else {
                 continue;
             };
@@ -196,8 +207,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
             s.lost = false;
             s.in_flight = true;
             s.sent_at = now;
+            s.order = order;
             s.transmissions = s.transmissions.saturating_add(1);
             let (id, frag) = (s.msg_id, s.frag);
+            self.tx_order = order;
             self.in_flight += 1;
             return Some((seq, id, frag));
         }
@@ -240,23 +253,26 @@ impl<B: AsRef<[u8]>> SendState<B> {
         &mut self,
         seq: u32,
         out: &mut AckOutcome<B>,
-        newest: &mut Option<(u32, Instant, u16)>,
+        newest: &mut Option<(u64, Instant, u16)>,
     ) {
         let Some(s) = self.sent_mut(seq) else { return };
         if s.acked {
             return;
         }
         s.acked = true;
-        let (was_in_flight, msg_id, sent_at, tx) =
-            (s.in_flight, s.msg_id, s.sent_at, s.transmissions);
+        let (was_in_flight, msg_id, sent_at, order, tx) =
+            (s.in_flight, s.msg_id, s.sent_at, s.order, s.transmissions);
         s.in_flight = false;
         s.lost = false;
         if was_in_flight {
             self.in_flight -= 1;
         }
         out.newly_acked += 1;
-        if newest.is_none_or(|(n, _, _)| seq_lt(n, seq)) {
-            *newest = Some((seq, sent_at, tx));
+        // Only a packet transmitted once says which transmission arrived: an ack of a
+        // retransmitted one may be for its first copy, and taking it as evidence would
+        // declare everything sent before the retransmission lost.
+        if tx == 1 && newest.is_none_or(|(n, _, _)| n < order) {
+            *newest = Some((order, sent_at, tx));
         }
         if let Some(m) = self.message_mut(msg_id) {
             m.acked += 1;
@@ -310,10 +326,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 seq = seq.wrapping_add(1);
             }
         }
-        if let Some((seq, sent_at, tx)) = newest
-            && self.largest_acked.is_none_or(|l| seq_lt(l, seq))
+        if let Some((order, sent_at, tx)) = newest
+            && order > self.largest_acked_order
         {
-            self.largest_acked = Some(seq);
+            self.largest_acked_order = order;
             // Karn's rule: only a packet sent once gives an unambiguous sample.
             if tx == 1 {
                 out.rtt = Some(now.saturating_duration_since(sent_at));
@@ -332,25 +348,25 @@ impl<B: AsRef<[u8]>> SendState<B> {
             self.messages.pop_front();
             self.packetize = self.packetize.saturating_sub(1);
         }
-        // Loss detection from ack evidence (RFC 9002 §6.1): a packet before the largest
-        // acknowledged one is lost once enough later packets, or enough time, have passed.
-        if let Some(largest) = self.largest_acked {
-            let mut seq = self.snd_una;
-            while seq_lt(seq, largest) {
-                let behind = largest.wrapping_sub(seq);
-                if let Some(s) = self.sent_mut(seq)
-                    && !s.acked
-                    && s.in_flight
-                    && (behind >= packet_threshold
+        // Loss detection from ack evidence (RFC 9002 §6.1, by transmission as RACK does,
+        // since a retransmission keeps its sequence number): a packet transmitted before
+        // the latest one known to have arrived is lost once `packet_threshold`
+        // transmissions after it have arrived, or it has been out for `time_threshold`.
+        if newest.is_some() {
+            let largest = self.largest_acked_order;
+            for (i, s) in self.unacked.iter_mut().enumerate() {
+                if s.in_flight
+                    && s.order < largest
+                    && (largest - s.order >= u64::from(packet_threshold)
                         || now.saturating_duration_since(s.sent_at) >= time_threshold)
                 {
                     s.lost = true;
                     s.in_flight = false;
                     self.in_flight -= 1;
-                    self.retransmit.push_back(seq);
+                    self.retransmit
+                        .push_back(self.snd_una.wrapping_add(i as u32));
                     out.lost += 1;
                 }
-                seq = seq.wrapping_add(1);
             }
         }
         Ok(out)
@@ -366,7 +382,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.snd_una = 0;
         self.snd_nxt = 0;
         self.in_flight = 0;
-        self.largest_acked = None;
+        self.largest_acked_order = 0;
         self.queued_bytes = 0;
         // A peer that starts over expects message 0 first.
         self.next_msg_id = 0;

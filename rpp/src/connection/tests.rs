@@ -754,3 +754,29 @@ fn config_is_checked() {
         "incarnation 0 is reserved"
     );
 }
+
+#[test]
+fn abort_fails_at_once_and_hands_everything_back() {
+    let (mut a, mut b) = established();
+    a.send(b"in flight".to_vec()).unwrap();
+    for p in transmit(&mut a, at(1)) {
+        b.handle_packet(at(2), &p);
+    }
+    a.send(b"queued".to_vec()).unwrap();
+    a.abort(at(3), "peer process died");
+    assert_eq!(a.state(), State::Failed);
+    let ev = events(&mut a);
+    let [
+        Event::Failed {
+            error: ConnectionError::Aborted("peer process died"),
+            unsent,
+        },
+    ] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(unsent, &vec![b"in flight".to_vec(), b"queued".to_vec()]);
+    assert!(transmit(&mut a, at(4)).is_empty() && a.poll_timeout().is_none());
+    a.abort(at(5), "again");
+    assert!(events(&mut a).is_empty(), "aborting twice does nothing");
+}

@@ -1,0 +1,79 @@
+//! Arbitrary datagrams, interleaved with sends, timeouts and polls, into an RPP
+//! connection: nothing panics, and what the receiver holds stays bounded.
+//!
+//! The input is a list of operations `[op][len: u16 le][bytes]`. Datagrams go in either
+//! as they are (mostly stopped by the CRC-32C) or with a fixed-up version, connection id
+//! and a valid CRC, so the parser and the state machine behind the CRC are reached too.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use myri_rpp::wire::{self, HEADER_LEN};
+use myri_rpp::{Config, Connection, Instant};
+use std::time::Duration;
+
+const CONN_ID: u32 = 0x00C0_FFEE;
+
+fn config() -> Config {
+    Config {
+        mtu: 1500,
+        recv_window: 32,
+        send_window: 32,
+        recv_buffer_bytes: 64 << 10,
+        max_message_len: 64 << 10,
+        max_queued_bytes: 256 << 10,
+        max_queued_messages: 64,
+        ..Config::default()
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut conn: Connection<Vec<u8>> =
+        Connection::new(config(), 5, CONN_ID, Instant::ZERO).expect("valid config");
+    let mut now = Instant::ZERO;
+    let mut out = vec![0u8; 1500];
+    let mut rest = data;
+    while rest.len() >= 3 {
+        let op = rest[0];
+        let len = usize::from(u16::from_le_bytes([rest[1], rest[2]])).min(rest.len() - 3);
+        let bytes = &rest[3..3 + len];
+        rest = &rest[3 + len..];
+        match op % 6 {
+            0 => {
+                conn.handle_packet(now, bytes);
+            }
+            1 => {
+                // Make it look like ours, with a valid CRC.
+                let mut p = bytes.to_vec();
+                if p.len() >= HEADER_LEN {
+                    p[0] = wire::VERSION;
+                    p[1] &= wire::flags::ALL;
+                    p[3] = 0;
+                    p[4..8].copy_from_slice(&CONN_ID.to_be_bytes());
+                    p[62] = 0;
+                    p[63] = 0;
+                    let header_len = wire::Header::new_unchecked(&p[..]).header_len().min(p.len());
+                    let (h, payload) = p.split_at_mut(header_len);
+                    if h.len() >= HEADER_LEN {
+                        wire::seal(h, payload);
+                    }
+                }
+                conn.handle_packet(now, &p);
+            }
+            2 => {
+                let micros = u64::from(bytes.first().copied().unwrap_or(0)) << 4;
+                now += Duration::from_micros(micros);
+                if conn.poll_timeout().is_some_and(|t| t <= now) {
+                    conn.handle_timeout(now);
+                }
+            }
+            3 => {
+                let _ = conn.send(bytes.to_vec());
+            }
+            4 => while conn.poll_transmit(now, &mut out).is_some() {},
+            _ => while conn.poll_event().is_some() {},
+        }
+        let c = config();
+        assert!(conn.recv_held() <= 2 * c.recv_buffer_bytes + c.mtu, "holds {}", conn.recv_held());
+        assert!(conn.queued_bytes() <= c.max_queued_bytes);
+    }
+});
