@@ -68,7 +68,7 @@ impl Default for Config {
             rto_min: Duration::from_micros(50),
             rto_max: Duration::from_secs(1),
             ack_every: 2,
-            ack_delay: Duration::from_micros(200),
+            ack_delay: Duration::from_micros(25),
             packet_threshold: 3,
             time_threshold_eighths: 9,
             keepalive: Duration::from_millis(100),

@@ -83,5 +83,5 @@ pub use connection::{
     Connection, ConnectionError, DropReason, Event, Gather, MessageId, Received, SendError, State,
 };
 pub use rtt::RttEstimator;
-pub use stats::{Stats, Trace, TraceEvent};
+pub use stats::{Stats, Trace, TraceEvent, TraceKind};
 pub use time::Instant;

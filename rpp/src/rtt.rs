@@ -1,7 +1,7 @@
 //! Round-trip time estimation and the retransmission timeout (RFC 6298).
 //!
 //! `srtt` and `rttvar` follow RFC 6298 §2 (alpha = 1/8, beta = 1/4), the timeout is
-//! `srtt + max(G, 4 * rttvar)` clamped to a configured floor and ceiling, and every
+//! `srtt + max(G, 4 * rttvar) + max_ack_delay` clamped to a configured floor and ceiling, and every
 //! expiry doubles it (§5.5) until a new sample arrives (Karn's algorithm keeps the
 //! backed-off value until then). Samples come only from packets sent once (Karn's rule:
 //! the caller checks), and the peer's reported
@@ -22,13 +22,17 @@ pub struct RttEstimator {
     initial: Duration,
     floor: Duration,
     ceiling: Duration,
+    max_ack_delay: Duration,
     backoff: u32,
+    /// `rto()`, computed when an input changes (it is read on every packet).
+    rto: Duration,
 }
 
 impl RttEstimator {
-    /// An estimator with no samples yet.
+    /// An estimator with no samples yet: `initial` is the timeout before the first
+    /// sample, `floor` and `ceiling` bound it.
     pub fn new(initial: Duration, floor: Duration, ceiling: Duration) -> RttEstimator {
-        RttEstimator {
+        let mut r = RttEstimator {
             srtt: None,
             rttvar: Duration::ZERO,
             min_rtt: Duration::MAX,
@@ -36,8 +40,29 @@ impl RttEstimator {
             initial,
             floor,
             ceiling: ceiling.max(floor),
+            max_ack_delay: Duration::ZERO,
             backoff: 0,
-        }
+            rto: Duration::ZERO,
+        };
+        r.update();
+        r
+    }
+
+    /// The longest the peer holds an acknowledgement: the timeout waits for it too
+    /// (RFC 9002's probe timeout adds it the same way).
+    pub fn with_max_ack_delay(mut self, delay: Duration) -> RttEstimator {
+        self.max_ack_delay = delay;
+        self.update();
+        self
+    }
+
+    fn update(&mut self) {
+        let base = match self.srtt {
+            None => self.initial,
+            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY) + self.max_ack_delay,
+        };
+        let base = base.clamp(self.floor, self.ceiling);
+        self.rto = base.saturating_mul(1 << self.backoff).min(self.ceiling);
     }
 
     /// Takes one sample: the time from sending a packet (sent once) to its ack, and the
@@ -62,17 +87,20 @@ impl RttEstimator {
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }
         }
+        self.update();
     }
 
     /// A packet sent once was acknowledged (a valid sample): the backoff ends. Karn's
     /// algorithm keeps the doubled value until then.
     pub fn reset_backoff(&mut self) {
         self.backoff = 0;
+        self.update();
     }
 
     /// The timer expired: double the timeout (§5.5).
     pub fn back_off(&mut self) {
         self.backoff = (self.backoff + 1).min(16);
+        self.update();
     }
 
     /// The smoothed round-trip time, or the initial timeout before any sample.
@@ -96,13 +124,9 @@ impl RttEstimator {
     }
 
     /// The retransmission timeout, backoff included.
+    #[inline]
     pub fn rto(&self) -> Duration {
-        let base = match self.srtt {
-            None => self.initial,
-            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY),
-        };
-        let base = base.clamp(self.floor, self.ceiling);
-        base.saturating_mul(1 << self.backoff).min(self.ceiling)
+        self.rto
     }
 }
 
@@ -149,6 +173,13 @@ mod tests {
         r.sample(Duration::ZERO, Duration::ZERO);
         r.sample(us(10), us(50));
         assert_eq!(r.latest(), us(10));
+    }
+
+    #[test]
+    fn the_timeout_waits_for_the_peers_ack_delay() {
+        let mut r = RttEstimator::new(us(1000), us(10), us(1_000_000)).with_max_ack_delay(us(25));
+        r.sample(us(100), Duration::ZERO);
+        assert_eq!(r.rto(), us(325));
     }
 
     #[test]

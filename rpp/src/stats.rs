@@ -61,19 +61,70 @@ pub struct Stats {
     pub peer_credit: u32,
 }
 
+/// What happened, in a traced protocol event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum TraceKind {
+    /// The peer's incarnation became known (argument: the incarnation).
+    Connected = 1,
+    /// A message was delivered (argument: its id or length).
+    Deliver,
+    /// Packets were newly acknowledged (argument: how many).
+    Acked,
+    /// Packets were declared lost by acknowledgement evidence (argument: how many).
+    Lost,
+    /// A packet was sent again (argument: its sequence number).
+    Retransmit,
+    /// The retransmission timer fired (argument: timeouts in a row).
+    Rto,
+    /// A data packet arrived twice (argument: its sequence number).
+    Duplicate,
+    /// A datagram was dropped (argument: the [`DropReason`](crate::DropReason) as a
+    /// number).
+    Drop,
+    /// The peer restarted (argument: its new incarnation).
+    PeerRestarted,
+    /// The peer closed the connection.
+    PeerClosed,
+    /// This side's close finished.
+    Closed,
+    /// The connection failed.
+    Fail,
+}
+
+impl TraceKind {
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceKind::Connected => "connected",
+            TraceKind::Deliver => "deliver",
+            TraceKind::Acked => "acked",
+            TraceKind::Lost => "lost",
+            TraceKind::Retransmit => "retransmit",
+            TraceKind::Rto => "rto",
+            TraceKind::Duplicate => "dup",
+            TraceKind::Drop => "drop",
+            TraceKind::PeerRestarted => "peer_restarted",
+            TraceKind::PeerClosed => "peer_closed",
+            TraceKind::Closed => "closed",
+            TraceKind::Fail => "fail",
+        }
+    }
+}
+
 /// One traced protocol event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceEvent {
     /// When.
     pub at: Instant,
-    /// What: a short name.
-    pub what: &'static str,
+    /// What.
+    pub kind: TraceKind,
     /// A sequence number, message id or count the event concerns.
     pub arg: u64,
 }
 
-/// The event trace: always a hash (FNV-1a over events), and the events themselves when
-/// tracing is on (bounded).
+/// The event trace: always a hash (FNV-1a style over events), and the events themselves
+/// when tracing is on (bounded).
 #[derive(Debug, Clone)]
 pub struct Trace {
     hash: u64,
@@ -91,18 +142,15 @@ impl Trace {
         }
     }
 
-    pub(crate) fn record(&mut self, at: Instant, what: &'static str, arg: u64) {
-        let tag = what
-            .bytes()
-            .fold(0u64, |h, b| h.rotate_left(8) ^ u64::from(b));
-        for w in [at.as_nanos(), tag, arg] {
+    #[inline]
+    pub(crate) fn record(&mut self, at: Instant, kind: TraceKind, arg: u64) {
+        for w in [at.as_nanos(), kind as u64, arg] {
             self.hash = (self.hash ^ w).wrapping_mul(0x0000_0100_0000_01b3);
-            self.hash ^= self.hash >> 29;
         }
         if let Some(e) = &mut self.events
             && e.len() < TRACE_LIMIT
         {
-            e.push(TraceEvent { at, what, arg });
+            e.push(TraceEvent { at, kind, arg });
         }
     }
 

@@ -2,41 +2,43 @@
 //! ([`HeaderRepr`]), in the manner of smoltcp's wire modules.
 //!
 //! ```text
-//!  0  version (1)       1  flags            2  sack count       3  reserved (0)
+//!  0  version (1)       1  flags            2  sack words       3  reserved (0)
 //!  4  connection id
 //!  8  sender's incarnation                         (u64)
 //! 16  the incarnation the sender believes the receiver has (u64, 0 = not yet known)
 //! 24  sequence number of this packet (with DATA)
 //! 28  cumulative ack: every sequence number before it was received
-//! 32  receiver credit: packets the sender may send beyond the cumulative ack
+//! 32  receiver credit: sequence numbers the sender may use beyond the cumulative ack
 //! 36  D-SACK: 1 + a sequence number just received twice (0 = none)
 //! 40  message id (u64)
 //! 48  fragment index          52  fragment count          56  message length
-//! 60  ack delay, microseconds (u16)                          62  reserved (0)
-//! 64  CRC-32C of the whole packet with this field zero
-//! 68  SACK ranges: count x [start, end) of sequence numbers received beyond the ack
+//! 60  transmission number of this packet (with DATA; every send and resend has its own)
+//! 64  echo: the latest transmission number received from the peer (0 = none yet)
+//! 68  ack delay, microseconds (u16): how long the echoed packet waited for this one
+//! 70  reserved (0)
+//! 72  CRC-32C of the whole packet with this field zero
+//! 76  SACK bitmap: sack words x u64; bit i (from the most significant bit of the first
+//!     word) set means sequence number ack + 1 + i was received
 //! ..  payload
 //! ```
 //!
-//! All fields are big-endian. Sequence numbers are 32-bit and compared with serial
-//! arithmetic ([`seq_lt`]).
+//! All fields are big-endian. Sequence and transmission numbers are 32-bit and compared
+//! with serial arithmetic ([`seq_lt`]).
+//!
+//! The echo makes acknowledgements unambiguous: a sender that resent a packet learns which
+//! transmission arrived, so it measures round trips from resent packets too and detects a
+//! lost resend as quickly as a lost first send (TCP's timestamps play this part).
 
-use crc::{CRC_32_ISCSI, Crc, Table};
 use thiserror::Error;
 
 /// The version this crate speaks.
 pub const VERSION: u8 = 1;
 /// Bytes of the fixed header.
-pub const HEADER_LEN: usize = 68;
-/// The most SACK ranges one header carries.
-pub const MAX_SACK: usize = 4;
-/// Bytes of one SACK range.
-pub const SACK_LEN: usize = 8;
-/// The most header bytes a packet may need (fixed part and all SACK ranges).
-pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACK * SACK_LEN;
-
-/// CRC-32C (Castagnoli), as iSCSI and SCTP use it.
-pub const CRC32C: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_ISCSI);
+pub const HEADER_LEN: usize = 76;
+/// The most 64-bit words of SACK bitmap one header carries (512 sequence numbers).
+pub const MAX_SACK_WORDS: usize = 8;
+/// The most header bytes a packet may need (fixed part and a full SACK bitmap).
+pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACK_WORDS * 8;
 
 /// Header flag bits.
 pub mod flags {
@@ -56,7 +58,7 @@ mod field {
     pub type Field = core::ops::Range<usize>;
     pub const VERSION: usize = 0;
     pub const FLAGS: usize = 1;
-    pub const SACK_COUNT: usize = 2;
+    pub const SACK_WORDS: usize = 2;
     pub const RESERVED: usize = 3;
     pub const CONN_ID: Field = 4..8;
     pub const SRC_INC: Field = 8..16;
@@ -69,9 +71,11 @@ mod field {
     pub const FRAG_INDEX: Field = 48..52;
     pub const FRAG_COUNT: Field = 52..56;
     pub const MSG_LEN: Field = 56..60;
-    pub const ACK_DELAY: Field = 60..62;
-    pub const RESERVED2: Field = 62..64;
-    pub const CRC: Field = 64..68;
+    pub const TX: Field = 60..64;
+    pub const ECHO: Field = 64..68;
+    pub const ACK_DELAY: Field = 68..70;
+    pub const RESERVED2: Field = 70..72;
+    pub const CRC: Field = 72..76;
 }
 
 /// `a` is before `b` in serial-number order.
@@ -114,12 +118,19 @@ pub struct Header<T: AsRef<[u8]>> {
     buffer: T,
 }
 
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b.try_into().expect("4 bytes"))
+#[inline]
+fn be16(b: &[u8], f: field::Field) -> u16 {
+    u16::from_be_bytes([b[f.start], b[f.start + 1]])
 }
 
-fn be64(b: &[u8]) -> u64 {
-    u64::from_be_bytes(b.try_into().expect("8 bytes"))
+#[inline]
+fn be32(b: &[u8], f: field::Field) -> u32 {
+    u32::from_be_bytes([b[f.start], b[f.start + 1], b[f.start + 2], b[f.start + 3]])
+}
+
+#[inline]
+fn be64(b: &[u8], f: field::Field) -> u64 {
+    (u64::from(be32(b, f.start..f.start + 4)) << 32) | u64::from(be32(b, f.start + 4..f.end))
 }
 
 impl<T: AsRef<[u8]>> Header<T> {
@@ -128,7 +139,7 @@ impl<T: AsRef<[u8]>> Header<T> {
         Header { buffer }
     }
 
-    /// Wraps bytes after checking they hold the fixed header and its SACK ranges.
+    /// Wraps bytes after checking they hold the fixed header and its SACK bitmap.
     pub fn new_checked(buffer: T) -> Result<Header<T>, WireError> {
         let h = Header { buffer };
         let len = h.buffer.as_ref().len();
@@ -145,103 +156,113 @@ impl<T: AsRef<[u8]>> Header<T> {
         Ok(h)
     }
 
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
+    /// The fixed header (the caller checked the length).
+    #[inline]
+    fn fixed(&self) -> &[u8; HEADER_LEN] {
+        self.buffer.as_ref()[..HEADER_LEN]
+            .try_into()
+            .expect("checked length")
     }
 
     /// Version.
     pub fn version(&self) -> u8 {
-        self.b()[field::VERSION]
+        self.fixed()[field::VERSION]
     }
     /// Flags.
     pub fn flags(&self) -> u8 {
-        self.b()[field::FLAGS]
+        self.fixed()[field::FLAGS]
     }
-    /// Number of SACK ranges.
-    pub fn sack_count(&self) -> usize {
-        usize::from(self.b()[field::SACK_COUNT])
+    /// Words of SACK bitmap.
+    pub fn sack_words(&self) -> usize {
+        usize::from(self.fixed()[field::SACK_WORDS])
     }
-    /// Bytes of header, SACK ranges included.
+    /// Bytes of header, SACK bitmap included.
     pub fn header_len(&self) -> usize {
-        HEADER_LEN + self.sack_count() * SACK_LEN
+        HEADER_LEN + self.sack_words() * 8
     }
     /// Connection id.
     pub fn conn_id(&self) -> u32 {
-        be32(&self.b()[field::CONN_ID])
+        be32(self.fixed(), field::CONN_ID)
     }
     /// Sender's incarnation.
     pub fn src_incarnation(&self) -> u64 {
-        be64(&self.b()[field::SRC_INC])
+        be64(self.fixed(), field::SRC_INC)
     }
     /// Receiver's incarnation as the sender believes it.
     pub fn dst_incarnation(&self) -> u64 {
-        be64(&self.b()[field::DST_INC])
+        be64(self.fixed(), field::DST_INC)
     }
     /// Sequence number.
     pub fn seq(&self) -> u32 {
-        be32(&self.b()[field::SEQ])
+        be32(self.fixed(), field::SEQ)
     }
     /// Cumulative ack.
     pub fn ack(&self) -> u32 {
-        be32(&self.b()[field::ACK])
+        be32(self.fixed(), field::ACK)
     }
     /// Receiver credit.
     pub fn credit(&self) -> u32 {
-        be32(&self.b()[field::CREDIT])
+        be32(self.fixed(), field::CREDIT)
     }
     /// D-SACK field.
     pub fn dsack(&self) -> u32 {
-        be32(&self.b()[field::DSACK])
+        be32(self.fixed(), field::DSACK)
     }
     /// Message id.
     pub fn msg_id(&self) -> u64 {
-        be64(&self.b()[field::MSG_ID])
+        be64(self.fixed(), field::MSG_ID)
     }
     /// Fragment index.
     pub fn frag_index(&self) -> u32 {
-        be32(&self.b()[field::FRAG_INDEX])
+        be32(self.fixed(), field::FRAG_INDEX)
     }
     /// Fragment count.
     pub fn frag_count(&self) -> u32 {
-        be32(&self.b()[field::FRAG_COUNT])
+        be32(self.fixed(), field::FRAG_COUNT)
     }
     /// Message length.
     pub fn msg_len(&self) -> u32 {
-        be32(&self.b()[field::MSG_LEN])
+        be32(self.fixed(), field::MSG_LEN)
+    }
+    /// Transmission number.
+    pub fn tx(&self) -> u32 {
+        be32(self.fixed(), field::TX)
+    }
+    /// Echoed transmission number.
+    pub fn echo(&self) -> u32 {
+        be32(self.fixed(), field::ECHO)
     }
     /// Ack delay in microseconds.
     pub fn ack_delay_us(&self) -> u16 {
-        u16::from_be_bytes(self.b()[field::ACK_DELAY].try_into().expect("2 bytes"))
+        be16(self.fixed(), field::ACK_DELAY)
     }
     /// CRC field.
     pub fn crc(&self) -> u32 {
-        be32(&self.b()[field::CRC])
+        be32(self.fixed(), field::CRC)
     }
-    /// SACK range `i` as `[start, end)`.
-    pub fn sack(&self, i: usize) -> (u32, u32) {
-        let at = HEADER_LEN + i * SACK_LEN;
-        (be32(&self.b()[at..at + 4]), be32(&self.b()[at + 4..at + 8]))
+    /// SACK bitmap word `i`.
+    pub fn sack_word(&self, i: usize) -> u64 {
+        let at = HEADER_LEN + i * 8;
+        be64(self.buffer.as_ref(), at..at + 8)
     }
     /// Everything after the header.
     pub fn payload(&self) -> &[u8] {
-        &self.b()[self.header_len()..]
+        &self.buffer.as_ref()[self.header_len()..]
     }
 
     /// Whether the CRC-32C over the whole packet (with the CRC field taken as zero)
     /// matches.
     pub fn crc_ok(&self) -> bool {
-        self.crc() == compute_crc(self.b(), &[])
+        self.crc() == compute_crc(self.buffer.as_ref(), &[])
     }
 }
 
 /// The CRC-32C of `header` (whose CRC field is taken as zero) followed by `payload`.
 pub fn compute_crc(header: &[u8], payload: &[u8]) -> u32 {
-    let mut d = CRC32C.digest();
-    d.update(&header[..field::CRC.start]);
-    d.update(&[0; 4]);
-    d.update(&header[field::CRC.end..]);
-    d.update(payload);
-    d.finalize()
+    let crc = crc32c::crc32c_append(0, &header[..field::CRC.start]);
+    let crc = crc32c::crc32c_append(crc, &[0; 4]);
+    let crc = crc32c::crc32c_append(crc, &header[field::CRC.end..]);
+    crc32c::crc32c_append(crc, payload)
 }
 
 /// A parsed header.
@@ -271,66 +292,71 @@ pub struct HeaderRepr {
     pub frag_count: u32,
     /// Message length (with DATA).
     pub msg_len: u32,
-    /// How long the acknowledgement was held, in microseconds.
+    /// This packet's transmission number (with DATA; never zero then).
+    pub tx: u32,
+    /// The latest transmission number received from the peer (zero: none yet).
+    pub echo: u32,
+    /// How long the echoed packet waited for this one, in microseconds.
     pub ack_delay_us: u16,
-    /// SACK ranges.
-    pub sack: [(u32, u32); MAX_SACK],
+    /// SACK bitmap words.
+    pub sack: [u64; MAX_SACK_WORDS],
     /// How many of `sack` are used.
-    pub sack_count: u8,
+    pub sack_words: u8,
 }
 
 impl HeaderRepr {
     /// Parses and checks a header (but not the CRC).
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Result<HeaderRepr, WireError> {
-        if h.version() != VERSION {
-            return Err(WireError::Version(h.version()));
+        let b = h.fixed();
+        if b[field::VERSION] != VERSION {
+            return Err(WireError::Version(b[field::VERSION]));
         }
-        let b = h.buffer.as_ref();
-        if h.flags() & !flags::ALL != 0 || b[field::RESERVED] != 0 || b[field::RESERVED2] != [0, 0]
-        {
+        let flags = b[field::FLAGS];
+        if flags & !flags::ALL != 0 || b[field::RESERVED] != 0 || be16(b, field::RESERVED2) != 0 {
             return Err(WireError::Malformed(
                 "undefined flags or reserved bytes set",
             ));
         }
-        if h.sack_count() > MAX_SACK {
-            return Err(WireError::Malformed("too many sack ranges"));
+        let sack_words = h.sack_words();
+        if sack_words > MAX_SACK_WORDS {
+            return Err(WireError::Malformed("sack bitmap too long"));
         }
-        if h.src_incarnation() == 0 {
+        let repr = HeaderRepr {
+            flags,
+            conn_id: be32(b, field::CONN_ID),
+            src_incarnation: be64(b, field::SRC_INC),
+            dst_incarnation: be64(b, field::DST_INC),
+            seq: be32(b, field::SEQ),
+            ack: be32(b, field::ACK),
+            credit: be32(b, field::CREDIT),
+            dsack: be32(b, field::DSACK),
+            msg_id: be64(b, field::MSG_ID),
+            frag_index: be32(b, field::FRAG_INDEX),
+            frag_count: be32(b, field::FRAG_COUNT),
+            msg_len: be32(b, field::MSG_LEN),
+            tx: be32(b, field::TX),
+            echo: be32(b, field::ECHO),
+            ack_delay_us: be16(b, field::ACK_DELAY),
+            sack: core::array::from_fn(|i| if i < sack_words { h.sack_word(i) } else { 0 }),
+            sack_words: sack_words as u8,
+        };
+        if repr.src_incarnation == 0 {
             return Err(WireError::Malformed("zero incarnation"));
         }
-        let data = h.flags() & flags::DATA != 0;
-        if data && (h.frag_count() == 0 || h.frag_index() >= h.frag_count()) {
-            return Err(WireError::Malformed("fragment index outside the count"));
-        }
-        let mut sack = [(0, 0); MAX_SACK];
-        for (i, s) in sack.iter_mut().enumerate().take(h.sack_count()) {
-            *s = h.sack(i);
-            if !seq_lt(s.0, s.1) {
-                return Err(WireError::Malformed("empty or inverted sack range"));
+        if flags & flags::DATA != 0 {
+            if repr.frag_count == 0 || repr.frag_index >= repr.frag_count {
+                return Err(WireError::Malformed("fragment index outside the count"));
+            }
+            if repr.tx == 0 {
+                return Err(WireError::Malformed("data without a transmission number"));
             }
         }
-        Ok(HeaderRepr {
-            flags: h.flags(),
-            conn_id: h.conn_id(),
-            src_incarnation: h.src_incarnation(),
-            dst_incarnation: h.dst_incarnation(),
-            seq: h.seq(),
-            ack: h.ack(),
-            credit: h.credit(),
-            dsack: h.dsack(),
-            msg_id: h.msg_id(),
-            frag_index: h.frag_index(),
-            frag_count: h.frag_count(),
-            msg_len: h.msg_len(),
-            ack_delay_us: h.ack_delay_us(),
-            sack,
-            sack_count: h.sack_count() as u8,
-        })
+        Ok(repr)
     }
 
     /// Bytes this header takes.
     pub fn header_len(&self) -> usize {
-        HEADER_LEN + usize::from(self.sack_count) * SACK_LEN
+        HEADER_LEN + usize::from(self.sack_words) * 8
     }
 
     /// Writes the header into `out` with a zero CRC field; returns its length. See
@@ -338,28 +364,30 @@ impl HeaderRepr {
     pub fn emit(&self, out: &mut [u8]) -> Option<usize> {
         let len = self.header_len();
         let out = out.get_mut(..len)?;
-        out[field::VERSION] = VERSION;
-        out[field::FLAGS] = self.flags;
-        out[field::SACK_COUNT] = self.sack_count;
-        out[field::RESERVED] = 0;
-        out[field::CONN_ID].copy_from_slice(&self.conn_id.to_be_bytes());
-        out[field::SRC_INC].copy_from_slice(&self.src_incarnation.to_be_bytes());
-        out[field::DST_INC].copy_from_slice(&self.dst_incarnation.to_be_bytes());
-        out[field::SEQ].copy_from_slice(&self.seq.to_be_bytes());
-        out[field::ACK].copy_from_slice(&self.ack.to_be_bytes());
-        out[field::CREDIT].copy_from_slice(&self.credit.to_be_bytes());
-        out[field::DSACK].copy_from_slice(&self.dsack.to_be_bytes());
-        out[field::MSG_ID].copy_from_slice(&self.msg_id.to_be_bytes());
-        out[field::FRAG_INDEX].copy_from_slice(&self.frag_index.to_be_bytes());
-        out[field::FRAG_COUNT].copy_from_slice(&self.frag_count.to_be_bytes());
-        out[field::MSG_LEN].copy_from_slice(&self.msg_len.to_be_bytes());
-        out[field::ACK_DELAY].copy_from_slice(&self.ack_delay_us.to_be_bytes());
-        out[field::RESERVED2].copy_from_slice(&[0, 0]);
-        out[field::CRC].copy_from_slice(&[0; 4]);
-        for i in 0..usize::from(self.sack_count) {
-            let at = HEADER_LEN + i * SACK_LEN;
-            out[at..at + 4].copy_from_slice(&self.sack[i].0.to_be_bytes());
-            out[at + 4..at + 8].copy_from_slice(&self.sack[i].1.to_be_bytes());
+        let (fixed, sack) = out.split_at_mut(HEADER_LEN);
+        let b: &mut [u8; HEADER_LEN] = fixed.try_into().ok()?;
+        b[field::VERSION] = VERSION;
+        b[field::FLAGS] = self.flags;
+        b[field::SACK_WORDS] = self.sack_words;
+        b[field::RESERVED] = 0;
+        b[field::CONN_ID].copy_from_slice(&self.conn_id.to_be_bytes());
+        b[field::SRC_INC].copy_from_slice(&self.src_incarnation.to_be_bytes());
+        b[field::DST_INC].copy_from_slice(&self.dst_incarnation.to_be_bytes());
+        b[field::SEQ].copy_from_slice(&self.seq.to_be_bytes());
+        b[field::ACK].copy_from_slice(&self.ack.to_be_bytes());
+        b[field::CREDIT].copy_from_slice(&self.credit.to_be_bytes());
+        b[field::DSACK].copy_from_slice(&self.dsack.to_be_bytes());
+        b[field::MSG_ID].copy_from_slice(&self.msg_id.to_be_bytes());
+        b[field::FRAG_INDEX].copy_from_slice(&self.frag_index.to_be_bytes());
+        b[field::FRAG_COUNT].copy_from_slice(&self.frag_count.to_be_bytes());
+        b[field::MSG_LEN].copy_from_slice(&self.msg_len.to_be_bytes());
+        b[field::TX].copy_from_slice(&self.tx.to_be_bytes());
+        b[field::ECHO].copy_from_slice(&self.echo.to_be_bytes());
+        b[field::ACK_DELAY].copy_from_slice(&self.ack_delay_us.to_be_bytes());
+        b[field::RESERVED2].copy_from_slice(&[0, 0]);
+        b[field::CRC].copy_from_slice(&[0; 4]);
+        for (chunk, word) in sack.chunks_exact_mut(8).zip(&self.sack) {
+            chunk.copy_from_slice(&word.to_be_bytes());
         }
         Some(len)
     }
@@ -377,9 +405,9 @@ mod tests {
     use super::*;
 
     fn repr() -> HeaderRepr {
-        let mut sack = [(0, 0); MAX_SACK];
-        sack[0] = (10, 12);
-        sack[1] = (15, 20);
+        let mut sack = [0; MAX_SACK_WORDS];
+        sack[0] = 0x8000_0000_0000_0001;
+        sack[1] = 0x0102_0304_0506_0708;
         HeaderRepr {
             flags: flags::DATA | flags::ACK_NOW,
             conn_id: 0x0102_0304,
@@ -393,15 +421,17 @@ mod tests {
             frag_index: 2,
             frag_count: 3,
             msg_len: 20_000,
+            tx: 0x0A0B_0C0D,
+            echo: 33,
             ack_delay_us: 250,
             sack,
-            sack_count: 2,
+            sack_words: 2,
         }
     }
 
     fn bytes() -> Vec<u8> {
         let mut b = vec![
-            1, 0x05, 2, 0, // version, flags, sack count, reserved
+            1, 0x05, 2, 0, // version, flags, sack words, reserved
             1, 2, 3, 4, // conn id
             0, 0, 0, 0, 0, 0, 0, 7, // src incarnation
             0, 0, 0, 0, 0, 0, 0, 9, // dst incarnation
@@ -412,9 +442,11 @@ mod tests {
             0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, // msg id
             0, 0, 0, 2, 0, 0, 0, 3, // frag index, count
             0, 0, 0x4E, 0x20, // msg len
+            0x0A, 0x0B, 0x0C, 0x0D, // tx
+            0, 0, 0, 33, // echo
             0, 250, 0, 0, // ack delay, reserved
             0, 0, 0, 0, // crc (zero before sealing)
-            0, 0, 0, 10, 0, 0, 0, 12, 0, 0, 0, 15, 0, 0, 0, 20, // sack ranges
+            0x80, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, // sack bitmap
         ];
         b.extend_from_slice(b"payload");
         b
@@ -425,8 +457,8 @@ mod tests {
         let b = bytes();
         let h = Header::new_checked(&b[..]).unwrap();
         assert_eq!(
-            (h.version(), h.flags(), h.sack_count(), h.header_len()),
-            (1, 5, 2, 84)
+            (h.version(), h.flags(), h.sack_words(), h.header_len()),
+            (1, 5, 2, 92)
         );
         assert_eq!(
             (h.conn_id(), h.src_incarnation(), h.dst_incarnation()),
@@ -440,7 +472,11 @@ mod tests {
             (h.msg_id(), h.frag_index(), h.frag_count(), h.msg_len()),
             (0x1122_3344_5566_7788, 2, 3, 20_000)
         );
-        assert_eq!((h.ack_delay_us(), h.sack(1)), (250, (15, 20)));
+        assert_eq!((h.tx(), h.echo(), h.ack_delay_us()), (0x0A0B_0C0D, 33, 250));
+        assert_eq!(
+            (h.sack_word(0), h.sack_word(1)),
+            (0x8000_0000_0000_0001, 0x0102_0304_0506_0708)
+        );
         assert_eq!(h.payload(), b"payload");
     }
 
@@ -453,6 +489,7 @@ mod tests {
             HeaderRepr::parse(&Header::new_checked(&bytes()[..]).unwrap()).unwrap(),
             repr()
         );
+        assert_eq!(repr().emit(&mut out[..91]), None, "too small a buffer");
     }
 
     #[test]
@@ -474,39 +511,72 @@ mod tests {
     }
 
     #[test]
+    fn the_fast_crc_is_crc32c() {
+        let reference = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 31 + i / 7) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 63, 64, 65, 1000, 5000] {
+            assert_eq!(
+                crc32c::crc32c(&data[..len]),
+                reference.checksum(&data[..len]),
+                "{len} bytes"
+            );
+        }
+        // Gathered: the header with its CRC field zeroed, then the payload.
+        let mut header = vec![0u8; MAX_HEADER_LEN];
+        let n = repr().emit(&mut header).unwrap();
+        let mut whole = header[..n].to_vec();
+        whole.extend_from_slice(&data);
+        assert_eq!(compute_crc(&header[..n], &data), reference.checksum(&whole));
+    }
+
+    #[test]
     fn impossible_lens_and_values() {
         let b = bytes();
         assert_eq!(
-            Header::new_checked(&b[..67]).unwrap_err(),
-            WireError::Truncated { len: 67, need: 68 }
+            Header::new_checked(&b[..75]).unwrap_err(),
+            WireError::Truncated { len: 75, need: 76 }
         );
         assert_eq!(
-            Header::new_checked(&b[..80]).unwrap_err(),
-            WireError::Truncated { len: 80, need: 84 }
+            Header::new_checked(&b[..90]).unwrap_err(),
+            WireError::Truncated { len: 90, need: 92 }
         );
         let parse = |b: &[u8]| HeaderRepr::parse(&Header::new_checked(b).unwrap());
         let mut v = b.clone();
         v[0] = 2;
         assert_eq!(parse(&v), Err(WireError::Version(2)));
+        for (at, value) in [(1, 0x40), (3, 1), (71, 1)] {
+            let mut v = b.clone();
+            v[at] = value;
+            assert!(
+                matches!(parse(&v), Err(WireError::Malformed(_))),
+                "byte {at}"
+            );
+        }
         let mut v = b.clone();
-        v[1] = 0x40;
-        assert!(matches!(parse(&v), Err(WireError::Malformed(_))));
-        let mut v = b.clone();
-        v[3] = 1;
-        assert!(matches!(parse(&v), Err(WireError::Malformed(_))));
-        let mut v = b.clone();
-        v[2] = 5;
-        v.resize(200, 0);
-        assert!(matches!(parse(&v), Err(WireError::Malformed(_))));
+        v[2] = MAX_SACK_WORDS as u8 + 1;
+        v.resize(300, 0);
+        assert!(
+            matches!(parse(&v), Err(WireError::Malformed(_))),
+            "sack too long"
+        );
         let mut v = b.clone();
         v[8..16].fill(0);
-        assert!(matches!(parse(&v), Err(WireError::Malformed(_))));
+        assert!(
+            matches!(parse(&v), Err(WireError::Malformed(_))),
+            "zero incarnation"
+        );
         let mut v = b.clone();
         v[48..52].copy_from_slice(&3u32.to_be_bytes());
-        assert!(matches!(parse(&v), Err(WireError::Malformed(_))));
+        assert!(
+            matches!(parse(&v), Err(WireError::Malformed(_))),
+            "fragment index = count"
+        );
         let mut v = b.clone();
-        v[68..72].copy_from_slice(&12u32.to_be_bytes());
-        assert!(matches!(parse(&v), Err(WireError::Malformed(_))));
+        v[60..64].fill(0);
+        assert!(
+            matches!(parse(&v), Err(WireError::Malformed(_))),
+            "data without tx"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod send;
 
 use crate::config::Config;
 use crate::rtt::RttEstimator;
-use crate::stats::{Stats, Trace};
+use crate::stats::{Stats, Trace, TraceKind};
 use crate::time::Instant;
 use crate::wire::{self, Header, HeaderRepr, MAX_HEADER_LEN, flags};
 use core::ops::Range;
@@ -217,6 +217,8 @@ pub struct Connection<B = Vec<u8>> {
     persist_probes: u32,
     recently_retransmitted: VecDeque<u32>,
     stalled: bool,
+    /// Messages the last data packet completed (kept to reuse its allocation).
+    delivered: Vec<Vec<u8>>,
     /// This side closed: answer anything the peer still sends with CLOSE.
     we_closed: bool,
     close_due: bool,
@@ -248,7 +250,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 payload,
                 config.max_message_len,
             ),
-            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
+            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max)
+                .with_max_ack_delay(config.ack_delay),
             trace: Trace::new(config.trace),
             conn_id,
             local_incarnation: incarnation,
@@ -269,6 +272,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             persist_probes: 0,
             recently_retransmitted: VecDeque::new(),
             stalled: false,
+            delivered: Vec::new(),
             we_closed: false,
             close_due: false,
             config,
@@ -369,7 +373,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 
     fn fail(&mut self, now: Instant, error: ConnectionError) {
-        self.trace.record(now, "fail", 0);
+        self.trace.record(now, TraceKind::Fail, 0);
         self.state = State::Failed;
         let unsent = self.send.take_all();
         self.events.push_back(Event::Failed { error, unsent });
@@ -414,7 +418,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
                     self.state = State::Established;
                 }
                 self.hello_deadline = None;
-                self.trace.record(now, "connected", repr.src_incarnation);
+                self.trace
+                    .record(now, TraceKind::Connected, repr.src_incarnation);
                 self.events.push_back(Event::Connected {
                     peer_incarnation: repr.src_incarnation,
                 });
@@ -438,7 +443,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return r;
         }
         if repr.flags & flags::CLOSE != 0 {
-            self.trace.record(now, "peer_closed", 0);
+            self.trace.record(now, TraceKind::PeerClosed, 0);
             self.state = State::Closed;
             self.rto_deadline = None;
             self.hello_deadline = None;
@@ -456,35 +461,42 @@ impl<B: AsRef<[u8]>> Connection<B> {
             frag_index: repr.frag_index,
             frag_count: repr.frag_count,
             msg_len: repr.msg_len,
+            tx: repr.tx,
         };
         let in_place = self.config.in_place_delivery && self.messages_queued == 0;
-        match self
-            .recv
-            .on_data(info, payload, now, self.config.ack_every, in_place)
-        {
+        let mut delivered = core::mem::take(&mut self.delivered);
+        let outcome = self.recv.on_data(
+            info,
+            payload,
+            now,
+            self.config.ack_every,
+            in_place,
+            &mut delivered,
+        );
+        for m in delivered.drain(..) {
+            self.stats.messages_delivered += 1;
+            self.stats.bytes_delivered += m.len() as u64;
+            self.recv.undelivered_bytes += m.len();
+            self.messages_queued += 1;
+            self.trace.record(now, TraceKind::Deliver, m.len() as u64);
+            self.events.push_back(Event::Message(m));
+        }
+        self.delivered = delivered;
+        match outcome {
             DataOutcome::InPlace => {
                 self.stats.messages_delivered += 1;
                 self.stats.bytes_delivered += payload.len() as u64;
-                self.trace.record(now, "deliver", repr.msg_id);
+                self.trace.record(now, TraceKind::Deliver, repr.msg_id);
                 Received::InPlace {
                     id: MessageId(repr.msg_id),
                     payload: h.header_len()..datagram.len(),
                 }
             }
-            DataOutcome::Accepted(messages) => {
-                for m in messages {
-                    self.stats.messages_delivered += 1;
-                    self.stats.bytes_delivered += m.len() as u64;
-                    self.recv.undelivered_bytes += m.len();
-                    self.messages_queued += 1;
-                    self.trace.record(now, "deliver", m.len() as u64);
-                    self.events.push_back(Event::Message(m));
-                }
-                Received::Accepted
-            }
+            DataOutcome::Accepted => Received::Accepted,
             DataOutcome::Duplicate => {
                 self.stats.dup_packets += 1;
-                self.trace.record(now, "dup", u64::from(repr.seq));
+                self.trace
+                    .record(now, TraceKind::Duplicate, u64::from(repr.seq));
                 Received::Duplicate
             }
             DataOutcome::BeyondWindow => self.dropped(now, DropReason::BeyondWindow),
@@ -505,12 +517,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
             DropReason::BeyondWindow => s.beyond_window += 1,
             DropReason::Closed => {}
         }
-        self.trace.record(now, "drop", reason as u64);
+        self.trace.record(now, TraceKind::Drop, reason as u64);
         Received::Dropped(reason)
     }
 
     fn peer_restarted(&mut self, now: Instant, old: u64, new: u64) {
-        self.trace.record(now, "peer_restarted", new);
+        self.trace.record(now, TraceKind::PeerRestarted, new);
         let unacked = self.send.take_all();
         self.recv.reset();
         self.peer_incarnation = Some(new);
@@ -523,12 +535,13 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 
     fn on_ack(&mut self, now: Instant, repr: &HeaderRepr) -> Result<(), Received> {
-        let sacks = &repr.sack[..usize::from(repr.sack_count)];
+        let sack = &repr.sack[..usize::from(repr.sack_words)];
         let threshold =
             self.rtt.srtt().max(self.rtt.latest()) * self.config.time_threshold_eighths / 8;
         let out = match self.send.on_ack(
             repr.ack,
-            sacks,
+            sack,
+            repr.echo,
             now,
             threshold,
             self.config.packet_threshold,
@@ -550,21 +563,22 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if out.newly_acked > 0 {
             self.stats.acks_received += 1;
             self.timeouts = 0;
-            self.trace.record(now, "acked", u64::from(out.newly_acked));
+            self.trace
+                .record(now, TraceKind::Acked, u64::from(out.newly_acked));
         }
         if let Some(rtt) = out.rtt {
             self.rtt
                 .sample(rtt, Duration::from_micros(u64::from(repr.ack_delay_us)));
-            // Karn's algorithm: a backed-off timeout stands until a packet sent once is
-            // acknowledged. Going back on any ack would let a timeout shorter than a
-            // queue's delay fire again and again, each time resending the window.
+            // A backed-off timeout stands until a new sample (Karn's algorithm). Going
+            // back on any ack would let a timeout shorter than a queue's delay fire again
+            // and again, each time resending the window.
             self.rtt.reset_backoff();
         }
         if out.lost > 0 {
             self.stats.lost += u64::from(out.lost);
-            self.trace.record(now, "lost", u64::from(out.lost));
+            self.trace.record(now, TraceKind::Lost, u64::from(out.lost));
         }
-        for (id, msg) in out.completed {
+        for (id, msg) in self.send.completed.drain(..) {
             self.stats.messages_sent += 1;
             self.events.push_back(Event::Sent {
                 id: MessageId(id),
@@ -586,7 +600,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if self.rto_deadline.is_some_and(|t| t <= now) {
             self.timeouts += 1;
             self.stats.rto_expirations += 1;
-            self.trace.record(now, "rto", u64::from(self.timeouts));
+            self.trace
+                .record(now, TraceKind::Rto, u64::from(self.timeouts));
             if self.timeouts > retries {
                 return self.fail(now, ConnectionError::PeerUnreachable { retries });
             }
@@ -699,26 +714,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 payload: None,
             });
         }
-        let (sack, sack_count) = self.recv.sack_ranges();
-        let ack_delay = self.recv.oldest_unacked.map_or(0, |t| {
-            now.saturating_duration_since(t)
-                .as_micros()
-                .min(u128::from(u16::MAX)) as u16
-        });
-        let credit = self.recv.credit();
-        let mut repr = HeaderRepr {
-            flags: 0,
-            conn_id: self.conn_id,
-            src_incarnation: self.local_incarnation,
-            dst_incarnation: self.peer_incarnation.unwrap_or(0),
-            ack: self.recv.rcv_nxt,
-            credit,
-            dsack: self.recv.dsack,
-            ack_delay_us: ack_delay,
-            sack,
-            sack_count,
-            ..HeaderRepr::default()
-        };
+        // What goes: a resend, a new fragment, or a packet of its own for an
+        // introduction, a probe, a close or an acknowledgement that is due.
         let sending = matches!(
             self.state,
             State::Connecting | State::Established | State::Closing
@@ -729,7 +726,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             if self.recently_retransmitted.len() > 256 {
                 self.recently_retransmitted.pop_front();
             }
-            self.trace.record(now, "retransmit", u64::from(d.0));
+            self.trace
+                .record(now, TraceKind::Retransmit, u64::from(d.0));
             Some(d)
         } else if sending && self.send.has_new() && self.send.window_open(self.config.send_window) {
             let d = self.send.next_new(now);
@@ -740,32 +738,24 @@ impl<B: AsRef<[u8]>> Connection<B> {
         } else {
             None
         };
-        if let Some((seq, msg_id, frag)) = data {
-            let (_, msg_len, frags) = self.send.fragment(msg_id, frag)?;
-            repr.flags |= flags::DATA;
-            repr.seq = seq;
-            repr.msg_id = msg_id;
-            repr.frag_index = frag;
-            repr.frag_count = frags;
-            repr.msg_len = msg_len as u32;
-            if self.rto_deadline.is_none() {
-                self.rto_deadline = Some(now + self.rtt.rto());
-            }
+        let mut flags = 0;
+        if data.is_some() {
+            flags |= flags::DATA;
         } else if self.hello_due {
             self.hello_due = false;
             self.stats.acks_sent += 1;
         } else if self.probe_due {
             self.probe_due = false;
-            repr.flags |= flags::ACK_NOW;
+            flags |= flags::ACK_NOW;
             self.stats.probes += 1;
             self.stats.acks_sent += 1;
         } else if self.state == State::Closing && self.send.is_idle() {
-            repr.flags |= flags::CLOSE;
+            flags |= flags::CLOSE;
             self.state = State::Closed;
             self.we_closed = true;
             self.rto_deadline = None;
             self.probe_sent_at = None;
-            self.trace.record(now, "closed", 0);
+            self.trace.record(now, TraceKind::Closed, 0);
             self.events.push_back(Event::Closed);
             self.stats.acks_sent += 1;
         } else if self
@@ -778,7 +768,42 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return None;
         }
         if self.state == State::Connecting || self.peer_incarnation.is_none() {
-            repr.flags |= flags::HELLO;
+            flags |= flags::HELLO;
+        }
+        let (sack, sack_words) = self.recv.sack_bitmap();
+        let ack_delay_us = if self.recv.echo == 0 {
+            0
+        } else {
+            now.saturating_duration_since(self.recv.echo_at)
+                .as_micros()
+                .min(u128::from(u16::MAX)) as u16
+        };
+        let credit = self.recv.credit();
+        let mut repr = HeaderRepr {
+            flags,
+            conn_id: self.conn_id,
+            src_incarnation: self.local_incarnation,
+            dst_incarnation: self.peer_incarnation.unwrap_or(0),
+            ack: self.recv.rcv_nxt,
+            credit,
+            dsack: self.recv.dsack,
+            echo: self.recv.echo,
+            ack_delay_us,
+            sack,
+            sack_words,
+            ..HeaderRepr::default()
+        };
+        if let Some((seq, msg_id, frag)) = data {
+            let (_, msg_len, frags) = self.send.fragment(msg_id, frag)?;
+            repr.seq = seq;
+            repr.msg_id = msg_id;
+            repr.frag_index = frag;
+            repr.frag_count = frags;
+            repr.msg_len = msg_len as u32;
+            repr.tx = self.send.last_tx();
+            if self.rto_deadline.is_none() {
+                self.rto_deadline = Some(now + self.rtt.rto());
+            }
         }
         self.recv.ack_sent();
         self.recv.advertised_credit = credit;

@@ -2,7 +2,7 @@
 //! reassembly of fragments into messages in order, acknowledgement state and credit.
 
 use crate::time::Instant;
-use crate::wire::{MAX_SACK, seq_lt};
+use crate::wire::{MAX_SACK_WORDS, seq_lt};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -34,6 +34,7 @@ pub(crate) struct FragmentInfo {
     pub(crate) frag_index: u32,
     pub(crate) frag_count: u32,
     pub(crate) msg_len: u32,
+    pub(crate) tx: u32,
 }
 
 /// What a data packet did.
@@ -41,8 +42,9 @@ pub(crate) struct FragmentInfo {
 pub(crate) enum DataOutcome {
     /// The packet is the next message, whole: the caller delivers it in place.
     InPlace,
-    /// Accepted (delivered or buffered); messages completed by it are in the list.
-    Accepted(Vec<Vec<u8>>),
+    /// Accepted (delivered or buffered); messages it completed were pushed to the
+    /// caller's list.
+    Accepted,
     /// Already received.
     Duplicate,
     /// Beyond the receive window or buffer: dropped.
@@ -77,6 +79,10 @@ pub(crate) struct RecvState {
     pub(crate) oldest_unacked: Option<Instant>,
     pub(crate) dsack: u32,
     pub(crate) advertised_credit: u32,
+    /// The latest transmission number received (serial order), to echo, and when it
+    /// arrived (the echo's ack delay runs from then).
+    pub(crate) echo: u32,
+    pub(crate) echo_at: Instant,
     pool: Vec<Vec<u8>>,
 }
 
@@ -105,6 +111,8 @@ impl RecvState {
             oldest_unacked: None,
             dsack: 0,
             advertised_credit: window,
+            echo: 0,
+            echo_at: Instant::ZERO,
             pool: Vec::new(),
         }
     }
@@ -141,41 +149,47 @@ impl RecvState {
             + self.undelivered_bytes
     }
 
-    /// Packets the peer may send beyond the cumulative ack: the window less what is
-    /// buffered, and no more than the room left for the application's bytes.
+    /// Sequence numbers the peer may use beyond the cumulative ack: the window, and no
+    /// more than the packets already buffered (they are inside that span) plus the room
+    /// left for the application's bytes.
     pub(crate) fn credit(&self) -> u32 {
-        let buffered = self.buffered;
         let room = self.buffer_bytes.saturating_sub(self.held_bytes()) / self.max_payload.max(1);
-        self.window
-            .saturating_sub(buffered)
-            .min(u32::try_from(room).unwrap_or(u32::MAX))
+        let room = u32::try_from(room).unwrap_or(u32::MAX);
+        self.window.min(self.buffered.saturating_add(room))
     }
 
-    /// Up to [`MAX_SACK`] ranges of sequence numbers received beyond the cumulative ack.
-    pub(crate) fn sack_ranges(&self) -> ([(u32, u32); MAX_SACK], u8) {
-        let mut out = [(0, 0); MAX_SACK];
-        let mut n = 0;
-        let mut run: Option<u32> = None;
-        for (i, s) in self.slots.iter().enumerate() {
-            let seq = self.rcv_nxt.wrapping_add(i as u32);
-            match (s.is_some(), run) {
-                (true, None) => run = Some(seq),
-                (false, Some(start)) => {
-                    out[n] = (start, seq);
-                    n += 1;
-                    run = None;
-                    if n == MAX_SACK {
-                        return (out, n as u8);
-                    }
-                }
-                _ => {}
+    /// The SACK bitmap: bit i (from the most significant bit of word 0) is sequence
+    /// number `rcv_nxt + 1 + i`, up to [`MAX_SACK_WORDS`] words. Returns the words and how
+    /// many are used.
+    pub(crate) fn sack_bitmap(&self) -> ([u64; MAX_SACK_WORDS], u8) {
+        let mut words = [0u64; MAX_SACK_WORDS];
+        if self.buffered == 0 {
+            return (words, 0);
+        }
+        let mut used = 0;
+        // Slot 0 is the awaited packet, never buffered.
+        for (i, slot) in self
+            .slots
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take(MAX_SACK_WORDS * 64)
+        {
+            if slot.is_some() {
+                let bit = i - 1;
+                words[bit / 64] |= 1 << (63 - bit % 64);
+                used = bit / 64 + 1;
             }
         }
-        if let Some(start) = run {
-            out[n] = (start, self.rcv_nxt.wrapping_add(self.slots.len() as u32));
-            n += 1;
+        (words, used as u8)
+    }
+
+    /// Remembers a transmission that arrived, to echo it.
+    fn saw_transmission(&mut self, tx: u32, now: Instant) {
+        if self.echo == 0 || seq_lt(self.echo, tx) {
+            self.echo = tx;
+            self.echo_at = now;
         }
-        (out, n as u8)
     }
 
     /// Whether nothing is buffered out of order and no message is half assembled.
@@ -282,9 +296,11 @@ impl RecvState {
         now: Instant,
         ack_every: u32,
         in_place: bool,
+        done: &mut Vec<Vec<u8>>,
     ) -> DataOutcome {
         let offset = f.seq.wrapping_sub(self.rcv_nxt);
         if seq_lt(f.seq, self.rcv_nxt) {
+            self.saw_transmission(f.tx, now);
             self.dsack = f.seq.wrapping_add(1);
             self.owe_ack(now, true);
             return DataOutcome::Duplicate;
@@ -306,6 +322,7 @@ impl RecvState {
             if self.slots.len() <= i {
                 self.slots.resize_with(i + 1, || None);
             }
+            self.saw_transmission(f.tx, now);
             if self.slots[i].is_some() {
                 self.dsack = f.seq.wrapping_add(1);
                 self.owe_ack(now, true);
@@ -323,9 +340,10 @@ impl RecvState {
             });
             // A gap: tell the sender at once (fast retransmit depends on it).
             self.owe_ack(now, true);
-            return DataOutcome::Accepted(Vec::new());
+            return DataOutcome::Accepted;
         }
         // In order.
+        self.saw_transmission(f.tx, now);
         let gap_closed = self.buffered > 0;
         if in_place
             && self.nothing_pending()
@@ -339,7 +357,6 @@ impl RecvState {
             self.advance(now, ack_every, false);
             return DataOutcome::InPlace;
         }
-        let mut done = Vec::new();
         match self.take_in_order(f, payload) {
             Ok(Some(m)) => done.push(m),
             Ok(None) => {}
@@ -360,6 +377,7 @@ impl RecvState {
                 frag_index: b.frag_index,
                 frag_count: b.frag_count,
                 msg_len: b.msg_len,
+                tx: 0,
             };
             let result = self.take_in_order(info, &b.data);
             self.recycle(b.data);
@@ -370,7 +388,7 @@ impl RecvState {
             }
             self.advance(now, ack_every, true);
         }
-        DataOutcome::Accepted(done)
+        DataOutcome::Accepted
     }
 
     /// The packet at `rcv_nxt` has been taken (its slot, if any, already removed): move

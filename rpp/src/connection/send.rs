@@ -1,8 +1,16 @@
 //! The sending half of a connection: messages held until acknowledged, their fragments,
 //! the packets in flight, and loss detection from acknowledgements.
+//!
+//! Every transmission (first send or resend) gets the next number of one counter and
+//! carries its low 32 bits on the wire; the peer echoes the latest number it received.
+//! Loss is judged by transmission, as RACK does (RFC 8985): a packet in flight is lost
+//! once a transmission `packet_threshold` numbers later has arrived, or once a later one
+//! has arrived and the packet has been out for the time threshold. A lost resend is thus
+//! caught as quickly as a lost first send, and no resend is declared lost by evidence
+//! older than itself.
 
 use crate::time::Instant;
-use crate::wire::{seq_le, seq_lt};
+use crate::wire::{MAX_SACK_WORDS, seq_le, seq_lt};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -25,10 +33,9 @@ pub(crate) struct OutMessage<B> {
 pub(crate) struct Sent {
     pub(crate) msg_id: u64,
     pub(crate) frag: u32,
+    /// When it was last transmitted.
     pub(crate) sent_at: Instant,
-    /// When it was last transmitted, in the order of all transmissions (new and
-    /// retransmitted): loss evidence counts transmissions, so a retransmission is only
-    /// declared lost by packets sent after it.
+    /// The number of its last transmission.
     pub(crate) order: u64,
     pub(crate) transmissions: u16,
     pub(crate) acked: bool,
@@ -38,22 +45,19 @@ pub(crate) struct Sent {
     pub(crate) lost: bool,
 }
 
-/// What an acknowledgement did.
-#[derive(Debug, Default)]
-pub(crate) struct AckOutcome<B> {
+/// What an acknowledgement did. Messages it completed are in
+/// [`SendState::completed`].
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct AckOutcome {
     /// Packets newly acknowledged.
     pub(crate) newly_acked: u32,
-    /// Messages now fully acknowledged, with their buffers.
-    pub(crate) completed: Vec<(u64, B)>,
-    /// A round-trip sample (Karn's rule applied).
+    /// A round-trip sample: the echoed transmission was newly acknowledged.
     pub(crate) rtt: Option<Duration>,
     /// Packets declared lost by this acknowledgement.
     pub(crate) lost: u32,
-    /// Whether the cumulative ack moved.
-    pub(crate) advanced: bool,
 }
 
-/// An acknowledgement for packets never sent.
+/// An acknowledgement for packets (or transmissions) never sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BogusAck;
 
@@ -69,15 +73,20 @@ pub(crate) struct SendState<B> {
     pub(crate) snd_una: u32,
     pub(crate) snd_nxt: u32,
     pub(crate) in_flight: u32,
-    /// Transmissions so far.
+    /// Packets in flight that are resends (their numbers break the order of the rest).
+    resends_in_flight: u32,
+    /// Transmissions so far: the number of the latest.
     tx_order: u64,
-    /// The latest transmission (by order) known to have arrived; 0 before any.
+    /// The latest transmission known to have arrived; 0 before any.
     largest_acked_order: u64,
     retransmit: VecDeque<u32>,
     pub(crate) queued_bytes: usize,
-    /// Packets beyond `snd_una` the peer lets us send.
+    /// Sequence numbers beyond `snd_una` the peer lets us use.
     pub(crate) peer_credit: u32,
     pub(crate) max_payload: usize,
+    /// Messages the last acknowledgement completed, with their buffers (drained by the
+    /// connection; kept to reuse its allocation).
+    pub(crate) completed: Vec<(u64, B)>,
 }
 
 impl<B: AsRef<[u8]>> SendState<B> {
@@ -90,12 +99,14 @@ impl<B: AsRef<[u8]>> SendState<B> {
             snd_una: 0,
             snd_nxt: 0,
             in_flight: 0,
+            resends_in_flight: 0,
             tx_order: 0,
             largest_acked_order: 0,
             retransmit: VecDeque::new(),
             queued_bytes: 0,
             peer_credit: initial_credit,
             max_payload,
+            completed: Vec::new(),
         }
     }
 
@@ -169,6 +180,21 @@ impl<B: AsRef<[u8]>> SendState<B> {
         span < send_window && span < self.peer_credit
     }
 
+    /// The low 32 bits of the latest transmission's number, as the wire carries it.
+    pub(crate) fn last_tx(&self) -> u32 {
+        self.tx_order as u32
+    }
+
+    /// Numbers the next transmission. Its low 32 bits go on the wire, where zero means
+    /// "none": that value is skipped.
+    fn next_order(&mut self) -> u64 {
+        self.tx_order += 1;
+        if self.tx_order as u32 == 0 {
+            self.tx_order += 1;
+        }
+        self.tx_order
+    }
+
     /// Assigns the next new fragment a sequence number: `(seq, msg_id, frag)`.
     pub(crate) fn next_new(&mut self, now: Instant) -> Option<(u32, u64, u32)> {
         let m = self.messages.get_mut(self.packetize)?;
@@ -179,12 +205,12 @@ impl<B: AsRef<[u8]>> SendState<B> {
         }
         let seq = self.snd_nxt;
         self.snd_nxt = self.snd_nxt.wrapping_add(1);
-        self.tx_order += 1;
+        let order = self.next_order();
         self.unacked.push_back(Sent {
             msg_id: id,
             frag,
             sent_at: now,
-            order: self.tx_order,
+            order,
             transmissions: 1,
             acked: false,
             in_flight: true,
@@ -197,148 +223,148 @@ impl<B: AsRef<[u8]>> SendState<B> {
     /// The next lost packet to send again: `(seq, msg_id, frag)`.
     pub(crate) fn next_retransmit(&mut self, now: Instant) -> Option<(u32, u64, u32)> {
         while let Some(seq) = self.retransmit.pop_front() {
-            let order = self.tx_order + 1;
-            let Some(s) = self.sent_mut(seq) else {
-                continue;
-            };
-            if s.acked || !s.lost {
+            if !self.sent_mut(seq).is_some_and(|s| s.lost && !s.acked) {
                 continue;
             }
+            let order = self.next_order();
+            let s = self.sent_mut(seq).expect("checked above");
             s.lost = false;
             s.in_flight = true;
             s.sent_at = now;
             s.order = order;
             s.transmissions = s.transmissions.saturating_add(1);
             let (id, frag) = (s.msg_id, s.frag);
-            self.tx_order = order;
             self.in_flight += 1;
+            self.resends_in_flight += 1;
             return Some((seq, id, frag));
         }
         None
+    }
+
+    fn declare_lost(&mut self, i: usize) {
+        let s = &mut self.unacked[i];
+        s.in_flight = false;
+        s.lost = true;
+        let resend = s.transmissions > 1;
+        self.in_flight -= 1;
+        self.resends_in_flight -= u32::from(resend);
+        self.retransmit
+            .push_back(self.snd_una.wrapping_add(i as u32));
     }
 
     /// The retransmission timer fired at `now`: every packet in flight for at least `rto`
     /// is declared lost, and at least the oldest one in flight. Returns how many.
     pub(crate) fn on_timeout(&mut self, now: Instant, rto: Duration) -> u32 {
         let mut lost = 0;
-        let mut oldest = None;
-        for (i, s) in self.unacked.iter_mut().enumerate() {
+        let mut oldest: Option<(u64, usize)> = None;
+        for i in 0..self.unacked.len() {
+            let s = &self.unacked[i];
             if !s.in_flight {
                 continue;
             }
-            oldest.get_or_insert(i);
             if now.saturating_duration_since(s.sent_at) >= rto {
-                s.in_flight = false;
-                s.lost = true;
+                self.declare_lost(i);
                 lost += 1;
-                self.retransmit
-                    .push_back(self.snd_una.wrapping_add(i as u32));
+            } else if oldest.is_none_or(|(order, _)| s.order < order) {
+                oldest = Some((s.order, i));
             }
         }
         if lost == 0
-            && let Some(i) = oldest
+            && let Some((_, i)) = oldest
         {
-            let s = &mut self.unacked[i];
-            s.in_flight = false;
-            s.lost = true;
+            self.declare_lost(i);
             lost = 1;
-            self.retransmit
-                .push_back(self.snd_una.wrapping_add(i as u32));
         }
-        self.in_flight -= lost;
         lost
     }
 
-    fn mark_acked(
-        &mut self,
-        seq: u32,
-        out: &mut AckOutcome<B>,
-        newest: &mut Option<(u64, Instant, u16)>,
-    ) {
+    fn mark_acked(&mut self, seq: u32, echo: u64, now: Instant, out: &mut AckOutcome) {
         let Some(s) = self.sent_mut(seq) else { return };
         if s.acked {
             return;
         }
         s.acked = true;
-        let (was_in_flight, msg_id, sent_at, order, tx) =
-            (s.in_flight, s.msg_id, s.sent_at, s.order, s.transmissions);
+        let (was_in_flight, resend, msg_id, sent_at, order) = (
+            s.in_flight,
+            s.transmissions > 1,
+            s.msg_id,
+            s.sent_at,
+            s.order,
+        );
         s.in_flight = false;
         s.lost = false;
         if was_in_flight {
             self.in_flight -= 1;
+            self.resends_in_flight -= u32::from(resend);
         }
         out.newly_acked += 1;
-        // Only a packet transmitted once says which transmission arrived: an ack of a
-        // retransmitted one may be for its first copy, and taking it as evidence would
-        // declare everything sent before the retransmission lost.
-        if tx == 1 && newest.is_none_or(|(n, _, _)| n < order) {
-            *newest = Some((order, sent_at, tx));
+        if order == echo {
+            // The echo names this very transmission: an unambiguous sample, resend or
+            // not (no need for Karn's rule).
+            out.rtt = Some(now.saturating_duration_since(sent_at));
         }
         if let Some(m) = self.message_mut(msg_id) {
             m.acked += 1;
             if m.acked == m.frags
                 && let Some(buf) = m.buf.take()
             {
-                self.queued_bytes -= m.len;
-                out.completed.push((msg_id, buf));
+                let len = m.len;
+                self.queued_bytes -= len;
+                self.completed.push((msg_id, buf));
             }
         }
     }
 
-    /// Processes a cumulative ack and SACK ranges.
+    /// The full transmission number an echo of its low 32 bits names, if it names one
+    /// that was sent.
+    fn expand_echo(&self, echo: u32) -> Result<Option<u64>, BogusAck> {
+        if echo == 0 {
+            return Ok(None);
+        }
+        let behind = u64::from((self.tx_order as u32).wrapping_sub(echo));
+        match self.tx_order.checked_sub(behind) {
+            Some(full) if full > 0 => Ok(Some(full)),
+            _ => Err(BogusAck),
+        }
+    }
+
+    /// Processes a cumulative ack, a SACK bitmap (bit i: `ack + 1 + i`) and the echoed
+    /// transmission number.
     pub(crate) fn on_ack(
         &mut self,
         ack: u32,
-        sacks: &[(u32, u32)],
+        sack: &[u64],
+        echo: u32,
         now: Instant,
         time_threshold: Duration,
         packet_threshold: u32,
-    ) -> Result<AckOutcome<B>, BogusAck> {
+    ) -> Result<AckOutcome, BogusAck> {
         if seq_lt(self.snd_nxt, ack) || seq_lt(ack, self.snd_una.wrapping_sub(1 << 30)) {
             return Err(BogusAck);
         }
-        let mut out = AckOutcome {
-            newly_acked: 0,
-            completed: Vec::new(),
-            rtt: None,
-            lost: 0,
-            advanced: false,
-        };
-        let mut newest = None;
+        let echo = self.expand_echo(echo)?;
+        let mut out = AckOutcome::default();
+        let echo_full = echo.unwrap_or(0);
         let mut seq = self.snd_una;
         while seq_lt(seq, ack) {
-            self.mark_acked(seq, &mut out, &mut newest);
+            self.mark_acked(seq, echo_full, now, &mut out);
             seq = seq.wrapping_add(1);
         }
-        for &(start, end) in sacks {
-            let mut seq = if seq_lt(start, self.snd_una) {
-                self.snd_una
-            } else {
-                start
-            };
-            let end = if seq_lt(self.snd_nxt, end) {
-                self.snd_nxt
-            } else {
-                end
-            };
-            while seq_lt(seq, end) {
-                self.mark_acked(seq, &mut out, &mut newest);
-                seq = seq.wrapping_add(1);
-            }
-        }
-        if let Some((order, sent_at, tx)) = newest
-            && order > self.largest_acked_order
-        {
-            self.largest_acked_order = order;
-            // Karn's rule: only a packet sent once gives an unambiguous sample.
-            if tx == 1 {
-                out.rtt = Some(now.saturating_duration_since(sent_at));
+        debug_assert!(sack.len() <= MAX_SACK_WORDS);
+        for (w, &word) in sack.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let i = bits.leading_zeros();
+                bits &= !(1 << (63 - i));
+                let seq = ack.wrapping_add(1 + w as u32 * 64 + i);
+                if seq_lt(seq, self.snd_nxt) {
+                    self.mark_acked(seq, echo_full, now, &mut out);
+                }
             }
         }
         while self.unacked.front().is_some_and(|s| s.acked) {
             self.unacked.pop_front();
             self.snd_una = self.snd_una.wrapping_add(1);
-            out.advanced = true;
         }
         while self
             .messages
@@ -348,28 +374,46 @@ impl<B: AsRef<[u8]>> SendState<B> {
             self.messages.pop_front();
             self.packetize = self.packetize.saturating_sub(1);
         }
-        // Loss detection from ack evidence (RFC 9002 §6.1, by transmission as RACK does,
-        // since a retransmission keeps its sequence number): a packet transmitted before
-        // the latest one known to have arrived is lost once `packet_threshold`
-        // transmissions after it have arrived, or it has been out for `time_threshold`.
-        if newest.is_some() {
-            let largest = self.largest_acked_order;
-            for (i, s) in self.unacked.iter_mut().enumerate() {
-                if s.in_flight
-                    && s.order < largest
-                    && (largest - s.order >= u64::from(packet_threshold)
-                        || now.saturating_duration_since(s.sent_at) >= time_threshold)
-                {
-                    s.lost = true;
-                    s.in_flight = false;
-                    self.in_flight -= 1;
-                    self.retransmit
-                        .push_back(self.snd_una.wrapping_add(i as u32));
-                    out.lost += 1;
-                }
-            }
+        if let Some(e) = echo
+            && e > self.largest_acked_order
+        {
+            self.largest_acked_order = e;
+            out.lost = self.detect_losses(now, time_threshold, packet_threshold);
         }
         Ok(out)
+    }
+
+    /// Declares lost every packet in flight transmitted before the latest one known to
+    /// have arrived, `packet_threshold` transmissions earlier or out for `time_threshold`.
+    fn detect_losses(
+        &mut self,
+        now: Instant,
+        time_threshold: Duration,
+        packet_threshold: u32,
+    ) -> u32 {
+        let largest = self.largest_acked_order;
+        let mut lost = 0;
+        for i in 0..self.unacked.len() {
+            let s = &self.unacked[i];
+            if !s.in_flight {
+                continue;
+            }
+            if s.order >= largest {
+                if self.resends_in_flight == 0 {
+                    // First sends only: their numbers grow with the sequence, so nothing
+                    // further on was sent before `largest`.
+                    break;
+                }
+                continue;
+            }
+            if largest - s.order >= u64::from(packet_threshold)
+                || now.saturating_duration_since(s.sent_at) >= time_threshold
+            {
+                self.declare_lost(i);
+                lost += 1;
+            }
+        }
+        lost
     }
 
     /// Every message not fully acknowledged, handed back (the connection failed or the
@@ -382,9 +426,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.snd_una = 0;
         self.snd_nxt = 0;
         self.in_flight = 0;
+        self.resends_in_flight = 0;
         self.largest_acked_order = 0;
         self.queued_bytes = 0;
-        // A peer that starts over expects message 0 first.
+        // A peer that starts over expects message 0 first. Transmission numbers keep
+        // counting: an echo from the old life can then never name a new transmission.
         self.next_msg_id = 0;
         out
     }
