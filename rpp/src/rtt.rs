@@ -9,23 +9,30 @@
 
 use std::time::Duration;
 
-/// Clock granularity G of RFC 6298: this implementation's timers are exact.
-const GRANULARITY: Duration = Duration::from_micros(1);
+/// Clock granularity G of RFC 6298, in nanoseconds: this implementation's timers are
+/// exact.
+const GRANULARITY: u64 = 1_000;
 
-/// The estimator.
+fn nanos(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
+}
+
+/// The estimator. It keeps nanoseconds as integers: it runs on every acknowledgement.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    min_rtt: Duration,
-    latest: Duration,
-    initial: Duration,
-    floor: Duration,
-    ceiling: Duration,
-    max_ack_delay: Duration,
+    srtt: Option<u64>,
+    rttvar: u64,
+    min_rtt: u64,
+    latest: u64,
+    initial: u64,
+    floor: u64,
+    ceiling: u64,
+    max_ack_delay: u64,
     backoff: u32,
     /// `rto()`, computed when an input changes (it is read on every packet).
-    rto: Duration,
+    rto: u64,
 }
 
 impl RttEstimator {
@@ -34,15 +41,15 @@ impl RttEstimator {
     pub fn new(initial: Duration, floor: Duration, ceiling: Duration) -> RttEstimator {
         let mut r = RttEstimator {
             srtt: None,
-            rttvar: Duration::ZERO,
-            min_rtt: Duration::MAX,
-            latest: Duration::ZERO,
-            initial,
-            floor,
-            ceiling: ceiling.max(floor),
-            max_ack_delay: Duration::ZERO,
+            rttvar: 0,
+            min_rtt: u64::MAX,
+            latest: 0,
+            initial: nanos(initial),
+            floor: nanos(floor),
+            ceiling: nanos(ceiling).max(nanos(floor)),
+            max_ack_delay: 0,
             backoff: 0,
-            rto: Duration::ZERO,
+            rto: 0,
         };
         r.update();
         r
@@ -51,7 +58,7 @@ impl RttEstimator {
     /// The longest the peer holds an acknowledgement: the timeout waits for it too
     /// (RFC 9002's probe timeout adds it the same way).
     pub fn with_max_ack_delay(mut self, delay: Duration) -> RttEstimator {
-        self.max_ack_delay = delay;
+        self.max_ack_delay = nanos(delay);
         self.update();
         self
     }
@@ -59,15 +66,21 @@ impl RttEstimator {
     fn update(&mut self) {
         let base = match self.srtt {
             None => self.initial,
-            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY) + self.max_ack_delay,
+            Some(srtt) => srtt
+                .saturating_add(self.rttvar.saturating_mul(4).max(GRANULARITY))
+                .saturating_add(self.max_ack_delay),
         };
         let base = base.clamp(self.floor, self.ceiling);
         self.rto = base.saturating_mul(1 << self.backoff).min(self.ceiling);
     }
 
-    /// Takes one sample: the time from sending a packet (sent once) to its ack, and the
-    /// delay the peer says it held the ack.
+    /// Takes one sample: the time from sending a packet to its acknowledgement, and the
+    /// delay the peer says it held the acknowledgement.
     pub fn sample(&mut self, rtt: Duration, ack_delay: Duration) {
+        self.sample_nanos(nanos(rtt), nanos(ack_delay));
+    }
+
+    pub(crate) fn sample_nanos(&mut self, rtt: u64, ack_delay: u64) {
         self.min_rtt = self.min_rtt.min(rtt);
         // The peer's ack delay comes off unless it is more than the sample, or would
         // take it below the smallest seen (a lying or confused peer).
@@ -90,11 +103,13 @@ impl RttEstimator {
         self.update();
     }
 
-    /// A packet sent once was acknowledged (a valid sample): the backoff ends. Karn's
-    /// algorithm keeps the doubled value until then.
+    /// A new sample arrived: the backoff ends. Karn's algorithm keeps the doubled value
+    /// until then.
     pub fn reset_backoff(&mut self) {
-        self.backoff = 0;
-        self.update();
+        if self.backoff != 0 {
+            self.backoff = 0;
+            self.update();
+        }
     }
 
     /// The timer expired: double the timeout (§5.5).
@@ -105,17 +120,27 @@ impl RttEstimator {
 
     /// The smoothed round-trip time, or the initial timeout before any sample.
     pub fn srtt(&self) -> Duration {
-        self.srtt.unwrap_or(self.initial)
+        Duration::from_nanos(self.srtt.unwrap_or(self.initial))
     }
 
     /// The round-trip variation.
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar)
     }
 
     /// The latest sample.
     pub fn latest(&self) -> Duration {
-        self.latest
+        Duration::from_nanos(self.latest)
+    }
+
+    /// The loss detection's time threshold: `eighths` / 8 of the larger of the smoothed
+    /// and the latest round trip, in nanoseconds.
+    pub(crate) fn time_threshold_nanos(&self, eighths: u32) -> u64 {
+        self.srtt
+            .unwrap_or(self.initial)
+            .max(self.latest)
+            .saturating_mul(u64::from(eighths))
+            / 8
     }
 
     /// Whether a sample has been taken.
@@ -124,8 +149,13 @@ impl RttEstimator {
     }
 
     /// The retransmission timeout, backoff included.
-    #[inline]
     pub fn rto(&self) -> Duration {
+        Duration::from_nanos(self.rto)
+    }
+
+    /// [`RttEstimator::rto`] in nanoseconds.
+    #[inline]
+    pub(crate) fn rto_nanos(&self) -> u64 {
         self.rto
     }
 }

@@ -28,13 +28,29 @@ impl Instant {
     }
 }
 
+impl Instant {
+    /// `nanos` nanoseconds later.
+    #[inline]
+    pub(crate) fn add_nanos(self, nanos: u64) -> Instant {
+        Instant(self.0.saturating_add(nanos))
+    }
+
+    /// Nanoseconds from `earlier` to `self`, zero if `earlier` is later.
+    #[inline]
+    pub(crate) fn nanos_since(self, earlier: Instant) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
 impl Add<Duration> for Instant {
     type Output = Instant;
+    #[inline]
     fn add(self, d: Duration) -> Instant {
-        Instant(
-            self.0
-                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        )
+        let nanos = d
+            .as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(d.subsec_nanos()));
+        Instant(self.0.saturating_add(nanos))
     }
 }
 

@@ -2,21 +2,22 @@
 //! ([`HeaderRepr`]), in the manner of smoltcp's wire modules.
 //!
 //! ```text
-//!  0  version (1)       1  flags            2  sack words       3  reserved (0)
-//!  4  connection id
-//!  8  sender's incarnation                         (u64)
-//! 16  the incarnation the sender believes the receiver has (u64, 0 = not yet known)
-//! 24  sequence number of this packet (with DATA)
-//! 28  cumulative ack: every sequence number before it was received
-//! 32  receiver credit: sequence numbers the sender may use beyond the cumulative ack
-//! 36  D-SACK: 1 + a sequence number just received twice (0 = none)
-//! 40  message id (u64)
-//! 48  fragment index          52  fragment count          56  message length
-//! 60  transmission number of this packet (with DATA; every send and resend has its own)
-//! 64  echo: the latest transmission number received from the peer (0 = none yet)
-//! 68  ack delay, microseconds (u16): how long the echoed packet waited for this one
-//! 70  reserved (0)
-//! 72  CRC-32C of the whole packet with this field zero
+//!  0  CRC-32C of everything after this field: the rest of the header, the SACK bitmap
+//!     and the payload (first, so one pass over the packet checks it)
+//!  4  version (1)       5  flags            6  sack words       7  reserved (0)
+//!  8  connection id
+//! 12  sender's incarnation                         (u64)
+//! 20  the incarnation the sender believes the receiver has (u64, 0 = not yet known)
+//! 28  sequence number of this packet (with DATA)
+//! 32  cumulative ack: every sequence number before it was received
+//! 36  receiver credit: sequence numbers the sender may use beyond the cumulative ack
+//! 40  D-SACK: 1 + a sequence number just received twice (0 = none)
+//! 44  message id (u64)
+//! 52  fragment index          56  fragment count          60  message length
+//! 64  transmission number of this packet (with DATA; every send and resend has its own)
+//! 68  echo: the latest transmission number received from the peer (0 = none yet)
+//! 72  ack delay, microseconds (u16): how long the echoed packet waited for this one
+//! 74  reserved (0)
 //! 76  SACK bitmap: sack words x u64; bit i (from the most significant bit of the first
 //!     word) set means sequence number ack + 1 + i was received
 //! ..  payload
@@ -56,26 +57,43 @@ pub mod flags {
 
 mod field {
     pub type Field = core::ops::Range<usize>;
-    pub const VERSION: usize = 0;
-    pub const FLAGS: usize = 1;
-    pub const SACK_WORDS: usize = 2;
-    pub const RESERVED: usize = 3;
-    pub const CONN_ID: Field = 4..8;
-    pub const SRC_INC: Field = 8..16;
-    pub const DST_INC: Field = 16..24;
-    pub const SEQ: Field = 24..28;
-    pub const ACK: Field = 28..32;
-    pub const CREDIT: Field = 32..36;
-    pub const DSACK: Field = 36..40;
-    pub const MSG_ID: Field = 40..48;
-    pub const FRAG_INDEX: Field = 48..52;
-    pub const FRAG_COUNT: Field = 52..56;
-    pub const MSG_LEN: Field = 56..60;
-    pub const TX: Field = 60..64;
-    pub const ECHO: Field = 64..68;
-    pub const ACK_DELAY: Field = 68..70;
-    pub const RESERVED2: Field = 70..72;
-    pub const CRC: Field = 72..76;
+    pub const CRC: Field = 0..4;
+    pub const VERSION: usize = 4;
+    pub const FLAGS: usize = 5;
+    pub const SACK_WORDS: usize = 6;
+    pub const RESERVED: usize = 7;
+    pub const CONN_ID: Field = 8..12;
+    pub const SRC_INC: Field = 12..20;
+    pub const DST_INC: Field = 20..28;
+    pub const SEQ: Field = 28..32;
+    pub const ACK: Field = 32..36;
+    pub const CREDIT: Field = 36..40;
+    pub const DSACK: Field = 40..44;
+    pub const MSG_ID: Field = 44..52;
+    pub const FRAG_INDEX: Field = 52..56;
+    pub const FRAG_COUNT: Field = 56..60;
+    pub const MSG_LEN: Field = 60..64;
+    pub const TX: Field = 64..68;
+    pub const ECHO: Field = 68..72;
+    pub const ACK_DELAY: Field = 72..74;
+    pub const RESERVED2: Field = 74..76;
+}
+
+/// Byte offsets of the fields an application may need to patch (the fuzz targets do):
+/// the version, the connection id and the first byte after the CRC.
+pub mod offset {
+    /// The CRC covers everything from here on.
+    pub const AFTER_CRC: usize = super::field::CRC.end;
+    /// The version byte.
+    pub const VERSION: usize = super::field::VERSION;
+    /// The flags byte.
+    pub const FLAGS: usize = super::field::FLAGS;
+    /// The reserved byte after the SACK word count.
+    pub const RESERVED: usize = super::field::RESERVED;
+    /// The connection id (4 bytes).
+    pub const CONN_ID: usize = super::field::CONN_ID.start;
+    /// The reserved 2 bytes after the ack delay.
+    pub const RESERVED2: usize = super::field::RESERVED2.start;
 }
 
 /// `a` is before `b` in serial-number order.
@@ -250,19 +268,21 @@ impl<T: AsRef<[u8]>> Header<T> {
         &self.buffer.as_ref()[self.header_len()..]
     }
 
-    /// Whether the CRC-32C over the whole packet (with the CRC field taken as zero)
-    /// matches.
+    /// Whether the CRC-32C over everything after the CRC field matches it.
     pub fn crc_ok(&self) -> bool {
-        self.crc() == compute_crc(self.buffer.as_ref(), &[])
+        self.crc() == crc32c::crc32c(&self.buffer.as_ref()[field::CRC.end..])
     }
 }
 
-/// The CRC-32C of `header` (whose CRC field is taken as zero) followed by `payload`.
+/// The CRC-32C of a packet gathered from `header` (its CRC field not included) and
+/// `payload`.
 pub fn compute_crc(header: &[u8], payload: &[u8]) -> u32 {
-    let crc = crc32c::crc32c_append(0, &header[..field::CRC.start]);
-    let crc = crc32c::crc32c_append(crc, &[0; 4]);
-    let crc = crc32c::crc32c_append(crc, &header[field::CRC.end..]);
-    crc32c::crc32c_append(crc, payload)
+    let crc = crc32c::crc32c(&header[field::CRC.end..]);
+    if payload.is_empty() {
+        crc
+    } else {
+        crc32c::crc32c_append(crc, payload)
+    }
 }
 
 /// A parsed header.
@@ -298,14 +318,11 @@ pub struct HeaderRepr {
     pub echo: u32,
     /// How long the echoed packet waited for this one, in microseconds.
     pub ack_delay_us: u16,
-    /// SACK bitmap words.
-    pub sack: [u64; MAX_SACK_WORDS],
-    /// How many of `sack` are used.
-    pub sack_words: u8,
 }
 
 impl HeaderRepr {
-    /// Parses and checks a header (but not the CRC).
+    /// Parses and checks a header (but not the CRC). The SACK bitmap stays in the view
+    /// ([`Header::sack_word`]).
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Result<HeaderRepr, WireError> {
         let b = h.fixed();
         if b[field::VERSION] != VERSION {
@@ -337,8 +354,6 @@ impl HeaderRepr {
             tx: be32(b, field::TX),
             echo: be32(b, field::ECHO),
             ack_delay_us: be16(b, field::ACK_DELAY),
-            sack: core::array::from_fn(|i| if i < sack_words { h.sack_word(i) } else { 0 }),
-            sack_words: sack_words as u8,
         };
         if repr.src_incarnation == 0 {
             return Err(WireError::Malformed("zero incarnation"));
@@ -354,21 +369,20 @@ impl HeaderRepr {
         Ok(repr)
     }
 
-    /// Bytes this header takes.
-    pub fn header_len(&self) -> usize {
-        HEADER_LEN + usize::from(self.sack_words) * 8
-    }
-
-    /// Writes the header into `out` with a zero CRC field; returns its length. See
-    /// [`seal`] for the CRC.
-    pub fn emit(&self, out: &mut [u8]) -> Option<usize> {
-        let len = self.header_len();
+    /// Writes the header and a SACK bitmap of `sack.len()` words (at most
+    /// [`MAX_SACK_WORDS`]) into `out`, with a zero CRC field; returns the header's
+    /// length. See [`seal`] and [`seal_packet`] for the CRC.
+    pub fn emit(&self, out: &mut [u8], sack: &[u64]) -> Option<usize> {
+        if sack.len() > MAX_SACK_WORDS {
+            return None;
+        }
+        let len = HEADER_LEN + sack.len() * 8;
         let out = out.get_mut(..len)?;
-        let (fixed, sack) = out.split_at_mut(HEADER_LEN);
+        let (fixed, bitmap) = out.split_at_mut(HEADER_LEN);
         let b: &mut [u8; HEADER_LEN] = fixed.try_into().ok()?;
         b[field::VERSION] = VERSION;
         b[field::FLAGS] = self.flags;
-        b[field::SACK_WORDS] = self.sack_words;
+        b[field::SACK_WORDS] = sack.len() as u8;
         b[field::RESERVED] = 0;
         b[field::CONN_ID].copy_from_slice(&self.conn_id.to_be_bytes());
         b[field::SRC_INC].copy_from_slice(&self.src_incarnation.to_be_bytes());
@@ -386,7 +400,7 @@ impl HeaderRepr {
         b[field::ACK_DELAY].copy_from_slice(&self.ack_delay_us.to_be_bytes());
         b[field::RESERVED2].copy_from_slice(&[0, 0]);
         b[field::CRC].copy_from_slice(&[0; 4]);
-        for (chunk, word) in sack.chunks_exact_mut(8).zip(&self.sack) {
+        for (chunk, word) in bitmap.chunks_exact_mut(8).zip(sack) {
             chunk.copy_from_slice(&word.to_be_bytes());
         }
         Some(len)
@@ -400,14 +414,19 @@ pub fn seal(header: &mut [u8], payload: &[u8]) {
     header[field::CRC].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Fills in the CRC-32C of a whole packet (header and payload together) in one pass.
+pub fn seal_packet(packet: &mut [u8]) {
+    let crc = crc32c::crc32c(&packet[field::CRC.end..]);
+    packet[field::CRC].copy_from_slice(&crc.to_be_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const SACK: [u64; 2] = [0x8000_0000_0000_0001, 0x0102_0304_0506_0708];
+
     fn repr() -> HeaderRepr {
-        let mut sack = [0; MAX_SACK_WORDS];
-        sack[0] = 0x8000_0000_0000_0001;
-        sack[1] = 0x0102_0304_0506_0708;
         HeaderRepr {
             flags: flags::DATA | flags::ACK_NOW,
             conn_id: 0x0102_0304,
@@ -424,13 +443,12 @@ mod tests {
             tx: 0x0A0B_0C0D,
             echo: 33,
             ack_delay_us: 250,
-            sack,
-            sack_words: 2,
         }
     }
 
     fn bytes() -> Vec<u8> {
         let mut b = vec![
+            0, 0, 0, 0, // crc (zero before sealing)
             1, 0x05, 2, 0, // version, flags, sack words, reserved
             1, 2, 3, 4, // conn id
             0, 0, 0, 0, 0, 0, 0, 7, // src incarnation
@@ -445,7 +463,6 @@ mod tests {
             0x0A, 0x0B, 0x0C, 0x0D, // tx
             0, 0, 0, 33, // echo
             0, 250, 0, 0, // ack delay, reserved
-            0, 0, 0, 0, // crc (zero before sealing)
             0x80, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, // sack bitmap
         ];
         b.extend_from_slice(b"payload");
@@ -483,19 +500,23 @@ mod tests {
     #[test]
     fn construct_and_round_trip() {
         let mut out = vec![0u8; 200];
-        let n = repr().emit(&mut out).unwrap();
+        let n = repr().emit(&mut out, &SACK).unwrap();
         assert_eq!(&out[..n], &bytes()[..n]);
         assert_eq!(
             HeaderRepr::parse(&Header::new_checked(&bytes()[..]).unwrap()).unwrap(),
             repr()
         );
-        assert_eq!(repr().emit(&mut out[..91]), None, "too small a buffer");
+        assert_eq!(
+            repr().emit(&mut out[..91], &SACK),
+            None,
+            "too small a buffer"
+        );
     }
 
     #[test]
     fn crc_covers_header_and_gathered_payload() {
         let mut header = vec![0u8; MAX_HEADER_LEN];
-        let n = repr().emit(&mut header).unwrap();
+        let n = repr().emit(&mut header, &SACK).unwrap();
         seal(&mut header[..n], b"payload");
         let mut packet = header[..n].to_vec();
         packet.extend_from_slice(b"payload");
@@ -521,12 +542,18 @@ mod tests {
                 "{len} bytes"
             );
         }
-        // Gathered: the header with its CRC field zeroed, then the payload.
+        // Gathered: the header after its CRC field, then the payload; or all at once.
         let mut header = vec![0u8; MAX_HEADER_LEN];
-        let n = repr().emit(&mut header).unwrap();
+        let n = repr().emit(&mut header, &SACK).unwrap();
         let mut whole = header[..n].to_vec();
         whole.extend_from_slice(&data);
-        assert_eq!(compute_crc(&header[..n], &data), reference.checksum(&whole));
+        assert_eq!(
+            compute_crc(&header[..n], &data),
+            reference.checksum(&whole[4..])
+        );
+        seal_packet(&mut whole);
+        assert!(Header::new_checked(&whole[..]).unwrap().crc_ok());
+        assert_eq!(&whole[..4], &reference.checksum(&whole[4..]).to_be_bytes());
     }
 
     #[test]
@@ -542,9 +569,9 @@ mod tests {
         );
         let parse = |b: &[u8]| HeaderRepr::parse(&Header::new_checked(b).unwrap());
         let mut v = b.clone();
-        v[0] = 2;
+        v[4] = 2;
         assert_eq!(parse(&v), Err(WireError::Version(2)));
-        for (at, value) in [(1, 0x40), (3, 1), (71, 1)] {
+        for (at, value) in [(5, 0x40), (7, 1), (75, 1)] {
             let mut v = b.clone();
             v[at] = value;
             assert!(
@@ -553,26 +580,26 @@ mod tests {
             );
         }
         let mut v = b.clone();
-        v[2] = MAX_SACK_WORDS as u8 + 1;
+        v[6] = MAX_SACK_WORDS as u8 + 1;
         v.resize(300, 0);
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "sack too long"
         );
         let mut v = b.clone();
-        v[8..16].fill(0);
+        v[12..20].fill(0);
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "zero incarnation"
         );
         let mut v = b.clone();
-        v[48..52].copy_from_slice(&3u32.to_be_bytes());
+        v[52..56].copy_from_slice(&3u32.to_be_bytes());
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "fragment index = count"
         );
         let mut v = b.clone();
-        v[60..64].fill(0);
+        v[64..68].fill(0);
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "data without tx"

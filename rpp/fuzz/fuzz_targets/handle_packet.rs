@@ -45,17 +45,13 @@ fuzz_target!(|data: &[u8]| {
                 // Make it look like ours, with a valid CRC.
                 let mut p = bytes.to_vec();
                 if p.len() >= HEADER_LEN {
-                    p[0] = wire::VERSION;
-                    p[1] &= wire::flags::ALL;
-                    p[3] = 0;
-                    p[4..8].copy_from_slice(&CONN_ID.to_be_bytes());
-                    p[62] = 0;
-                    p[63] = 0;
-                    let header_len = wire::Header::new_unchecked(&p[..]).header_len().min(p.len());
-                    let (h, payload) = p.split_at_mut(header_len);
-                    if h.len() >= HEADER_LEN {
-                        wire::seal(h, payload);
-                    }
+                    use wire::offset;
+                    p[offset::VERSION] = wire::VERSION;
+                    p[offset::FLAGS] &= wire::flags::ALL;
+                    p[offset::RESERVED] = 0;
+                    p[offset::CONN_ID..offset::CONN_ID + 4].copy_from_slice(&CONN_ID.to_be_bytes());
+                    p[offset::RESERVED2..offset::RESERVED2 + 2].fill(0);
+                    wire::seal_packet(&mut p);
                 }
                 conn.handle_packet(now, &p);
             }

@@ -7,12 +7,11 @@ use crate::config::Config;
 use crate::rtt::RttEstimator;
 use crate::stats::{Stats, Trace, TraceKind};
 use crate::time::Instant;
-use crate::wire::{self, Header, HeaderRepr, MAX_HEADER_LEN, flags};
+use crate::wire::{self, Header, HeaderRepr, MAX_HEADER_LEN, MAX_SACK_WORDS, flags};
 use core::ops::Range;
 use recv::{DataOutcome, FragmentInfo, RecvState};
 use send::SendState;
 use std::collections::VecDeque;
-use std::time::Duration;
 use thiserror::Error;
 
 /// Identifies a message within one incarnation of a connection (they count from zero).
@@ -174,7 +173,17 @@ pub struct Gather<'a> {
 /// What goes in the next packet.
 struct Plan {
     repr: HeaderRepr,
+    /// The SACK bitmap, when packets wait beyond a gap.
+    sack: Option<([u64; MAX_SACK_WORDS], u8)>,
     payload: Option<(u64, u32)>,
+}
+
+impl Plan {
+    fn sack(&self) -> &[u64] {
+        self.sack
+            .as_ref()
+            .map_or(&[], |(words, n)| &words[..usize::from(*n)])
+    }
 }
 
 /// One end of an RPP connection. See the crate documentation for the protocol.
@@ -188,6 +197,7 @@ struct Plan {
 /// [`Connection::poll_timeout`] and call [`Connection::handle_timeout`] when it fires.
 pub struct Connection<B = Vec<u8>> {
     config: Config,
+    timers: Timers,
     conn_id: u32,
     local_incarnation: u64,
     peer_incarnation: Option<u64>,
@@ -222,6 +232,25 @@ pub struct Connection<B = Vec<u8>> {
     /// This side closed: answer anything the peer still sends with CLOSE.
     we_closed: bool,
     close_due: bool,
+}
+
+/// The configuration's durations in nanoseconds, as the timers use them.
+#[derive(Debug, Clone, Copy)]
+struct Timers {
+    ack_delay: u64,
+    keepalive: u64,
+    rto_max: u64,
+}
+
+impl Timers {
+    fn new(config: &Config) -> Timers {
+        let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Timers {
+            ack_delay: nanos(config.ack_delay),
+            keepalive: nanos(config.keepalive),
+            rto_max: nanos(config.rto_max),
+        }
+    }
 }
 
 /// Credit assumed before the peer has said anything.
@@ -273,6 +302,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             recently_retransmitted: VecDeque::new(),
             stalled: false,
             delivered: Vec::new(),
+            timers: Timers::new(&config),
             we_closed: false,
             close_due: false,
             config,
@@ -439,7 +469,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // Answer at once: a probe wants it, and an introducer must learn who we are.
             self.recv.owe_ack(now, true);
         }
-        if let Err(r) = self.on_ack(now, &repr) {
+        let mut sack = [0u64; MAX_SACK_WORDS];
+        for (i, word) in sack.iter_mut().enumerate().take(h.sack_words()) {
+            *word = h.sack_word(i);
+        }
+        if let Err(r) = self.on_ack(now, &repr, &sack[..h.sack_words()]) {
             return r;
         }
         if repr.flags & flags::CLOSE != 0 {
@@ -534,10 +568,10 @@ impl<B: AsRef<[u8]>> Connection<B> {
             .push_back(Event::PeerRestarted { old, new, unacked });
     }
 
-    fn on_ack(&mut self, now: Instant, repr: &HeaderRepr) -> Result<(), Received> {
-        let sack = &repr.sack[..usize::from(repr.sack_words)];
-        let threshold =
-            self.rtt.srtt().max(self.rtt.latest()) * self.config.time_threshold_eighths / 8;
+    fn on_ack(&mut self, now: Instant, repr: &HeaderRepr, sack: &[u64]) -> Result<(), Received> {
+        let threshold = self
+            .rtt
+            .time_threshold_nanos(self.config.time_threshold_eighths);
         let out = match self.send.on_ack(
             repr.ack,
             sack,
@@ -568,7 +602,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         if let Some(rtt) = out.rtt {
             self.rtt
-                .sample(rtt, Duration::from_micros(u64::from(repr.ack_delay_us)));
+                .sample_nanos(rtt, u64::from(repr.ack_delay_us) * 1000);
             // A backed-off timeout stands until a new sample (Karn's algorithm). Going
             // back on any ack would let a timeout shorter than a queue's delay fire again
             // and again, each time resending the window.
@@ -586,7 +620,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             });
         }
         if out.newly_acked > 0 || self.send.in_flight == 0 {
-            self.rto_deadline = (self.send.in_flight > 0).then(|| now + self.rtt.rto());
+            self.rto_deadline =
+                (self.send.in_flight > 0).then(|| now.add_nanos(self.rtt.rto_nanos()));
         }
         Ok(())
     }
@@ -605,10 +640,10 @@ impl<B: AsRef<[u8]>> Connection<B> {
             if self.timeouts > retries {
                 return self.fail(now, ConnectionError::PeerUnreachable { retries });
             }
-            let lost = self.send.on_timeout(now, self.rtt.rto());
+            let lost = self.send.on_timeout(now, self.rtt.rto_nanos());
             self.stats.lost += u64::from(lost);
             self.rtt.back_off();
-            self.rto_deadline = Some(now + self.rtt.rto());
+            self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
         }
         if self.state == State::Connecting && self.hello_deadline.is_some_and(|t| t <= now) {
             self.hellos += 1;
@@ -617,7 +652,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             self.hello_due = true;
             self.rtt.back_off();
-            self.hello_deadline = Some(now + self.rtt.rto());
+            self.hello_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
         }
         if self.probe_deadline().is_some_and(|t| t <= now) {
             if self.probe_sent_at.is_some() {
@@ -643,22 +678,22 @@ impl<B: AsRef<[u8]>> Connection<B> {
         {
             return None;
         }
-        let rto = self.rtt.rto();
+        let backed_off = |n: u32| {
+            self.rtt
+                .rto_nanos()
+                .saturating_mul(1 << n.min(16))
+                .min(self.timers.rto_max)
+        };
         if let Some(sent) = self.probe_sent_at {
             // Unanswered: try again, backing off.
-            return Some(
-                sent + rto
-                    .saturating_mul(1 << self.probes_unanswered.min(16))
-                    .min(self.config.rto_max),
-            );
+            return Some(sent.add_nanos(backed_off(self.probes_unanswered)));
         }
         let wait = if self.stalled {
-            rto.saturating_mul(1 << self.persist_probes.min(16))
-                .min(self.config.rto_max)
+            backed_off(self.persist_probes)
         } else {
-            self.config.keepalive
+            self.timers.keepalive
         };
-        Some(self.last_heard + wait)
+        Some(self.last_heard.add_nanos(wait))
     }
 
     // ---- What goes out --------------------------------------------------------------
@@ -677,17 +712,19 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.stats.credit_stalls += 1;
         }
         self.stalled = stalled;
-        let ack = self.recv.ack_deadline(self.config.ack_delay);
-        [
-            self.rto_deadline,
-            self.hello_deadline
-                .filter(|_| self.state == State::Connecting),
-            self.probe_deadline(),
-            ack,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let mut next = self.recv.ack_deadline(self.timers.ack_delay);
+        let hello = self
+            .hello_deadline
+            .filter(|_| self.state == State::Connecting);
+        for t in [self.rto_deadline, hello, self.probe_deadline()]
+            .into_iter()
+            .flatten()
+        {
+            if next.is_none_or(|n| t < n) {
+                next = Some(t);
+            }
+        }
+        next
     }
 
     fn plan(&mut self, now: Instant) -> Option<Plan> {
@@ -711,6 +748,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             };
             return Some(Plan {
                 repr,
+                sack: None,
                 payload: None,
             });
         }
@@ -760,7 +798,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.stats.acks_sent += 1;
         } else if self
             .recv
-            .ack_deadline(self.config.ack_delay)
+            .ack_deadline(self.timers.ack_delay)
             .is_some_and(|t| t <= now)
         {
             self.stats.acks_sent += 1;
@@ -770,7 +808,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if self.state == State::Connecting || self.peer_incarnation.is_none() {
             flags |= flags::HELLO;
         }
-        let (sack, sack_words) = self.recv.sack_bitmap();
+        let sack = self.recv.sack_bitmap();
         let ack_delay_us = if self.recv.echo == 0 {
             0
         } else {
@@ -789,8 +827,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
             dsack: self.recv.dsack,
             echo: self.recv.echo,
             ack_delay_us,
-            sack,
-            sack_words,
             ..HeaderRepr::default()
         };
         if let Some((seq, msg_id, frag)) = data {
@@ -802,7 +838,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             repr.msg_len = msg_len as u32;
             repr.tx = self.send.last_tx();
             if self.rto_deadline.is_none() {
-                self.rto_deadline = Some(now + self.rtt.rto());
+                self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
             }
         }
         self.recv.ack_sent();
@@ -810,6 +846,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.stats.packets_sent += 1;
         Some(Plan {
             repr,
+            sack,
             payload: data.map(|(_, id, frag)| (id, frag)),
         })
     }
@@ -818,15 +855,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// its length, or `None` when nothing needs to go now.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let plan = self.plan(now)?;
-        let header_len = plan.repr.emit(buf)?;
+        let header_len = plan.repr.emit(buf, plan.sack())?;
         let payload = plan
             .payload
             .and_then(|(id, frag)| self.send.fragment(id, frag))
             .map_or(&[][..], |f| f.0);
         let total = header_len + payload.len();
         buf.get_mut(header_len..total)?.copy_from_slice(payload);
-        let (h, p) = buf.split_at_mut(header_len);
-        wire::seal(h, &p[..payload.len()]);
+        wire::seal_packet(&mut buf[..total]);
         Some(total)
     }
 
@@ -839,7 +875,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return None;
         }
         let plan = self.plan(now)?;
-        let header_len = plan.repr.emit(header)?;
+        let header_len = plan.repr.emit(header, plan.sack())?;
         let payload = plan
             .payload
             .and_then(|(id, frag)| self.send.fragment(id, frag))

@@ -4,7 +4,6 @@
 use crate::time::Instant;
 use crate::wire::{MAX_SACK_WORDS, seq_lt};
 use std::collections::VecDeque;
-use std::time::Duration;
 
 /// A packet that arrived ahead of the cumulative ack.
 #[derive(Debug)]
@@ -160,12 +159,12 @@ impl RecvState {
 
     /// The SACK bitmap: bit i (from the most significant bit of word 0) is sequence
     /// number `rcv_nxt + 1 + i`, up to [`MAX_SACK_WORDS`] words. Returns the words and how
-    /// many are used.
-    pub(crate) fn sack_bitmap(&self) -> ([u64; MAX_SACK_WORDS], u8) {
-        let mut words = [0u64; MAX_SACK_WORDS];
+    /// many are used; `None` when nothing waits beyond a gap.
+    pub(crate) fn sack_bitmap(&self) -> Option<([u64; MAX_SACK_WORDS], u8)> {
         if self.buffered == 0 {
-            return (words, 0);
+            return None;
         }
+        let mut words = [0u64; MAX_SACK_WORDS];
         let mut used = 0;
         // Slot 0 is the awaited packet, never buffered.
         for (i, slot) in self
@@ -181,7 +180,7 @@ impl RecvState {
                 used = bit / 64 + 1;
             }
         }
-        (words, used as u8)
+        Some((words, used as u8))
     }
 
     /// Remembers a transmission that arrived, to echo it.
@@ -205,14 +204,14 @@ impl RecvState {
     }
 
     /// When the owed acknowledgement must go at the latest.
-    pub(crate) fn ack_deadline(&self, delay: Duration) -> Option<Instant> {
+    pub(crate) fn ack_deadline(&self, delay_nanos: u64) -> Option<Instant> {
         if !self.ack_needed {
             return None;
         }
         if self.ack_now {
             return self.oldest_unacked.or(Some(Instant::ZERO));
         }
-        self.oldest_unacked.map(|t| t + delay)
+        self.oldest_unacked.map(|t| t.add_nanos(delay_nanos))
     }
 
     /// An acknowledgement went out (on its own or riding on data).

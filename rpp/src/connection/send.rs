@@ -12,7 +12,6 @@
 use crate::time::Instant;
 use crate::wire::{MAX_SACK_WORDS, seq_le, seq_lt};
 use std::collections::VecDeque;
-use std::time::Duration;
 
 /// A message the application handed to `send`, kept until every fragment is acked.
 #[derive(Debug)]
@@ -51,8 +50,9 @@ pub(crate) struct Sent {
 pub(crate) struct AckOutcome {
     /// Packets newly acknowledged.
     pub(crate) newly_acked: u32,
-    /// A round-trip sample: the echoed transmission was newly acknowledged.
-    pub(crate) rtt: Option<Duration>,
+    /// A round-trip sample in nanoseconds: the echoed transmission was newly
+    /// acknowledged.
+    pub(crate) rtt: Option<u64>,
     /// Packets declared lost by this acknowledgement.
     pub(crate) lost: u32,
 }
@@ -254,7 +254,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
 
     /// The retransmission timer fired at `now`: every packet in flight for at least `rto`
     /// is declared lost, and at least the oldest one in flight. Returns how many.
-    pub(crate) fn on_timeout(&mut self, now: Instant, rto: Duration) -> u32 {
+    pub(crate) fn on_timeout(&mut self, now: Instant, rto: u64) -> u32 {
         let mut lost = 0;
         let mut oldest: Option<(u64, usize)> = None;
         for i in 0..self.unacked.len() {
@@ -262,7 +262,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             if !s.in_flight {
                 continue;
             }
-            if now.saturating_duration_since(s.sent_at) >= rto {
+            if now.nanos_since(s.sent_at) >= rto {
                 self.declare_lost(i);
                 lost += 1;
             } else if oldest.is_none_or(|(order, _)| s.order < order) {
@@ -301,7 +301,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         if order == echo {
             // The echo names this very transmission: an unambiguous sample, resend or
             // not (no need for Karn's rule).
-            out.rtt = Some(now.saturating_duration_since(sent_at));
+            out.rtt = Some(now.nanos_since(sent_at));
         }
         if let Some(m) = self.message_mut(msg_id) {
             m.acked += 1;
@@ -336,7 +336,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         sack: &[u64],
         echo: u32,
         now: Instant,
-        time_threshold: Duration,
+        time_threshold: u64,
         packet_threshold: u32,
     ) -> Result<AckOutcome, BogusAck> {
         if seq_lt(self.snd_nxt, ack) || seq_lt(ack, self.snd_una.wrapping_sub(1 << 30)) {
@@ -345,10 +345,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
         let echo = self.expand_echo(echo)?;
         let mut out = AckOutcome::default();
         let echo_full = echo.unwrap_or(0);
-        let mut seq = self.snd_una;
-        while seq_lt(seq, ack) {
-            self.mark_acked(seq, echo_full, now, &mut out);
-            seq = seq.wrapping_add(1);
+        // The cumulative part: everything before `ack` is acknowledged and leaves.
+        while seq_lt(self.snd_una, ack) {
+            self.mark_acked(self.snd_una, echo_full, now, &mut out);
+            self.unacked.pop_front();
+            self.snd_una = self.snd_una.wrapping_add(1);
         }
         debug_assert!(sack.len() <= MAX_SACK_WORDS);
         for (w, &word) in sack.iter().enumerate() {
@@ -385,12 +386,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
 
     /// Declares lost every packet in flight transmitted before the latest one known to
     /// have arrived, `packet_threshold` transmissions earlier or out for `time_threshold`.
-    fn detect_losses(
-        &mut self,
-        now: Instant,
-        time_threshold: Duration,
-        packet_threshold: u32,
-    ) -> u32 {
+    fn detect_losses(&mut self, now: Instant, time_threshold: u64, packet_threshold: u32) -> u32 {
+        if self.in_flight == 0 {
+            return 0;
+        }
         let largest = self.largest_acked_order;
         let mut lost = 0;
         for i in 0..self.unacked.len() {
@@ -407,7 +406,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 continue;
             }
             if largest - s.order >= u64::from(packet_threshold)
-                || now.saturating_duration_since(s.sent_at) >= time_threshold
+                || now.nanos_since(s.sent_at) >= time_threshold
             {
                 self.declare_lost(i);
                 lost += 1;

@@ -4,6 +4,7 @@
 use super::*;
 use crate::testing::{CONN_ID, LinkConfig, Pair};
 use crate::wire::HEADER_LEN;
+use std::time::Duration;
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
@@ -195,9 +196,10 @@ fn a_gap_triggers_an_immediate_ack_with_sack() {
     b.handle_packet(at(11), &ps[2]);
     let acks = transmit(&mut b, at(11));
     assert_eq!(acks.len(), 1, "out of order: acked at once");
+    let view = Header::new_checked(&acks[0][..]).unwrap();
     let h = header(&acks[0]);
     assert_eq!(
-        (h.ack, h.sack_words, h.sack[0]),
+        (h.ack, view.sack_words(), view.sack_word(0)),
         (0, 1, 1 << 62),
         "bit 1: sequence number 2"
     );
@@ -656,11 +658,10 @@ fn an_ack_for_packets_never_sent_is_dropped() {
     let p = transmit(&mut b, at(10)).remove(0);
     let mut h = header(&p);
     h.ack = 1000;
-    let mut forged = vec![0u8; h.header_len() + 1];
-    h.emit(&mut forged).unwrap();
-    forged[h.header_len()] = b'y';
-    let (hd, pl) = forged.split_at_mut(h.header_len());
-    wire::seal(hd, pl);
+    let mut forged = vec![0u8; HEADER_LEN + 1];
+    h.emit(&mut forged, &[]).unwrap();
+    forged[HEADER_LEN] = b'y';
+    wire::seal_packet(&mut forged);
     assert_eq!(
         a.handle_packet(at(11), &forged),
         Received::Dropped(DropReason::Malformed)
