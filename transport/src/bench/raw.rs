@@ -1,555 +1,21 @@
 //! Ping-pong and streaming over the unreliable channel API between two simulated boards
-//! joined by a switch (seed 000, Performance Results), in the three execution modes.
+//! joined by a switch (seed 000, Performance Results), in the three execution modes (see
+//! [`harness`](super::harness) for how each runs).
 //!
-//! Inline and threaded runs use one host thread per board against a real clock: the
-//! calling thread is the pinging (or sending) side, a worker thread the echoing (or
-//! receiving) side, parked between rounds so that a [`Reference`] measured in the
-//! alternate rounds has the machine to itself. The deterministic run uses the scheduler in
-//! virtual time with a PCI64B's timing and SAN-2000 links, so its figures are the model's.
+//! An exchange with no answer within the setup's timeout counts as lost: nothing here
+//! retransmits. [`reliable`](super::reliable) runs the same benchmarks over RPP.
 
-use super::programs::{Drain, Echo, Pinger, Program, Step, StreamSender, StreamSink};
+use super::harness::{PAUSE, Quiet, RUN, channels, drive, run_sim, settle, with_server};
+use super::programs::{Drain, Echo, Pinger, StreamSender, StreamSink};
 use super::{Reference, median};
-use myri_device::board::{Board, BoardConfig, Timing};
-use myri_device::fabric::topology::star;
-use myri_device::fabric::{
-    CableConfig, Fabric, FabricBuilder, FaultConfig, LinkModel, PortId, SwitchSize,
-};
-use myri_device::run::Clock;
-use myri_device::sched::{Node, Outcome, Sim};
-use myri_device::time::Time;
-use myri_mcp::hcb::counter;
-use myri_mcp::{
-    Api, ChanRequest, Channel, InitOptions, McpConfig, McpRunner, Mode, RouteId, RouteSlot, Unit,
-};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-/// How the control programs run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExecMode {
-    /// Stepped by each host thread's progress calls.
-    Inline,
-    /// Each on its own thread (spin, then park).
-    Threaded,
-    /// Under the deterministic scheduler, in virtual time.
-    Sim,
-}
+/// How long a simulated run goes on after the client is done, so that what is in flight
+/// lands before the books close.
+const LAND: Duration = Duration::from_millis(5);
 
-impl ExecMode {
-    /// The name used on the command line and in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            ExecMode::Inline => "inline",
-            ExecMode::Threaded => "threaded",
-            ExecMode::Sim => "sim",
-        }
-    }
-}
-
-/// What to run on.
-#[derive(Debug, Clone, Copy)]
-pub struct Setup {
-    /// Execution mode.
-    pub mode: ExecMode,
-    /// Faults on every link.
-    pub faults: FaultConfig,
-    /// Seed of the faults (and of the scheduler's run).
-    pub seed: u64,
-    /// The MCP's settings.
-    pub mcp: McpConfig,
-    /// How long an exchange waits before it counts as lost.
-    pub timeout: Duration,
-}
-
-impl Default for Setup {
-    fn default() -> Setup {
-        Setup {
-            mode: ExecMode::Inline,
-            faults: FaultConfig::default(),
-            seed: 1,
-            mcp: McpConfig::default(),
-            timeout: Duration::from_millis(20),
-        }
-    }
-}
-
-/// Packet accounting over a run: every packet sent was received or dropped somewhere.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Accounting {
-    /// Packets the host programs sent.
-    pub sent: u64,
-    /// Packets the host programs received.
-    pub received: u64,
-    /// Packets dropped by the fabric or either board.
-    pub dropped: u64,
-    /// Extra copies the fabric made.
-    pub duplicated: u64,
-    /// Where the drops happened, by cause (only causes with drops).
-    pub drops: Vec<(&'static str, u64)>,
-}
-
-impl Accounting {
-    /// Whether `received + dropped` accounts for every packet sent (and every copy).
-    pub fn balanced(&self) -> bool {
-        self.received + self.dropped == self.sent + self.duplicated
-    }
-}
-
-/// Two boards on one switch, with channel 1 open on each and route 1 to the other.
-pub struct Pair {
-    /// The fabric.
-    pub fabric: Arc<Fabric>,
-    ports: Vec<PortId>,
-    /// The units.
-    pub units: Vec<Arc<Unit>>,
-    /// The APIs (A, B).
-    pub apis: Vec<Api>,
-    /// Channel 1 of A and of B.
-    pub chans: Vec<Channel>,
-    /// Where virtual time stopped after the last deterministic run.
-    sim_now: Time,
-}
-
-/// The channel every benchmark receives on.
-pub const CHAN: u8 = 1;
-/// The route id every benchmark sends by.
-pub const ROUTE: RouteId = RouteId(1);
-
-impl Pair {
-    /// Builds the pair and loads the MCPs (initialization is stepped inline; threaded
-    /// units get their runner threads from the driver afterwards).
-    pub fn new(setup: &Setup) -> Result<Pair, String> {
-        let sim = setup.mode == ExecMode::Sim;
-        let model = if sim {
-            LinkModel::SAN_2000
-        } else {
-            LinkModel::default()
-        };
-        let mut b = FabricBuilder::new(setup.seed);
-        let ports = star(
-            &mut b,
-            2,
-            SwitchSize::Eight,
-            CableConfig::symmetric(model, setup.faults),
-        )
-        .map_err(|e| e.to_string())?;
-        let fabric = Arc::new(b.build());
-        let mode = if setup.mode == ExecMode::Threaded {
-            Mode::Threaded
-        } else {
-            Mode::Inline
-        };
-        let mut units = Vec::new();
-        let mut apis = Vec::new();
-        for (i, &port) in ports.iter().enumerate() {
-            let mut cfg = BoardConfig::pci64b(i as u32);
-            if sim {
-                cfg.timing = Timing::PCI64B;
-            }
-            let mut board = Board::new(cfg);
-            board.attach_link(fabric.clone(), port);
-            let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), mode);
-            let api = init(
-                &unit,
-                InitOptions {
-                    mcp: setup.mcp,
-                    ..Default::default()
-                },
-            )?;
-            units.push(unit);
-            apis.push(api);
-        }
-        let mut chans = Vec::new();
-        for (i, api) in apis.iter_mut().enumerate() {
-            let route = fabric
-                .route(ports[i], ports[1 - i])
-                .ok_or("no route between the boards")?;
-            api.add_route(RouteSlot::Id(ROUTE.0), &route)
-                .map_err(|e| e.to_string())?;
-            let chan = api
-                .get_chan(ChanRequest::Specific(u32::from(CHAN)))
-                .map_err(|e| e.to_string())?;
-            api.init_recv_chan(&chan).map_err(|e| e.to_string())?;
-            chans.push(chan);
-        }
-        Ok(Pair {
-            fabric,
-            ports,
-            units,
-            apis,
-            chans,
-            sim_now: Time::ZERO,
-        })
-    }
-
-    /// Packet accounting from the fabric's and both MCPs' counters.
-    pub fn accounting(&mut self, sent: u64, received: u64, refused: u64) -> Accounting {
-        let f = self.fabric.counters();
-        let mut drops = vec![
-            ("link loss", f.link_drops),
-            ("crc-8", f.crc_errors),
-            ("bad route", f.bad_routes),
-            ("port queue full", f.overflows),
-            ("send channel full", refused),
-        ];
-        let causes = [
-            (counter::DROP_RX_FULL, "rx pool full"),
-            (counter::DROP_TYPE, "wrong type"),
-            (counter::DROP_SUBTYPE, "wrong subtype"),
-            (counter::DROP_CHANNEL, "bad channel"),
-            (counter::DROP_LENGTH, "bad length"),
-            (counter::DROP_OVERRUN, "receive overrun"),
-            (counter::SEND_ERRORS, "send refused by the mcp"),
-        ];
-        for api in &mut self.apis {
-            if let Ok(c) = api.mcp_counters() {
-                for (id, name) in causes {
-                    drops.push((name, u64::from(c.get(id))));
-                }
-            }
-        }
-        let mut merged: Vec<(&'static str, u64)> = Vec::new();
-        for (name, n) in drops {
-            match merged.iter_mut().find(|(m, _)| *m == name) {
-                Some((_, total)) => *total += n,
-                None => merged.push((name, n)),
-            }
-        }
-        merged.retain(|&(_, n)| n > 0);
-        let dropped = merged.iter().map(|&(_, n)| n).sum();
-        Accounting {
-            sent,
-            received,
-            dropped,
-            duplicated: f.duplicated,
-            drops: merged,
-        }
-    }
-
-    /// The fabric ports.
-    pub fn ports(&self) -> &[PortId] {
-        &self.ports
-    }
-}
-
-fn init(unit: &Arc<Unit>, opts: InitOptions) -> Result<Api, String> {
-    if unit.mode() == Mode::Threaded {
-        let stop = AtomicBool::new(false);
-        let runner = McpRunner::new(unit.clone());
-        let clock = Clock::new();
-        std::thread::scope(|s| {
-            s.spawn(|| runner.run(|| clock.now(), &stop));
-            let r = Api::init(unit, opts).map_err(|e| e.to_string());
-            stop.store(true, Ordering::Release);
-            r
-        })
-    } else {
-        Api::init(unit, opts).map_err(|e| e.to_string())
-    }
-}
-
-/// Results of a ping-pong.
-#[derive(Debug, Clone)]
-pub struct PingPongReport {
-    /// Packet size.
-    pub size: usize,
-    /// Exchanges.
-    pub iters: u64,
-    /// Median one-way latency (half the round trip), in microseconds.
-    pub one_way_us: f64,
-    /// Bandwidth as seed 000 defines it for ping-pong: bytes / 2 / time, in MB/s.
-    pub mb_per_s: f64,
-    /// Exchanges that timed out.
-    pub timeouts: u64,
-    /// Packet accounting.
-    pub accounting: Accounting,
-    /// The reference's median one-way latency, if one was measured.
-    pub baseline_one_way_us: Option<f64>,
-    /// Sum of the answered exchanges' round-trip times.
-    pub total_rtt: Duration,
-}
-
-/// Results of a stream.
-#[derive(Debug, Clone)]
-pub struct StreamReport {
-    /// Packet size.
-    pub size: usize,
-    /// Packets per stream.
-    pub count: u64,
-    /// Most sends in flight.
-    pub window: usize,
-    /// Median bandwidth, MB/s (10^6 bytes per second).
-    pub mb_per_s: f64,
-    /// Streams whose acknowledgement never came.
-    pub timeouts: u64,
-    /// Packets the sink received, over all streams.
-    pub delivered: u64,
-    /// Packet accounting.
-    pub accounting: Accounting,
-    /// The reference's median bandwidth, if one was measured.
-    pub baseline_mb_per_s: Option<f64>,
-    /// Sum of the streams' durations (first send to acknowledgement) that were acked.
-    pub total_time: Duration,
-}
-
-const RUN: u8 = 0;
-const PAUSE: u8 = 1;
-const STOP: u8 = 2;
-
-/// Runs `body` on the calling thread with board A's API while a worker thread steps
-/// `server` on board B's API whenever `body` sets it to `RUN` (through the function it is
-/// given); threaded units also get their MCP threads. Returns `body`'s result and the
-/// server.
-fn with_server<S: Program + Send, R>(
-    pair: &mut Pair,
-    mode: ExecMode,
-    mut server: S,
-    body: impl FnOnce(&mut Api, &Clock, &dyn Fn(u8)) -> R,
-) -> (R, S) {
-    let clock = Clock::new();
-    let control = AtomicU8::new(PAUSE);
-    // What the worker last acted on: a round starts only once the worker is running it,
-    // so a thread that has not been scheduled yet is not timed as the stack.
-    let seen = AtomicU8::new(PAUSE);
-    let stop_mcp = AtomicBool::new(false);
-    let (a, rest) = pair.apis.split_at_mut(1);
-    let (api_a, api_b) = (&mut a[0], &mut rest[0]);
-    let units = pair.units.clone();
-    std::thread::scope(|s| {
-        if mode == ExecMode::Threaded {
-            for unit in &units {
-                let runner = McpRunner::new(unit.clone());
-                let (clock, stop) = (&clock, &stop_mcp);
-                s.spawn(move || runner.run(|| clock.now(), stop));
-            }
-        }
-        let (control_ref, clock_ref, seen_ref) = (&control, &clock, &seen);
-        let worker = s.spawn(move || {
-            loop {
-                let state = control_ref.load(Ordering::Acquire);
-                seen_ref.store(state, Ordering::Release);
-                match state {
-                    STOP => break,
-                    PAUSE => std::thread::park_timeout(Duration::from_millis(5)),
-                    _ => {
-                        let now = clock_ref.now();
-                        let worked = api_b.progress(now);
-                        let step = server.step(api_b, now);
-                        if mode == ExecMode::Threaded && !worked && !step.progressed {
-                            // Four busy threads on two cores: let the MCP threads run.
-                            std::thread::yield_now();
-                        }
-                    }
-                }
-            }
-            server
-        });
-        let worker_thread = worker.thread().clone();
-        let set = |state: u8| {
-            control.store(state, Ordering::Release);
-            worker_thread.unpark();
-            if state == RUN {
-                while seen.load(Ordering::Acquire) != RUN {
-                    std::thread::yield_now();
-                }
-            }
-        };
-        let r = body(api_a, &clock, &set);
-        set(STOP);
-        let server = match worker.join() {
-            Ok(s) => s,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
-        stop_mcp.store(true, Ordering::Release);
-        (r, server)
-    })
-}
-
-/// Steps `client` (after its API's progress) until it is done.
-fn drive(api: &mut Api, clock: &Clock, client: &mut impl Program, mode: ExecMode) {
-    loop {
-        let now = clock.now();
-        let worked = api.progress(now);
-        let step = client.step(api, now);
-        if step.done {
-            return;
-        }
-        if mode == ExecMode::Threaded && !worked && !step.progressed {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// Keeps stepping `client` for `pause` so packets still in flight land.
-fn settle(api: &mut Api, clock: &Clock, client: &mut impl Program, quiet: &Quiet, mode: ExecMode) {
-    let give_up = clock.now() + Duration::from_secs(2);
-    let mut since: Option<Time> = None;
-    loop {
-        let now = clock.now();
-        let worked = api.progress(now);
-        client.step(api, now);
-        if quiet.held() == 0 {
-            if now.saturating_since(*since.get_or_insert(now)) >= Duration::from_millis(2) {
-                return;
-            }
-        } else {
-            since = None;
-        }
-        if now >= give_up {
-            return;
-        }
-        if mode == ExecMode::Threaded && !worked {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// What tells a driver that nothing is in flight any more: the fabric's port queues and
-/// what the boards hold.
-struct Quiet {
-    fabric: Arc<Fabric>,
-    ports: Vec<PortId>,
-    units: Vec<Arc<Unit>>,
-}
-
-impl Quiet {
-    fn of(pair: &Pair) -> Quiet {
-        Quiet {
-            fabric: pair.fabric.clone(),
-            ports: pair.ports.clone(),
-            units: pair.units.clone(),
-        }
-    }
-
-    /// Packets still on their way somewhere.
-    fn held(&self) -> u64 {
-        let queued: u64 = self
-            .ports
-            .iter()
-            .map(|&p| self.fabric.queued(p) as u64)
-            .sum();
-        queued + self.units.iter().map(|u| u.packets_held()).sum::<u64>()
-    }
-}
-
-/// A host program with its board as a node of the deterministic scheduler.
-struct SimNode<P> {
-    api: Api,
-    program: P,
-    port: PortId,
-    done: bool,
-    /// A server runs for as long as the client needs it and never holds the run up.
-    server: bool,
-}
-
-impl<P: Program> Node for SimNode<P> {
-    fn poll(&mut self, now: Time) -> Option<Time> {
-        let mut wake = None;
-        for _ in 0..10_000 {
-            let worked = self.api.progress(now);
-            // A finished program is not stepped again; its board still runs.
-            let step = if self.done && !self.server {
-                Step::default()
-            } else {
-                self.program.step(&mut self.api, now)
-            };
-            self.done |= step.done;
-            wake = step.wake;
-            if !worked && !step.progressed {
-                break;
-            }
-        }
-        [self.api.next_deadline(), wake]
-            .into_iter()
-            .flatten()
-            .filter(|&t| t > now)
-            .min()
-    }
-
-    fn port(&self) -> Option<PortId> {
-        Some(self.port)
-    }
-
-    fn is_done(&self) -> bool {
-        self.done || self.server
-    }
-}
-
-/// Runs client (board A) and server (board B) under the scheduler until the client is
-/// done and the network is quiet, or virtual `limit` passes.
-fn run_sim<C: Program + 'static, S: Program + 'static>(
-    pair: &mut Pair,
-    client: C,
-    server: S,
-    limit: Duration,
-) -> Result<(C, S), String> {
-    let mut sim: Sim<Box<dyn SimNodeDyn>> = Sim::starting_at(pair.fabric.clone(), pair.sim_now);
-    let mut apis = std::mem::take(&mut pair.apis).into_iter();
-    let (api_a, api_b) = (apis.next().ok_or("board a")?, apis.next().ok_or("board b")?);
-    let start = sim.now();
-    sim.add(Box::new(SimNode {
-        api: api_a,
-        program: client,
-        port: pair.ports[0],
-        done: false,
-        server: false,
-    }));
-    sim.add(Box::new(SimNode {
-        api: api_b,
-        program: server,
-        port: pair.ports[1],
-        done: false,
-        server: true,
-    }));
-    let outcome = sim.run_until_done(start + limit);
-    // Let what is still in flight land before counting.
-    sim.run_until(sim.now() + Duration::from_millis(5));
-    pair.sim_now = sim.now();
-    let mut nodes = sim.into_nodes().into_iter();
-    let a = nodes.next().ok_or("node a")?.into_any();
-    let b = nodes.next().ok_or("node b")?.into_any();
-    let a = *a.downcast::<SimNode<C>>().map_err(|_| "node a type")?;
-    let b = *b.downcast::<SimNode<S>>().map_err(|_| "node b type")?;
-    pair.apis = vec![a.api, b.api];
-    if outcome != Outcome::Done {
-        return Err(format!(
-            "the simulated run ended {outcome:?} before finishing"
-        ));
-    }
-    Ok((a.program, b.program))
-}
-
-/// Object-safe face of a [`SimNode`], so two node types share one scheduler.
-trait SimNodeDyn: Node {
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
-}
-
-impl<P: Program + 'static> SimNodeDyn for SimNode<P> {
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-}
-
-impl Node for Box<dyn SimNodeDyn> {
-    fn poll(&mut self, now: Time) -> Option<Time> {
-        (**self).poll(now)
-    }
-    fn port(&self) -> Option<PortId> {
-        (**self).port()
-    }
-    fn is_done(&self) -> bool {
-        (**self).is_done()
-    }
-}
-
-fn channels(pair: &mut Pair) -> Result<(Channel, Channel), String> {
-    let mut chans = std::mem::take(&mut pair.chans).into_iter();
-    Ok((
-        chans.next().ok_or("channel a")?,
-        chans.next().ok_or("channel b")?,
-    ))
-}
+pub use super::harness::{Accounting, CHAN, ExecMode, Pair, ROUTE, Setup};
+pub use super::report::{PingPongReport, StreamReport};
 
 /// Ping-pong of `iters` packets of `size` bytes (seed 000, Single Packets and Small Packet
 /// Latencies). With a reference, alternates stack and reference rounds.
@@ -566,7 +32,7 @@ pub fn pingpong(
     if setup.mode == ExecMode::Sim {
         pinger.iters = iters;
         let limit = setup.timeout * (iters as u32).max(1) + Duration::from_secs(1);
-        let (pinger, echo) = run_sim(&mut pair, pinger, echo, limit)?;
+        let (pinger, echo) = run_sim(&mut pair, pinger, echo, limit, LAND)?;
         return Ok(report_pingpong(
             &mut pair, size, iters, &pinger, &echo, None,
         ));
@@ -625,6 +91,7 @@ fn report_pingpong(
         accounting,
         baseline_one_way_us: baseline,
         total_rtt: p.rtts.iter().sum(),
+        rpp: None,
     }
 }
 
@@ -664,6 +131,7 @@ pub fn stream(
                 sender,
                 sink,
                 setup.timeout * 4 + Duration::from_secs(1),
+                LAND,
             )?;
             sink = k;
             senders.push(SenderTotals::of(&s));
@@ -674,6 +142,7 @@ pub fn stream(
             Drain::new(chan_a, setup.timeout),
             sink,
             setup.timeout * 4,
+            LAND,
         )?;
         (sink, drain.received)
     } else {
@@ -726,6 +195,7 @@ pub fn stream(
         accounting,
         baseline_mb_per_s: (!base_rates.is_empty()).then(|| median(base_rates)),
         total_time: senders.iter().map(|s| s.time).sum(),
+        rpp: None,
     })
 }
 

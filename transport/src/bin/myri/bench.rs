@@ -1,13 +1,84 @@
-//! `myri pingpong` and `myri stream`: seed 000's benchmarks over the stack.
+//! `myri pingpong` and `myri stream`: seed 000's benchmarks over the stack, reliable (RPP
+//! on the channel API, the default) or raw (the channel API alone, `--raw`).
+//!
+//! Each run goes through [`Protocol`]: it picks the driver and names the run; the
+//! reports and their printing are shared, so another way to carry the benchmark is one
+//! more variant and one more arm in [`run_pingpong`] and [`run_stream`].
 
 use crate::Failure;
 use crate::opts::{FaultArgs, print_json};
 use clap::{Args, ValueEnum};
 use myri_mcp::{McpConfig, RecvMode};
+use myri_rpp::Stats;
 use myri_transport::bench::Reference;
-use myri_transport::bench::raw::{self, Accounting, ExecMode, Setup};
+use myri_transport::bench::harness::{Accounting, ExecMode, Setup};
+use myri_transport::bench::report::{PingPongReport, RppReport, StreamReport};
+use myri_transport::bench::{raw, reliable};
 use serde_json::{Value, json};
 use std::time::Duration;
+
+/// What carries the benchmark between the two boards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// RPP over the channel API: nothing is lost, losses are retransmitted.
+    Rpp,
+    /// The unreliable channel API alone: a lost exchange times out.
+    Raw,
+}
+
+impl Protocol {
+    /// The name used in JSON.
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Rpp => "rpp",
+            Protocol::Raw => "raw",
+        }
+    }
+
+    /// What the run is over, for the text output.
+    fn over(self) -> &'static str {
+        match self {
+            Protocol::Rpp => "RPP over the channel API",
+            Protocol::Raw => "the raw channel API",
+        }
+    }
+
+    /// Largest message (the channel's payload raw; RPP fragments larger ones).
+    fn max_size(self) -> usize {
+        match self {
+            Protocol::Rpp => myri_transport::bench::rpp_link::board_config().max_message_len,
+            Protocol::Raw => myri_mcp::hcb::MAX_PAYLOAD,
+        }
+    }
+}
+
+/// Runs one ping-pong size over `protocol`.
+fn run_pingpong(
+    protocol: Protocol,
+    setup: &Setup,
+    size: usize,
+    iters: u64,
+    reference: Option<&mut dyn Reference>,
+) -> Result<PingPongReport, String> {
+    match protocol {
+        Protocol::Rpp => reliable::pingpong(setup, size, iters, reference),
+        Protocol::Raw => raw::pingpong(setup, size, iters, reference),
+    }
+}
+
+/// Runs the streams over `protocol`.
+fn run_stream(
+    protocol: Protocol,
+    setup: &Setup,
+    args: &StreamArgs,
+    reference: Option<&mut dyn Reference>,
+) -> Result<StreamReport, String> {
+    let (size, count, window) = (args.size, args.count, args.window as usize);
+    match protocol {
+        Protocol::Rpp => reliable::stream(setup, size, count, window, args.rounds, reference),
+        Protocol::Raw => raw::stream(setup, size, count, window, args.rounds, reference),
+    }
+}
 
 /// How the control programs run.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +105,9 @@ impl From<ModeArg> for ExecMode {
 /// Options every benchmark takes.
 #[derive(Args, Debug)]
 pub struct Common {
-    /// Use the unreliable channel API directly (no reliable protocol).
+    /// Use the unreliable channel API directly, with no reliable protocol: a lost packet
+    /// times out its exchange. Without it the run is over RPP, which retransmits what the
+    /// fabric loses and delivers every message once, in order.
     #[arg(long)]
     pub raw: bool,
     /// How the control programs run.
@@ -43,7 +116,8 @@ pub struct Common {
     /// Receive in the control program's polled mode instead of interrupt-driven.
     #[arg(long)]
     pub polled: bool,
-    /// How long an exchange waits before it counts as lost, in milliseconds.
+    /// How long an exchange waits before it counts as lost, in milliseconds (--raw only:
+    /// over RPP nothing is lost, and RPP's own timers retransmit).
     #[arg(long, default_value_t = 20, value_name = "MS")]
     pub timeout_ms: u64,
     /// Also measure the plain reference (two threads over a shared-memory ring, no stack)
@@ -58,12 +132,15 @@ pub struct Common {
 }
 
 impl Common {
-    fn setup(&self) -> Result<Setup, Failure> {
-        if !self.raw {
-            return Err(Failure::usage(
-                "reliable mode (RPP over the board) is not available in this build yet; pass --raw",
-            ));
+    fn protocol(&self) -> Protocol {
+        if self.raw {
+            Protocol::Raw
+        } else {
+            Protocol::Rpp
         }
+    }
+
+    fn setup(&self) -> Result<Setup, Failure> {
         let mcp = McpConfig {
             recv_mode: if self.polled {
                 RecvMode::Polled
@@ -99,7 +176,9 @@ impl Common {
 /// Arguments of `myri pingpong`.
 #[derive(Args, Debug)]
 pub struct PingPongArgs {
-    /// Packet sizes in bytes, comma-separated (each 8 to 8192).
+    /// Message sizes in bytes, comma-separated: 8 to 8192 with --raw (one packet each);
+    /// over RPP up to 64 MiB (RPP fragments a message to the channel's 8192-byte packets,
+    /// less its header).
     #[arg(long, value_delimiter = ',', default_value = "8,64,512,1024,4096,8192")]
     pub sizes: Vec<usize>,
     /// Exchanges per size.
@@ -112,10 +191,12 @@ pub struct PingPongArgs {
 /// Arguments of `myri stream`.
 #[derive(Args, Debug)]
 pub struct StreamArgs {
-    /// Packet size in bytes (8 to 8192).
+    /// Message size in bytes: 8 to 8192 with --raw (one packet each); over RPP up to
+    /// 64 MiB (RPP fragments a message to the channel's 8192-byte packets, less its
+    /// header, so an 8192-byte message takes two).
     #[arg(long, default_value_t = 8192)]
     pub size: usize,
-    /// Packets per stream.
+    /// Messages per stream.
     #[arg(long, default_value_t = 200)]
     pub count: u64,
     /// Most packets in the send channel at once (seed 000 used 8, the send channel's size).
@@ -128,11 +209,12 @@ pub struct StreamArgs {
     pub common: Common,
 }
 
-fn check_size(size: usize) -> Result<(), Failure> {
-    if !(8..=myri_mcp::hcb::MAX_PAYLOAD).contains(&size) {
+fn check_size(protocol: Protocol, size: usize) -> Result<(), Failure> {
+    let max = protocol.max_size();
+    if !(8..=max).contains(&size) {
         return Err(Failure::usage(format!(
-            "size {size} is not 8..={}",
-            myri_mcp::hcb::MAX_PAYLOAD
+            "size {size} is not 8..={max} (over {})",
+            protocol.over()
         )));
     }
     Ok(())
@@ -162,16 +244,82 @@ fn merge(mut a: Value, b: Value) -> Value {
     a
 }
 
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn stats_json(s: &Stats) -> Value {
+    json!({
+        "packets_sent": s.packets_sent, "data_sent": s.data_sent,
+        "retransmitted": s.retransmitted, "spurious_retransmits": s.spurious_retransmits,
+        "acks_sent": s.acks_sent, "acks_received": s.acks_received,
+        "packets_received": s.packets_received, "dup_packets": s.dup_packets,
+        "bad_crc": s.bad_crc, "malformed": s.malformed, "stale": s.stale,
+        "beyond_window": s.beyond_window, "lost": s.lost, "rto_expirations": s.rto_expirations,
+        "messages_sent": s.messages_sent, "messages_delivered": s.messages_delivered,
+        "bytes_delivered": s.bytes_delivered, "probes": s.probes,
+        "credit_stalls": s.credit_stalls, "srtt_us": us(s.srtt), "rttvar_us": us(s.rttvar),
+        "rto_us": us(s.rto),
+    })
+}
+
+/// RPP's fields of a JSON line: totals of both ends at the top, each end's counters and
+/// the glue's under `rpp`.
+fn rpp_json(r: Option<&RppReport>) -> Value {
+    let Some(r) = r else {
+        return json!({});
+    };
+    let l = &r.link;
+    json!({
+        "retransmitted": r.retransmitted(), "spurious_retransmits": r.spurious_retransmits(),
+        "rto_expirations": r.rto_expirations(), "lost": r.lost(), "dup_packets": r.dup_packets(),
+        "bad_crc": r.bad_crc(), "acks_sent": r.acks_sent(), "rtt_us": us(r.client.srtt),
+        "rpp": {
+            "a": stats_json(&r.client), "b": stats_json(&r.server),
+            "in_place": l.in_place, "assembled": l.assembled, "bytes_copied": l.bytes_copied,
+            "channel_full": l.channel_full, "no_send_buffer": l.no_send_buffer,
+            "send_errors": l.send_errors, "recv_errors": l.recv_errors,
+            "trace_hashes": [format!("{:016x}", r.trace_hashes[0]), format!("{:016x}", r.trace_hashes[1])],
+        },
+    })
+}
+
+fn rpp_text(r: &RppReport) -> String {
+    let l = &r.link;
+    format!(
+        "  rpp         retransmitted {} (spurious {}, timer expiries {}), lost {}, duplicates {}, \
+         bad crc-32c {}, acks {}; srtt {:.1} us; delivered in place {}, assembled {}; \
+         {} payload bytes copied into dma buffers",
+        r.retransmitted(),
+        r.spurious_retransmits(),
+        r.rto_expirations(),
+        r.lost(),
+        r.dup_packets(),
+        r.bad_crc(),
+        r.acks_sent(),
+        us(r.client.srtt),
+        l.in_place,
+        l.assembled,
+        l.bytes_copied
+    )
+}
+
 /// Runs `myri pingpong`.
 pub fn pingpong(args: &PingPongArgs) -> Result<(), Failure> {
+    let protocol = args.common.protocol();
     let setup = args.common.setup()?;
     let mut reference = args.common.reference()?;
     for &size in &args.sizes {
-        check_size(size)?;
+        check_size(protocol, size)?;
     }
+    let lost_column = match protocol {
+        Protocol::Rpp => "retrans",
+        Protocol::Raw => "timeouts",
+    };
     if !args.common.json {
         println!(
-            "ping-pong over the raw channel API, mode {}, {} exchanges per size",
+            "ping-pong over {}, mode {}, {} exchanges per size",
+            protocol.over(),
             setup.mode.name(),
             args.iters
         );
@@ -180,7 +328,7 @@ pub fn pingpong(args: &PingPongArgs) -> Result<(), Failure> {
             "size",
             "one-way us",
             "MB/s",
-            "timeouts",
+            lost_column,
             "sent",
             "received",
             "dropped",
@@ -190,7 +338,8 @@ pub fn pingpong(args: &PingPongArgs) -> Result<(), Failure> {
     }
     let mut balanced = true;
     for &size in &args.sizes {
-        let r = raw::pingpong(
+        let r = run_pingpong(
+            protocol,
             &setup,
             size,
             args.iters,
@@ -203,24 +352,30 @@ pub fn pingpong(args: &PingPongArgs) -> Result<(), Failure> {
             .filter(|&b| b > 0.0)
             .map(|b| r.one_way_us / b);
         if args.common.json {
-            print_json(&merge(
+            let line = merge(
                 json!({
-                    "test": "pingpong", "mode": setup.mode.name(), "size": size, "iters": args.iters,
-                    "one_way_us": r.one_way_us, "mb_per_s": r.mb_per_s, "timeouts": r.timeouts,
+                    "test": "pingpong", "protocol": protocol.name(), "mode": setup.mode.name(),
+                    "size": size, "iters": args.iters, "one_way_us": r.one_way_us,
+                    "mb_per_s": r.mb_per_s, "timeouts": r.timeouts,
                     "baseline_one_way_us": r.baseline_one_way_us, "ratio": ratio,
                 }),
                 accounting_json(&r.accounting),
-            ));
+            );
+            print_json(&merge(line, rpp_json(r.rpp.as_ref())));
         } else {
             let a = &r.accounting;
             let base = r
                 .baseline_one_way_us
                 .map_or("-".into(), |b| format!("{b:.3}"));
             let ratio = ratio.map_or("-".into(), |x| format!("{x:.2}x"));
+            let lost = r.rpp.as_ref().map_or(r.timeouts, RppReport::retransmitted);
             println!(
-                "{size:>6} {:>12.3} {:>10.2} {:>9} {:>9} {:>9} {:>9} {base:>13} {ratio:>7}",
-                r.one_way_us, r.mb_per_s, r.timeouts, a.sent, a.received, a.dropped
+                "{size:>6} {:>12.3} {:>10.2} {lost:>9} {:>9} {:>9} {:>9} {base:>13} {ratio:>7}",
+                r.one_way_us, r.mb_per_s, a.sent, a.received, a.dropped
             );
+            if let Some(rpp) = &r.rpp {
+                println!("{}", rpp_text(rpp));
+            }
         }
     }
     if !balanced {
@@ -233,15 +388,14 @@ pub fn pingpong(args: &PingPongArgs) -> Result<(), Failure> {
 
 /// Runs `myri stream`.
 pub fn stream(args: &StreamArgs) -> Result<(), Failure> {
+    let protocol = args.common.protocol();
     let setup = args.common.setup()?;
     let mut reference = args.common.reference()?;
-    check_size(args.size)?;
-    let r = raw::stream(
+    check_size(protocol, args.size)?;
+    let r = run_stream(
+        protocol,
         &setup,
-        args.size,
-        args.count,
-        args.window as usize,
-        args.rounds,
+        args,
         reference.as_mut().map(|r| &mut **r as &mut dyn Reference),
     )
     .map_err(Failure::check)?;
@@ -250,18 +404,22 @@ pub fn stream(args: &StreamArgs) -> Result<(), Failure> {
         .filter(|&b| b > 0.0)
         .map(|b| r.mb_per_s / b);
     if args.common.json {
-        print_json(&merge(
+        let line = merge(
             json!({
-                "test": "stream", "mode": setup.mode.name(), "size": args.size, "count": args.count, "window": args.window,
-                "rounds": args.rounds, "mb_per_s": r.mb_per_s, "timeouts": r.timeouts, "delivered": r.delivered,
-                "baseline_mb_per_s": r.baseline_mb_per_s, "ratio": ratio,
+                "test": "stream", "protocol": protocol.name(), "mode": setup.mode.name(),
+                "size": args.size, "count": args.count, "window": args.window,
+                "rounds": args.rounds, "mb_per_s": r.mb_per_s, "timeouts": r.timeouts,
+                "delivered": r.delivered, "baseline_mb_per_s": r.baseline_mb_per_s,
+                "ratio": ratio,
             }),
             accounting_json(&r.accounting),
-        ));
+        );
+        print_json(&merge(line, rpp_json(r.rpp.as_ref())));
     } else {
         let a = &r.accounting;
         println!(
-            "stream over the raw channel API, mode {}: {} x {} bytes, window {}, {} rounds",
+            "stream over {}, mode {}: {} x {} bytes, window {}, {} rounds",
+            protocol.over(),
             setup.mode.name(),
             args.count,
             args.size,
@@ -286,6 +444,9 @@ pub fn stream(args: &StreamArgs) -> Result<(), Failure> {
             r.timeouts,
             args.rounds
         );
+        if let Some(rpp) = &r.rpp {
+            println!("{}", rpp_text(rpp));
+        }
     }
     if !r.accounting.balanced() {
         return Err(Failure::check(

@@ -1,0 +1,428 @@
+//! RPP over one board's channel: the glue between a sans-IO [`Connection`] and the
+//! unreliable channel API ([`Api`]), for host programs that run unchanged inline,
+//! threaded and under the deterministic scheduler.
+//!
+//! **Sending** ([`BoardConnection::transmit`]): RPP writes each packet's header straight
+//! into a DMA send buffer ([`Connection::poll_transmit_gather`]) and the payload, borrowed
+//! from the message RPP keeps for retransmission, is copied once after it; the board then
+//! sends the buffer (by PIO below the MCP's threshold, by DMA above it). That one copy is
+//! the one CLF had too: the channel sends only from its own DMA memory while RPP must keep
+//! the message until it is acknowledged. A packet RPP hands out is never lost on the host:
+//! when the send channel is full it waits, written, for the next call.
+//!
+//! **Receiving** ([`BoardConnection::recv`]): each datagram is handed to RPP where the
+//! board DMA'd it; a whole in-order message ([`Received::InPlace`]) is delivered as a view
+//! of that receive buffer ([`Delivery::InPlace`]) with no copy, and the buffer goes back
+//! to the channel when the delivery is dropped. Messages RPP had to assemble (fragments,
+//! or packets that arrived out of order) come as owned buffers ([`Delivery::Owned`]).
+//!
+//! **Time** is the driver's: a real clock inline and threaded, virtual time under the
+//! scheduler, so a simulated run is a function of its seed.
+
+use myri_device::time::Time;
+use myri_mcp::{Api, ApiError, Channel, RecvBuf, RouteId, SendBuf, Ticket};
+use myri_rpp::{Config, Connection, Event, Instant, MessageId, Received, SendError, Stats};
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The RPP configuration the board benchmarks use: the channel's largest payload as the
+/// MTU, in-place delivery, and timers for a cluster link.
+///
+/// The acknowledgement delay is kept well under the retransmission floor: RPP's timeout
+/// does not add the peer's ack delay, so a delayed ack of a burst's last packet (RPP's
+/// default holds it 200 µs against a 50 µs floor) would otherwise be retransmitted
+/// spuriously at the end of every exchange. Retries are generous because a host thread on
+/// a busy two-core machine can be descheduled for milliseconds: a slow peer is not a dead
+/// one here.
+pub fn board_config() -> Config {
+    Config {
+        mtu: myri_mcp::hcb::MAX_PAYLOAD,
+        in_place_delivery: true,
+        ack_delay: Duration::from_micros(25),
+        rto_min: Duration::from_micros(100),
+        max_retries: 30,
+        ..Config::default()
+    }
+}
+
+fn instant(t: Time) -> Instant {
+    Instant::from_nanos(t.as_nanos())
+}
+
+fn time(i: Instant) -> Time {
+    Time::from_nanos(i.as_nanos())
+}
+
+/// A message RPP delivered.
+#[derive(Debug)]
+pub enum Delivery {
+    /// A view of the receive buffer the board DMA'd it into: `buf[range]`. Dropping it
+    /// gives the buffer back to the channel.
+    InPlace {
+        /// The receive buffer.
+        buf: RecvBuf,
+        /// Where the message is in it.
+        range: Range<usize>,
+    },
+    /// A message RPP assembled (from fragments or out-of-order packets).
+    Owned(Vec<u8>),
+}
+
+impl Delivery {
+    /// The message's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Delivery::InPlace { buf, range } => buf.as_slice().get(range.clone()).unwrap_or(&[]),
+            Delivery::Owned(v) => v,
+        }
+    }
+
+    /// The message's length.
+    pub fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What the glue did (RPP's own counters are in [`Stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    /// Packets handed to the send channel.
+    pub packets_sent: u64,
+    /// Packets taken from the receive channel.
+    pub packets_received: u64,
+    /// Payload bytes copied into DMA send buffers (the one copy per packet sent).
+    pub bytes_copied: u64,
+    /// Messages delivered in place, from the receive buffer.
+    pub in_place: u64,
+    /// Messages delivered as owned buffers RPP assembled.
+    pub assembled: u64,
+    /// Times a written packet waited because the send channel was full.
+    pub channel_full: u64,
+    /// Times no DMA send buffer was free.
+    pub no_send_buffer: u64,
+    /// Sends the channel refused for another reason (the packet is lost on the host; RPP
+    /// retransmits it).
+    pub send_errors: u64,
+    /// Receives the channel reported as bad (a corrupt completion, counted by the API).
+    pub recv_errors: u64,
+    /// Packets RPP produced that do not fit a DMA buffer (never, with the MTU of
+    /// [`board_config`]).
+    pub oversize: u64,
+}
+
+impl LinkCounters {
+    /// Adds `o` to these counters.
+    pub fn add(&mut self, o: &LinkCounters) {
+        self.packets_sent += o.packets_sent;
+        self.packets_received += o.packets_received;
+        self.bytes_copied += o.bytes_copied;
+        self.in_place += o.in_place;
+        self.assembled += o.assembled;
+        self.channel_full += o.channel_full;
+        self.no_send_buffer += o.no_send_buffer;
+        self.send_errors += o.send_errors;
+        self.recv_errors += o.recv_errors;
+        self.oversize += o.oversize;
+    }
+}
+
+/// Send buffers RPP handed back kept for reuse, at most.
+const POOL: usize = 1024;
+
+/// An RPP connection over one board's receive channel and a route to the peer's.
+pub struct BoardConnection {
+    conn: Connection<Vec<u8>>,
+    chan: Channel,
+    route: RouteId,
+    peer_chan: u8,
+    /// At most this many sends unfinished by the board (`None`: as many as the send
+    /// channel takes).
+    window: Option<usize>,
+    tickets: VecDeque<Ticket>,
+    /// A DMA buffer taken when RPP had nothing to send, for next time.
+    spare: Option<SendBuf>,
+    /// A written packet the send channel had no room for: it goes first next time.
+    held: Option<(SendBuf, usize)>,
+    /// Message buffers RPP handed back, for the next messages.
+    pool: Vec<Vec<u8>>,
+    failure: Option<String>,
+    last_activity: Time,
+    counters: LinkCounters,
+    /// Published after every transmit: nothing of ours is queued or unacknowledged.
+    idle: Option<Arc<AtomicBool>>,
+}
+
+impl BoardConnection {
+    /// A connection starting at `now` that receives on `chan` and sends by `route` to the
+    /// peer's channel `peer_chan`, keeping at most `window` sends in the send channel.
+    /// Both ends use the same `conn_id`; `incarnation` is this end's (non-zero).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: Config,
+        incarnation: u64,
+        conn_id: u32,
+        chan: Channel,
+        route: RouteId,
+        peer_chan: u8,
+        window: Option<usize>,
+        now: Time,
+    ) -> Result<BoardConnection, String> {
+        let conn = Connection::new(config, incarnation, conn_id, instant(now))
+            .map_err(|e| e.to_string())?;
+        Ok(BoardConnection {
+            conn,
+            chan,
+            route,
+            peer_chan,
+            window: window.map(|w| w.max(1)),
+            tickets: VecDeque::new(),
+            spare: None,
+            held: None,
+            pool: Vec::new(),
+            failure: None,
+            last_activity: now,
+            counters: LinkCounters::default(),
+            idle: None,
+        })
+    }
+
+    /// The RPP connection.
+    pub fn connection(&self) -> &Connection<Vec<u8>> {
+        &self.conn
+    }
+
+    /// RPP's counters.
+    pub fn stats(&self) -> Stats {
+        self.conn.stats()
+    }
+
+    /// The glue's counters.
+    pub fn counters(&self) -> LinkCounters {
+        self.counters
+    }
+
+    /// Why the connection failed, if it did (the peer was unreachable or restarted).
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// Gives back the receive channel (to run something else on it).
+    pub fn into_channel(self) -> Channel {
+        self.chan
+    }
+
+    /// Queues a message of `len` bytes that `fill` writes (into a reused buffer when RPP
+    /// has handed one back). Says `false` when RPP's queue is full: try after a
+    /// [`BoardConnection::recv`] that took acknowledgements.
+    pub fn send_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+        let mut msg = self.pool.pop().unwrap_or_default();
+        msg.resize(len, 0);
+        fill(&mut msg);
+        self.send(msg).is_ok()
+    }
+
+    /// Queues `msg` for reliable, in-order delivery; RPP keeps it until acknowledged.
+    pub fn send(&mut self, msg: Vec<u8>) -> Result<MessageId, Vec<u8>> {
+        match self.conn.send(msg) {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                let closed = matches!(e, SendError::Closed(_));
+                let msg = e.into_inner();
+                if closed && self.failure.is_none() {
+                    self.failure = Some("the connection is closed".into());
+                }
+                Err(msg)
+            }
+        }
+    }
+
+    /// Whether messages are queued or unacknowledged.
+    pub fn has_pending(&self) -> bool {
+        self.conn.has_pending()
+    }
+
+    /// A flag this end keeps up to date after every [`BoardConnection::transmit`]: set
+    /// while nothing it sent is queued or unacknowledged. The other end's driver, on
+    /// another thread or node, waits for it before closing the books.
+    pub fn idle_flag(&mut self) -> Arc<AtomicBool> {
+        self.idle
+            .get_or_insert_with(|| Arc::new(AtomicBool::new(false)))
+            .clone()
+    }
+
+    /// When a packet last went out or came in.
+    pub fn last_activity(&self) -> Time {
+        self.last_activity
+    }
+
+    /// Gives a delivered message's buffer back (an owned one to RPP, a receive buffer to
+    /// the channel).
+    pub fn recycle(&mut self, d: Delivery) {
+        if let Delivery::Owned(v) = d {
+            self.conn.recycle(v);
+        }
+    }
+
+    /// The next message RPP delivers, taking datagrams from the receive channel as
+    /// needed; `None` when nothing more has arrived. Acknowledged messages' buffers are
+    /// kept for reuse; a failure is recorded ([`BoardConnection::failure`]).
+    pub fn recv(&mut self, api: &mut Api, now: Time) -> Option<Delivery> {
+        let t = instant(now);
+        loop {
+            // Events first: in-place delivery only happens with none queued, so the order
+            // of messages is kept.
+            while let Some(e) = self.conn.poll_event() {
+                match e {
+                    Event::Message(m) => {
+                        self.counters.assembled += 1;
+                        return Some(Delivery::Owned(m));
+                    }
+                    Event::Sent { msg, .. } => {
+                        if self.pool.len() < POOL {
+                            self.pool.push(msg);
+                        }
+                    }
+                    Event::Failed { error, .. } => {
+                        self.failure.get_or_insert_with(|| error.to_string());
+                    }
+                    Event::PeerRestarted { old, new, .. } => {
+                        self.failure.get_or_insert_with(|| {
+                            format!("the peer restarted (incarnation {old} -> {new})")
+                        });
+                    }
+                    Event::PeerClosed { .. } => {
+                        self.failure
+                            .get_or_insert_with(|| "the peer closed the connection".into());
+                    }
+                    Event::Connected { .. } | Event::Closed => {}
+                }
+            }
+            let buf = match api.recv(&self.chan) {
+                Ok(Some(b)) => b,
+                Ok(None) => return None,
+                Err(_) => {
+                    self.counters.recv_errors += 1;
+                    continue;
+                }
+            };
+            self.counters.packets_received += 1;
+            self.last_activity = now;
+            if let Received::InPlace { payload, .. } = self.conn.handle_packet(t, buf.as_slice()) {
+                self.counters.in_place += 1;
+                return Some(Delivery::InPlace {
+                    buf,
+                    range: payload,
+                });
+            }
+            // Anything else was taken (or dropped and counted) by RPP: the receive
+            // buffer goes back to the channel here.
+        }
+    }
+
+    /// Runs RPP's timers when due and sends every packet it has, while the send channel
+    /// takes them. Returns whether a packet went out.
+    pub fn transmit(&mut self, api: &mut Api, now: Time) -> bool {
+        let t = instant(now);
+        if self.conn.poll_timeout().is_some_and(|d| d <= t) {
+            self.conn.handle_timeout(t);
+        }
+        let mut sent = false;
+        while self.room(api) {
+            if let Some((buf, len)) = self.held.take() {
+                if !self.post(api, buf, len, now) {
+                    break;
+                }
+                sent = true;
+                continue;
+            }
+            let mut buf = match self.spare.take() {
+                Some(b) => b,
+                None => match api.get_send_buffer() {
+                    Ok(b) => b,
+                    Err(_) => {
+                        self.counters.no_send_buffer += 1;
+                        break;
+                    }
+                },
+            };
+            let dst = buf.as_mut_slice();
+            // The header goes straight into the DMA buffer; the payload is copied after it.
+            let Some(g) = self.conn.poll_transmit_gather(t, dst) else {
+                self.spare = Some(buf);
+                break;
+            };
+            let (header_len, payload) = (g.header_len, g.payload);
+            let len = header_len + payload.len();
+            let Some(body) = dst.get_mut(header_len..len) else {
+                self.counters.oversize += 1;
+                self.spare = Some(buf);
+                continue;
+            };
+            body.copy_from_slice(payload);
+            self.counters.bytes_copied += payload.len() as u64;
+            if !self.post(api, buf, len, now) {
+                break;
+            }
+            sent = true;
+        }
+        if let Some(idle) = &self.idle {
+            idle.store(!self.conn.has_pending(), Ordering::Release);
+        }
+        sent
+    }
+
+    /// When RPP next needs [`BoardConnection::transmit`] to run by itself.
+    pub fn next_wake(&mut self) -> Option<Time> {
+        self.conn.poll_timeout().map(time)
+    }
+
+    /// Whether the send channel has room under the window.
+    fn room(&mut self, api: &mut Api) -> bool {
+        let Some(window) = self.window else {
+            return true;
+        };
+        while self.tickets.len() >= window {
+            match self.tickets.front() {
+                Some(t) if !api.buffer_busy(t) => {
+                    self.tickets.pop_front();
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Hands a written packet to the send channel; `false` if it did not take it (no room:
+    /// the packet is held for the next call; another error: it is counted and dropped,
+    /// and RPP will send it again).
+    fn post(&mut self, api: &mut Api, buf: SendBuf, len: usize, now: Time) -> bool {
+        match api.send(self.peer_chan, self.route, buf, len) {
+            Ok(ticket) => {
+                self.counters.packets_sent += 1;
+                self.last_activity = now;
+                if self.window.is_some() {
+                    self.tickets.push_back(ticket);
+                }
+                true
+            }
+            Err(e) if e.error == ApiError::SendQueueFull => {
+                self.counters.channel_full += 1;
+                self.held = Some((e.buf, len));
+                false
+            }
+            Err(e) => {
+                self.counters.send_errors += 1;
+                self.spare = Some(e.buf);
+                false
+            }
+        }
+    }
+}
