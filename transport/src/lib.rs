@@ -76,6 +76,8 @@ pub mod endpoint;
 #[cfg(not(loom))]
 pub mod error;
 #[cfg(not(loom))]
+pub mod netbench;
+#[cfg(not(loom))]
 pub mod proxy;
 pub mod shm;
 #[cfg(not(loom))]

@@ -1,0 +1,572 @@
+//! The client side of a session with `myri serve`: hello, ping-pong and stream rounds,
+//! goodbye. See the [module documentation](super).
+
+use super::wire::{self, Control, KIND_DATA, KIND_PING, References, SessionCounters, SizeSpec};
+use super::{RoundTime, StreamRound};
+use crate::{Completion, Endpoint, Error, Options, Peer, Scheme, Stats, Url};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How a client connects.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// RPP on top (true) or raw datagrams; the server must run the same.
+    pub reliable: bool,
+    /// The local endpoint's URL (`udp://` only; default: any port on the unspecified
+    /// address of the server's family).
+    pub bind: Option<String>,
+    /// How long to wait for the server's first answer.
+    pub connect_timeout: Duration,
+    /// Raw mode: how long a ping or a control message waits before it counts as lost.
+    pub exchange_timeout: Duration,
+    /// How long a run may make no progress at all before the server counts as gone
+    /// (reliable mode normally notices a dead server much sooner, through RPP).
+    pub stall_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            reliable: true,
+            bind: None,
+            connect_timeout: Duration::from_secs(5),
+            exchange_timeout: Duration::from_millis(20),
+            stall_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a client run stopped.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// Bad URL, a local address that cannot be bound, a scheme with no server.
+    #[error("{0}")]
+    Setup(String),
+    /// The server never answered the hello.
+    #[error(
+        "no answer from {url} within {waited:?}: is `myri serve {url}` running there, and {mode}?"
+    )]
+    NoAnswer {
+        /// The server's URL.
+        url: String,
+        /// How long the client waited.
+        waited: Duration,
+        /// Which mode the client ran, to compare with the server's.
+        mode: &'static str,
+    },
+    /// The server failed (died, became unreachable) during the run.
+    #[error("the server failed: {why}; {unacked} unacknowledged messages were handed back")]
+    PeerFailed {
+        /// Why the transport declared it failed.
+        why: String,
+        /// Messages not acknowledged, handed back by the transport.
+        unacked: usize,
+    },
+    /// The server restarted during the run (a new incarnation answered).
+    #[error(
+        "the server restarted (incarnation {old} -> {new}); {unacked} unacknowledged messages were handed back"
+    )]
+    PeerRestarted {
+        /// The incarnation the session began with.
+        old: u64,
+        /// The new one.
+        new: u64,
+        /// Messages the old incarnation had not acknowledged.
+        unacked: usize,
+    },
+    /// The server closed the connection during the run.
+    #[error("the server closed the connection; {unacked} unacknowledged messages were handed back")]
+    PeerClosed {
+        /// Messages not acknowledged.
+        unacked: usize,
+    },
+    /// The server refused the session.
+    #[error("the server refused: {0}")]
+    Refused(String),
+    /// The run made no progress for the stall timeout.
+    #[error("no progress for {0:?}: the server stopped answering")]
+    Stalled(Duration),
+    /// A message larger than the endpoint carries.
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+impl ClientError {
+    /// Whether this is about the peer (failed, restarted, closed, silent), as opposed to
+    /// the set-up.
+    pub fn is_peer_failure(&self) -> bool {
+        !matches!(self, ClientError::Setup(_) | ClientError::TooLarge(_))
+    }
+}
+
+/// A session with a server. See the [module documentation](super).
+pub struct Client {
+    ep: Endpoint,
+    peer: Peer,
+    server_url: String,
+    session: u64,
+    round: u32,
+    reliable: bool,
+    server_incarnation: u64,
+    peer_incarnation: Option<u64>,
+    references: References,
+    server_addr: Option<SocketAddr>,
+    config: ClientConfig,
+}
+
+/// A number for this session: pid and clock, mixed.
+fn session_number() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    wire::splitmix(t ^ u64::from(std::process::id()) << 40)
+}
+
+/// The local and peer URLs of a client of `server`.
+fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientError> {
+    let mut peer = server.clone();
+    peer.params = Default::default();
+    let mode = if config.reliable { "1" } else { "0" };
+    let mtu = server
+        .params
+        .mtu
+        .map_or(String::new(), |m| format!("&mtu={m}"));
+    let local = match &server.address {
+        crate::Address::Udp { host, port } => {
+            if config.bind.is_some() {
+                let b = config.bind.clone().unwrap_or_default();
+                let u: Url = b
+                    .parse()
+                    .map_err(|e| ClientError::Setup(format!("--bind {b}: {e}")))?;
+                if u.scheme() != Scheme::Udp || u.has_params() {
+                    return Err(ClientError::Setup(format!(
+                        "--bind {b}: expected udp://host:port with no parameters"
+                    )));
+                }
+                format!("{u}?reliable={mode}{mtu}")
+            } else {
+                let v6 = (host.as_str(), *port)
+                    .to_socket_addrs()
+                    .map_err(|e| ClientError::Setup(format!("{peer}: {e}")))?
+                    .next()
+                    .is_some_and(|a| a.is_ipv6());
+                let any = if v6 { "[::]" } else { "0.0.0.0" };
+                format!("udp://{any}:0?reliable={mode}{mtu}")
+            }
+        }
+        crate::Address::Shm { name } => {
+            if config.bind.is_some() {
+                return Err(ClientError::Setup(
+                    "--bind applies to udp:// only (a shm:// client takes the region's other side)"
+                        .into(),
+                ));
+            }
+            format!("shm://{name}?reliable={mode}{mtu}")
+        }
+        crate::Address::Sim { .. } => {
+            return Err(ClientError::Setup(
+                "sim:// endpoints live in one process: a server runs over udp:// or shm://".into(),
+            ));
+        }
+    };
+    Ok((local, peer.to_string()))
+}
+
+impl Client {
+    /// Opens a local endpoint, inserts the server and says hello.
+    pub fn connect(server: &str, config: ClientConfig) -> Result<Client, ClientError> {
+        let url: Url = server
+            .parse()
+            .map_err(|e| ClientError::Setup(format!("{server}: {e}")))?;
+        let (local, peer_url) = urls(&url, &config)?;
+        let options = Options {
+            reliable: config.reliable,
+            rpp: super::rpp_config(),
+            ..Options::default()
+        };
+        let mut ep = Endpoint::open_with(&local, options)
+            .map_err(|e| ClientError::Setup(format!("opening {local}: {e}")))?;
+        let peer = ep
+            .insert_addr(&peer_url)
+            .map_err(|e| ClientError::Setup(e.to_string()))?;
+        let server_addr = ep
+            .peer_url(peer)
+            .and_then(|u| u.strip_prefix("udp://").and_then(|a| a.parse().ok()));
+        let mut c = Client {
+            ep,
+            peer,
+            server_url: peer_url,
+            session: session_number(),
+            round: 0,
+            reliable: config.reliable,
+            server_incarnation: 0,
+            peer_incarnation: None,
+            references: References::default(),
+            server_addr,
+            config,
+        };
+        c.hello()?;
+        Ok(c)
+    }
+
+    fn hello(&mut self) -> Result<(), ClientError> {
+        let hello = wire::encode_control(&Control::Hello {
+            version: wire::VERSION,
+            session: self.session,
+            reliable: self.reliable,
+            incarnation: self.ep.incarnation(),
+        });
+        let session = self.session;
+        let waited = self.config.connect_timeout;
+        let r = self.request(&hello, waited, |c| match c {
+            Control::HelloAck {
+                session: s,
+                incarnation,
+                references,
+                ..
+            } if s == session => Some(Ok((incarnation, references))),
+            Control::Refused { why } => Some(Err(why)),
+            _ => None,
+        });
+        let (incarnation, references) = match r {
+            Ok(Ok(x)) => x,
+            Ok(Err(why)) => return Err(ClientError::Refused(why)),
+            Err(ClientError::Stalled(_) | ClientError::PeerFailed { .. }) => {
+                return Err(ClientError::NoAnswer {
+                    url: self.server_url.clone(),
+                    waited,
+                    mode: if self.reliable {
+                        "does it run reliable (no --raw, no reliable=0)"
+                    } else {
+                        "does it run raw (--raw or reliable=0)"
+                    },
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        self.server_incarnation = incarnation;
+        self.references = references;
+        Ok(())
+    }
+
+    // ---- Getters ---------------------------------------------------------------------
+
+    /// The server's URL, as inserted.
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// The local endpoint's URL.
+    pub fn local_url(&self) -> String {
+        self.ep.local_url()
+    }
+
+    /// Whether the session runs RPP.
+    pub fn is_reliable(&self) -> bool {
+        self.reliable
+    }
+
+    /// The server endpoint's incarnation, as its hello answer said.
+    pub fn server_incarnation(&self) -> u64 {
+        self.server_incarnation
+    }
+
+    /// This endpoint's incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.ep.incarnation()
+    }
+
+    /// The references the server offers.
+    pub fn references(&self) -> &References {
+        &self.references
+    }
+
+    /// The server's UDP socket address (`udp://` only).
+    pub fn server_addr(&self) -> Option<SocketAddr> {
+        self.server_addr
+    }
+
+    /// The endpoint's counters.
+    pub fn stats(&self) -> Stats {
+        self.ep.stats()
+    }
+
+    /// RPP's counters for the server (reliable mode).
+    pub fn rpp_stats(&self) -> Option<myri_rpp::Stats> {
+        self.ep.peer_stats(self.peer)
+    }
+
+    /// Largest message the endpoint sends.
+    pub fn max_message_size(&self) -> usize {
+        self.ep.capabilities().max_message_size
+    }
+
+    // ---- Plumbing --------------------------------------------------------------------
+
+    /// Takes the completions waiting; a failure of the server is an error.
+    fn completions(&mut self) -> Result<(), ClientError> {
+        while let Some(c) = self.ep.poll_completion() {
+            match c {
+                Completion::Connected {
+                    peer_incarnation, ..
+                } => {
+                    self.peer_incarnation.get_or_insert(peer_incarnation);
+                }
+                Completion::PeerFailed { why, unsent, .. } => {
+                    return Err(ClientError::PeerFailed {
+                        why,
+                        unacked: unsent.len(),
+                    });
+                }
+                Completion::PeerRestarted {
+                    incarnation,
+                    unacked,
+                    ..
+                } => {
+                    return Err(ClientError::PeerRestarted {
+                        old: self.peer_incarnation.unwrap_or(self.server_incarnation),
+                        new: incarnation,
+                        unacked: unacked.len(),
+                    });
+                }
+                Completion::PeerClosed { unsent, .. } => {
+                    return Err(ClientError::PeerClosed {
+                        unacked: unsent.len(),
+                    });
+                }
+                Completion::Sent { .. } | Completion::NewPeer { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `buf`, progressing while the transport pushes back.
+    fn send(&mut self, mut buf: crate::Buf) -> Result<(), ClientError> {
+        let mut since = None;
+        loop {
+            match self.ep.send(self.peer, buf) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.error.is_would_block() => {
+                    buf = e.buf;
+                    self.ep.progress();
+                    self.completions()?;
+                    let t = *since.get_or_insert_with(Instant::now);
+                    if t.elapsed() > self.config.stall_timeout {
+                        return Err(ClientError::Stalled(self.config.stall_timeout));
+                    }
+                }
+                Err(e) => {
+                    // A failed peer: the completion says why and hands back the rest.
+                    self.completions()?;
+                    return Err(match e.error {
+                        Error::TooLarge { .. } => ClientError::TooLarge(e.error.to_string()),
+                        other => ClientError::PeerFailed {
+                            why: other.to_string(),
+                            unacked: 1,
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sends a control message (raw mode: again every exchange timeout) until `answer`
+    /// recognizes a reply, or `patience` passes.
+    fn request<T>(
+        &mut self,
+        msg: &[u8],
+        patience: Duration,
+        mut answer: impl FnMut(Control) -> Option<T>,
+    ) -> Result<T, ClientError> {
+        let start = Instant::now();
+        let mut sent_at = start;
+        self.send(crate::Buf::copy_of(msg))?;
+        loop {
+            if let Some(d) = self.ep.recv() {
+                if let Some(Ok(c)) = wire::control(&d.data)
+                    && let Some(t) = answer(c)
+                {
+                    return Ok(t);
+                }
+                continue;
+            }
+            self.completions()?;
+            let now = Instant::now();
+            if now - start > patience {
+                return Err(ClientError::Stalled(patience));
+            }
+            if !self.reliable
+                && now - sent_at > self.config.exchange_timeout.max(Duration::from_millis(10))
+            {
+                sent_at = now;
+                self.send(crate::Buf::copy_of(msg))?;
+            }
+        }
+    }
+
+    /// Progresses the endpoint for a millisecond and until nothing is unacknowledged, so
+    /// that delayed acknowledgements go out and neither side retransmits while the
+    /// client measures something else.
+    pub fn settle(&mut self) -> Result<(), ClientError> {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(1)
+            || (self.ep.has_unacked() && start.elapsed() < self.config.stall_timeout)
+        {
+            while self.ep.recv().is_some() {}
+            self.completions()?;
+        }
+        Ok(())
+    }
+
+    fn next_round(&mut self) -> u32 {
+        self.round = self.round.wrapping_add(1);
+        self.round
+    }
+
+    // ---- Rounds ----------------------------------------------------------------------
+
+    /// `iters` ping-pongs of `size` bytes (at least [`wire::HEADER_LEN`]). In raw mode a
+    /// ping unanswered within the exchange timeout counts as a timeout, and the round
+    /// goes on.
+    pub fn pingpong_round(&mut self, size: usize, iters: u64) -> Result<RoundTime, ClientError> {
+        let round = self.next_round() as u8;
+        let size = size.max(wire::HEADER_LEN);
+        let mut timeouts = 0;
+        let start = Instant::now();
+        for seq in 0..iters {
+            let mut buf = self.ep.alloc(size);
+            wire::put_header(&mut buf, KIND_PING, round, seq);
+            self.send(buf)?;
+            let sent_at = Instant::now();
+            loop {
+                if let Some(d) = self.ep.recv() {
+                    let h = wire::header(&d.data);
+                    if d.data.len() == size && h.is_some_and(|h| h.round == round && h.seq == seq) {
+                        break;
+                    }
+                    continue;
+                }
+                self.completions()?;
+                let waited = sent_at.elapsed();
+                if !self.reliable && waited > self.config.exchange_timeout {
+                    timeouts += 1;
+                    break;
+                }
+                if waited > self.config.stall_timeout {
+                    return Err(ClientError::Stalled(self.config.stall_timeout));
+                }
+            }
+        }
+        Ok(RoundTime {
+            elapsed: start.elapsed(),
+            exchanges: iters,
+            timeouts,
+        })
+    }
+
+    /// Streams `count` messages sized by `sizes` (seeded by `seed`), with each payload
+    /// the pattern the server checks when `verify`. Returns when the server has answered
+    /// after the last message (reliable: once it has them all).
+    pub fn stream_round(
+        &mut self,
+        sizes: SizeSpec,
+        count: u64,
+        seed: u64,
+        verify: bool,
+    ) -> Result<StreamRound, ClientError> {
+        if sizes.max() > self.max_message_size() {
+            return Err(ClientError::TooLarge(format!(
+                "messages of {} bytes are longer than the {} this endpoint carries{}",
+                sizes.max(),
+                self.max_message_size(),
+                if self.reliable {
+                    ""
+                } else {
+                    " (raw mode sends one datagram per message)"
+                }
+            )));
+        }
+        let round = self.next_round();
+        let seed = wire::splitmix(seed ^ u64::from(round));
+        let start = wire::encode_control(&Control::StreamStart {
+            round,
+            count,
+            sizes,
+            seed,
+            verify,
+        });
+        let ack = |c| match c {
+            Control::StreamAck {
+                round: r,
+                received,
+                bytes,
+                errors,
+            } if r == round => Some((received, bytes, errors)),
+            _ => None,
+        };
+        let patience = self.config.stall_timeout;
+        self.request(&start, patience, ack)?;
+        let t0 = Instant::now();
+        for seq in 0..count {
+            let size = sizes.size_of(seed, seq).max(wire::HEADER_LEN);
+            let mut buf = self.ep.alloc(size);
+            wire::put_header(&mut buf, KIND_DATA, round as u8, seq);
+            if verify {
+                wire::fill_pattern(&mut buf[wire::HEADER_LEN..], seed, seq);
+            }
+            self.send(buf)?;
+        }
+        let (received, bytes, errors) = if self.reliable {
+            // The server answers by itself once it has every message.
+            let mut last = (Instant::now(), u64::MAX);
+            loop {
+                if let Some(d) = self.ep.recv() {
+                    if let Some(Ok(c)) = wire::control(&d.data)
+                        && let Some(a) = ack(c)
+                    {
+                        break a;
+                    }
+                    continue;
+                }
+                self.completions()?;
+                let acked = self.rpp_stats().map_or(0, |s| s.packets_received);
+                if acked != last.1 {
+                    last = (Instant::now(), acked);
+                } else if last.0.elapsed() > patience {
+                    return Err(ClientError::Stalled(patience));
+                }
+            }
+        } else {
+            let end = wire::encode_control(&Control::StreamEnd { round });
+            self.request(&end, patience, ack)?
+        };
+        Ok(StreamRound {
+            elapsed: t0.elapsed(),
+            sent: count,
+            received,
+            bytes,
+            errors,
+        })
+    }
+
+    /// Ends the session; returns what the server counted for it.
+    pub fn bye(mut self) -> Result<SessionCounters, ClientError> {
+        let session = self.session;
+        let bye = wire::encode_control(&Control::Bye { session });
+        let patience = self.config.connect_timeout;
+        let counters = self.request(&bye, patience, |c| match c {
+            Control::ByeAck {
+                session: s,
+                counters,
+            } if s == session => Some(counters),
+            _ => None,
+        })?;
+        // Let the last acknowledgements go out before the endpoint closes.
+        let until = Instant::now() + Duration::from_millis(200);
+        while self.ep.has_unacked() && Instant::now() < until {
+            self.ep.progress();
+        }
+        Ok(counters)
+    }
+}
