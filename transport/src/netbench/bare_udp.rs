@@ -99,6 +99,7 @@ impl UdpReflector {
                 };
                 Control::StreamAck {
                     round,
+                    done: false,
                     received: 0,
                     bytes: 0,
                     errors: 0,
@@ -113,6 +114,7 @@ impl UdpReflector {
                 };
                 Control::StreamAck {
                     round,
+                    done: true,
                     received,
                     bytes,
                     errors: 0,
@@ -200,7 +202,7 @@ impl BareUdpClient {
         }
     }
 
-    fn request(&mut self, c: &Control, round: u32) -> Option<(u64, u64)> {
+    fn request(&mut self, c: &Control, round: u32, done: bool) -> Option<(u64, u64)> {
         let msg = wire::encode_control(c);
         for _ in 0..20 {
             let _ = self.socket.send(&msg);
@@ -210,11 +212,13 @@ impl BareUdpClient {
                     Ok(n) => {
                         if let Some(Ok(Control::StreamAck {
                             round: r,
+                            done: d,
                             received,
                             bytes,
                             ..
                         })) = wire::control(&self.rx[..n])
                             && r == round
+                            && d == done
                         {
                             return Some((received, bytes));
                         }
@@ -238,7 +242,7 @@ impl BareUdpClient {
             seed: 0,
             verify: false,
         };
-        self.request(&start, round)?;
+        self.request(&start, round, false)?;
         let size = size.max(wire::HEADER_LEN);
         let datagram = size.min(MAX_DATAGRAM);
         self.buf.resize(datagram, 0);
@@ -261,7 +265,7 @@ impl BareUdpClient {
                 left -= n;
             }
         }
-        let (received, bytes) = self.request(&Control::StreamEnd { round }, round)?;
+        let (received, bytes) = self.request(&Control::StreamEnd { round }, round, true)?;
         Some(StreamRound {
             elapsed: t0.elapsed(),
             sent: seq,

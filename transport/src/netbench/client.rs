@@ -496,17 +496,20 @@ impl Client {
             seed,
             verify,
         });
-        let ack = |c| match c {
-            Control::StreamAck {
-                round: r,
-                received,
-                bytes,
-                errors,
-            } if r == round => Some((received, bytes, errors)),
-            _ => None,
+        let ack = |done: bool| {
+            move |c| match c {
+                Control::StreamAck {
+                    round: r,
+                    done: d,
+                    received,
+                    bytes,
+                    errors,
+                } if r == round && d == done => Some((received, bytes, errors)),
+                _ => None,
+            }
         };
         let patience = self.config.stall_timeout;
-        self.request(&start, patience, ack)?;
+        self.request(&start, patience, ack(false))?;
         let t0 = Instant::now();
         for seq in 0..count {
             let size = sizes.size_of(seed, seq).max(wire::HEADER_LEN);
@@ -523,7 +526,7 @@ impl Client {
             loop {
                 if let Some(d) = self.ep.recv() {
                     if let Some(Ok(c)) = wire::control(&d.data)
-                        && let Some(a) = ack(c)
+                        && let Some(a) = ack(true)(c)
                     {
                         break a;
                     }
@@ -539,7 +542,7 @@ impl Client {
             }
         } else {
             let end = wire::encode_control(&Control::StreamEnd { round });
-            self.request(&end, patience, ack)?
+            self.request(&end, patience, ack(true))?
         };
         Ok(StreamRound {
             elapsed: t0.elapsed(),

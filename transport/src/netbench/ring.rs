@@ -211,6 +211,7 @@ impl RingReflector {
                         self.bytes += msg.len() as u64;
                         (self.received == self.expect).then_some(Control::StreamAck {
                             round: self.round,
+                            done: true,
                             received: self.received,
                             bytes: self.bytes,
                             errors: 0,
@@ -222,6 +223,7 @@ impl RingReflector {
                             (self.received, self.bytes) = (0, 0);
                             Some(Control::StreamAck {
                                 round,
+                                done: false,
                                 received: 0,
                                 bytes: 0,
                                 errors: 0,
@@ -324,18 +326,20 @@ impl RingClient {
         })
     }
 
-    fn await_ack(&mut self, round: u32) -> Option<(u64, u64)> {
+    fn await_ack(&mut self, round: u32, done: bool) -> Option<(u64, u64)> {
         let since = Instant::now();
         loop {
             match self.rx.try_read() {
                 Ok(r) => {
                     if let Some(Ok(Control::StreamAck {
                         round: got,
+                        done: d,
                         received,
                         bytes,
                         ..
                     })) = wire::control(r.as_slice())
                         && got == round
+                        && d == done
                     {
                         return Some((received, bytes));
                     }
@@ -369,7 +373,7 @@ impl RingClient {
         if !spin_send(&mut self.tx, &wire::encode_control(&start), self.timeout) {
             return None;
         }
-        self.await_ack(round)?;
+        self.await_ack(round, false)?;
         self.buf.resize(record, 0x5a);
         let t0 = Instant::now();
         let mut seq = 0;
@@ -385,7 +389,7 @@ impl RingClient {
                 left = left.saturating_sub(n);
             }
         }
-        let (received, bytes) = self.await_ack(round)?;
+        let (received, bytes) = self.await_ack(round, true)?;
         Some(StreamRound {
             elapsed: t0.elapsed(),
             sent: seq,

@@ -248,6 +248,14 @@ impl Server {
             rpp: super::rpp_config(),
             ..Options::default()
         };
+        // A second server on a live server's region must not take the client's side: the
+        // bare ring's region, held by the live server, says so first.
+        let ring = match (&parsed.address, config.references) {
+            (Address::Shm { name }, true) => Some(
+                RingReflector::create(name).map_err(|e| ServeError::Reference(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let mut ep = Endpoint::open_with(url, options)?;
         let reliable = ep.is_reliable();
         let poll = Poll::new().map_err(|e| ServeError::Io("creating a poller", e))?;
@@ -255,8 +263,11 @@ impl Server {
         if parsed.scheme() == Scheme::Udp {
             ep.register(registry, ENDPOINT)?;
         }
-        let (mut udp, mut tcp, mut ring) = (None, None, None);
+        let (mut udp, mut tcp) = (None, None);
         let mut references = References::default();
+        if let Some(r) = &ring {
+            references.shm_ring = Some(r.path().display().to_string());
+        }
         if config.references {
             match &parsed.address {
                 Address::Udp { .. } => {
@@ -304,13 +315,7 @@ impl Server {
                     references.tcp_port = t.local_addr().ok().map(|a| a.port());
                     (udp, tcp) = (Some(r), Some(t));
                 }
-                Address::Shm { name } => {
-                    let r = RingReflector::create(name)
-                        .map_err(|e| ServeError::Reference(e.to_string()))?;
-                    references.shm_ring = Some(r.path().display().to_string());
-                    ring = Some(r);
-                }
-                Address::Sim { .. } => {}
+                Address::Shm { .. } | Address::Sim { .. } => {}
             }
         }
         let signals = if config.stop_on_signals {
@@ -423,7 +428,9 @@ impl Server {
                 on_event(&e);
             }
             if let Some(r) = self.stop_reason {
-                self.finish();
+                if r == StopReason::Once {
+                    self.finish();
+                }
                 return Ok(r);
             }
             let now = Instant::now();
@@ -479,7 +486,8 @@ impl Server {
         Ok(())
     }
 
-    /// Lets the last answers go out (at most a second) before the endpoint closes.
+    /// Lets the last answers go out (until acknowledged, at most a second) before the
+    /// endpoint closes.
     fn finish(&mut self) {
         let until = Instant::now() + Duration::from_secs(1);
         while (self.ep.has_unacked() || !self.outbox.is_empty()) && Instant::now() < until {
@@ -604,6 +612,7 @@ impl Server {
         if reliable && st.received == st.count {
             let ack = Control::StreamAck {
                 round: st.round,
+                done: true,
                 received: st.received,
                 bytes: st.bytes,
                 errors: st.errors,
@@ -648,27 +657,33 @@ impl Server {
                 let st = s.stream.as_ref().expect("just set");
                 let ack = Control::StreamAck {
                     round,
+                    done: false,
                     received: st.received,
                     bytes: st.bytes,
                     errors: st.errors,
                 };
-                let done = self.reliable && count == 0;
                 self.send_control(peer, &ack);
-                if done {
+                if self.reliable && count == 0 && !repeat {
                     // An empty stream: its end is its start.
-                    self.send_control(peer, &ack);
+                    let mut end = ack;
+                    if let Control::StreamAck { done, .. } = &mut end {
+                        *done = true;
+                    }
+                    self.send_control(peer, &end);
                 }
             }
             Control::StreamEnd { round } => {
                 let ack = match self.sessions.get(&peer).and_then(|s| s.stream.as_ref()) {
                     Some(st) if st.round == round => Control::StreamAck {
                         round,
+                        done: true,
                         received: st.received,
                         bytes: st.bytes,
                         errors: st.errors,
                     },
                     _ => Control::StreamAck {
                         round,
+                        done: true,
                         received: 0,
                         bytes: 0,
                         errors: 0,

@@ -248,10 +248,13 @@ pub enum Control {
         /// Round number.
         round: u32,
     },
-    /// Server to client: what the round delivered.
+    /// Server to client: the round started (`done` false), or what it delivered (`done`
+    /// true: after its last message, or in answer to [`Control::StreamEnd`]).
     StreamAck {
         /// Round number.
         round: u32,
+        /// Whether this answers the end of the round (not its start).
+        done: bool,
         /// Data messages received in the round.
         received: u64,
         /// Their bytes.

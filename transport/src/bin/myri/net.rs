@@ -117,7 +117,15 @@ impl Run<'_> {
             exchange_timeout: self.timeout,
             ..ClientConfig::default()
         };
-        Client::connect(&self.net.transport, config).map_err(client_failure)
+        let client = Client::connect(&self.net.transport, config).map_err(client_failure)?;
+        if self.json {
+            print_json(&json!({
+                "event": "connected", "transport": client.server_url(), "local": client.local_url(),
+                "reliable": client.is_reliable(), "incarnation": client.incarnation(),
+                "server_incarnation": client.server_incarnation(), "references": client.references(),
+            }));
+        }
+        Ok(client)
     }
 
     fn baselines(&self, client: &Client, tcp: bool) -> Result<Option<Baselines>, Failure> {
