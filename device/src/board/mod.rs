@@ -312,6 +312,33 @@ impl Board {
         }
     }
 
+    /// Whether the board is settled at `now`: [`Board::advance`] would change nothing and
+    /// nothing waits for its control program. No DMA channel is active, the receive engine
+    /// is armed and no packet has reached the port for it, no interval timer is set, and
+    /// the link is as the board last saw it. A control program that found nothing to do on
+    /// a settled board finds nothing again until the host writes to the board or this
+    /// changes (drivers use it to make an idle poll cost a few loads).
+    #[inline]
+    pub fn settled(&self, now: Time) -> bool {
+        if !self.tracker.state().board_running {
+            return true;
+        }
+        let armed = matches!(self.recv.state(), crate::engines::RecvState::Armed { .. });
+        armed
+            && self.dma.is_idle()
+            && self.specials.timers.iter().all(Option::is_none)
+            && self.link.as_ref().is_none_or(|l| {
+                !l.fabric.arrived(now, l.port) && l.fabric.port_link_up(l.port) == l.was_up
+            })
+    }
+
+    /// Host accesses through the PCI window that may have changed the board: every write,
+    /// and every refused access. It only grows.
+    #[inline]
+    pub fn pci_generation(&self) -> u64 {
+        self.counters.pci.writes + self.counters.pci.errors
+    }
+
     /// The next time something will happen on the board by itself (a DMA block or a
     /// packet finishing, a timer, a packet arriving for an armed receive engine), or
     /// `None` if nothing will until someone acts.

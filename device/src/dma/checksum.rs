@@ -42,11 +42,68 @@ fn sum_native(data: &[u8]) -> u64 {
 }
 
 /// Folds a native-order sum to 16 bits and converts it to big-endian word order.
-fn fold(mut acc: u64) -> u16 {
+fn fold(acc: u64) -> u16 {
+    fold_native(acc).swap_bytes()
+}
+
+/// Folds a native-order sum to 16 bits, still in native order.
+fn fold_native(mut acc: u64) -> u16 {
     while acc >> 16 != 0 {
         acc = (acc & 0xFFFF) + (acc >> 16);
     }
-    (acc as u16).swap_bytes()
+    acc as u16
+}
+
+/// Copies `src` into `dst` (the shorter length) and returns the unfolded native sum of
+/// the bytes copied, in one pass: the DMA controller sums what it moves as it moves it.
+pub(crate) fn copy_summing(dst: &mut [u8], src: &[u8]) -> u64 {
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    let (dst_words, _) = dst.as_chunks_mut::<8>();
+    let (src_words, _) = src.as_chunks::<8>();
+    let (mut low, mut high) = (0u64, 0u64);
+    for (d, s) in dst_words.iter_mut().zip(src_words) {
+        *d = *s;
+        let w = u64::from_le_bytes(*s);
+        low += w & 0xFFFF_FFFF;
+        high += w >> 32;
+    }
+    let whole = n - n % 8;
+    dst[whole..].copy_from_slice(&src[whole..]);
+    low + high + sum_native(&src[whole..])
+}
+
+/// A ones-complement sum built from pieces of one transfer, in order (a transfer split at
+/// host page boundaries, say). A piece that starts at an odd offset of the transfer has
+/// its bytes in the other halves of the big-endian words; RFC 1071 §2(B): its sum is
+/// byte-swapped before it is added.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PieceSum {
+    acc: u64,
+}
+
+impl PieceSum {
+    /// Adds the native sum `native` of the piece at byte `offset` of the transfer.
+    #[inline]
+    pub(crate) fn add(&mut self, offset: usize, native: u64) {
+        self.acc += if offset % 2 == 1 {
+            u64::from(fold_native(native).swap_bytes())
+        } else {
+            native
+        };
+    }
+
+    /// Adds the bytes of the piece at byte `offset` of the transfer.
+    #[inline]
+    pub(crate) fn add_bytes(&mut self, offset: usize, bytes: &[u8]) {
+        self.add(offset, sum_native(bytes));
+    }
+
+    /// The folded 16-bit sum, as [`ones_complement_sum`] gives it.
+    #[inline]
+    pub(crate) fn value(self) -> u16 {
+        fold(self.acc)
+    }
 }
 
 /// The sum of two 16-bit ones-complement sums.
@@ -99,6 +156,33 @@ mod tests {
         assert_eq!(ones_complement_sum(&data), reference(&data));
         let ones = vec![0xFFu8; 8193];
         assert_eq!(ones_complement_sum(&ones), reference(&ones));
+    }
+
+    #[test]
+    fn copying_sums_what_it_copies() {
+        let data: Vec<u8> = (0..9000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for len in (0..300).chain([4095, 4096, 4097, 8192, 8193, 9000]) {
+            let mut out = vec![0u8; len];
+            let native = copy_summing(&mut out, &data[..len]);
+            assert_eq!(out, data[..len], "len {len}");
+            assert_eq!(fold(native), reference(&data[..len]), "len {len}");
+        }
+    }
+
+    #[test]
+    fn pieces_at_odd_offsets_sum_like_the_whole() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 + (i >> 3)) as u8).collect();
+        for cuts in [[1usize, 2], [3, 4097], [2, 4096], [999, 1000], [1, 4999]] {
+            let mut sum = PieceSum::default();
+            let mut from = 0;
+            for to in cuts.into_iter().chain([data.len()]) {
+                sum.add_bytes(from, &data[from..to]);
+                from = to;
+            }
+            assert_eq!(sum.value(), reference(&data), "cuts {cuts:?}");
+        }
     }
 
     #[test]

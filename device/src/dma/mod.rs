@@ -381,12 +381,12 @@ impl DmaController {
                 lar,
                 len,
             })?;
+        // The sum is computed as the bytes move (one pass over them).
         let moved = match dir {
             Direction::HostToLanai => host.dma_read(host_addr, data),
             Direction::LanaiToHost => host.dma_write(host_addr, data),
         };
-        moved.map_err(|fault| DmaError::Host { block: addr, fault })?;
-        let csum = checksum::ones_complement_sum(data);
+        let csum = moved.map_err(|fault| DmaError::Host { block: addr, fault })?;
         // The engine runs on its own: `advance` only catches up with it, so the block
         // started when the channel was triggered or the engine came free, not at `now`.
         let started = self.free_at.max(c.activated);

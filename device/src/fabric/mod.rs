@@ -703,6 +703,16 @@ impl Fabric {
         arrival
     }
 
+    /// Whether a packet's head has reached host port `at` by `now` (without taking it: a
+    /// couple of loads, no lock).
+    #[inline]
+    pub fn arrived(&self, now: Time, at: PortId) -> bool {
+        self.hosts.get(at.0 as usize).is_some_and(|h| {
+            h.recv.queued.load(Ordering::Acquire) != 0
+                && h.recv.next_head.load(Ordering::Acquire) <= now.as_nanos()
+        })
+    }
+
     /// When the next packet's head reaches host port `at` (already arrived ones included).
     pub fn next_arrival(&self, at: PortId) -> Option<Time> {
         let host = &self.hosts.get(at.0 as usize)?.recv;

@@ -26,6 +26,7 @@
 
 mod sync;
 
+use crate::dma::checksum::{PieceSum, copy_summing};
 use core::fmt;
 use core::ptr::NonNull;
 use std::alloc::{self, Layout};
@@ -391,66 +392,72 @@ impl HostMemory {
         }
     }
 
-    /// The DMA controller reads host memory (host → LANai) into `dst`.
-    pub fn dma_read(&self, bus: u64, dst: &mut [u8]) -> Result<(), DmaFault> {
+    /// The DMA controller reads host memory (host → LANai) into `dst`. Returns the 16-bit
+    /// ones-complement sum of the bytes moved ([`crate::dma::checksum`]), computed as they
+    /// are copied, in one pass.
+    pub fn dma_read(&self, bus: u64, dst: &mut [u8]) -> Result<u16, DmaFault> {
         if dst.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let offset = self.offset_of(bus, dst.len())?;
         self.begin_device_access(bus, offset, dst.len())?;
         let base = self.bytes.as_ptr();
+        let mut sum = PieceSum::default();
         self.for_each_segment(offset, dst.len(), false, |at, done, seg, shared| {
+            let out = &mut dst[done..done + seg];
             if shared {
-                for w in (0..seg).step_by(4) {
-                    // SAFETY: `at + w` is inside the region and 4-aligned (checked in
+                for (w, word_out) in out.chunks_exact_mut(4).enumerate() {
+                    // SAFETY: `at + 4 * w` is inside the region and 4-aligned (checked in
                     // `begin_device_access`; the region is page-aligned), and shared pages
                     // are only ever accessed with 32-bit atomics.
-                    let word = unsafe { AtomicU32::from_ptr(base.add(at + w).cast::<u32>()) };
-                    dst[done + w..done + w + 4]
-                        .copy_from_slice(&word.load(Ordering::Acquire).to_ne_bytes());
+                    let word = unsafe { AtomicU32::from_ptr(base.add(at + 4 * w).cast::<u32>()) };
+                    word_out.copy_from_slice(&word.load(Ordering::Acquire).to_ne_bytes());
                 }
+                sum.add_bytes(done, out);
             } else {
                 // SAFETY: `[at, at + seg)` is inside the region (`offset_of`), its page is
-                // `Busy` so no `HostBuf` can reach it and no other device access runs, and
-                // `dst` is a distinct Rust buffer.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(base.add(at), dst[done..].as_mut_ptr(), seg)
-                };
+                // `Busy` so no `HostBuf` can reach it and no other device access runs (so
+                // nothing writes it while this shared view lives), and `out` is a distinct
+                // Rust buffer.
+                let from = unsafe { core::slice::from_raw_parts(base.add(at), seg) };
+                sum.add(done, copy_summing(out, from));
             }
         });
-        self.end_device_access(
-            self.pages_of(offset, dst.len()).start,
-            self.pages_of(offset, dst.len()).end,
-        );
-        Ok(())
+        let pages = self.pages_of(offset, dst.len());
+        self.end_device_access(pages.start, pages.end);
+        Ok(sum.value())
     }
 
-    /// The DMA controller writes `src` into host memory (LANai → host).
-    pub fn dma_write(&self, bus: u64, src: &[u8]) -> Result<(), DmaFault> {
+    /// The DMA controller writes `src` into host memory (LANai → host). Returns the
+    /// ones-complement sum of the bytes moved, computed as they are copied.
+    pub fn dma_write(&self, bus: u64, src: &[u8]) -> Result<u16, DmaFault> {
         if src.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let offset = self.offset_of(bus, src.len())?;
         self.begin_device_access(bus, offset, src.len())?;
         let base = self.bytes.as_ptr();
+        let mut sum = PieceSum::default();
         self.for_each_segment(offset, src.len(), true, |at, done, seg, shared| {
+            let from = &src[done..done + seg];
             if shared {
-                for w in (0..seg).step_by(4) {
-                    let value = u32::from_ne_bytes(
-                        src[done + w..done + w + 4].try_into().expect("4 bytes"),
-                    );
+                for (w, bytes) in from.chunks_exact(4).enumerate() {
+                    let value = u32::from_ne_bytes(bytes.try_into().expect("4 bytes"));
                     // SAFETY: as in `dma_read`: in range, 4-aligned, atomics only.
-                    let word = unsafe { AtomicU32::from_ptr(base.add(at + w).cast::<u32>()) };
+                    let word = unsafe { AtomicU32::from_ptr(base.add(at + 4 * w).cast::<u32>()) };
                     word.store(value, Ordering::Release);
                 }
+                sum.add_bytes(done, from);
             } else {
-                // SAFETY: as in `dma_read`; the page is `Busy`, so this is the only access.
-                unsafe { core::ptr::copy_nonoverlapping(src[done..].as_ptr(), base.add(at), seg) };
+                // SAFETY: as in `dma_read`; the page is `Busy`, so this exclusive view is the
+                // only access to `[at, at + seg)` while it lives.
+                let out = unsafe { core::slice::from_raw_parts_mut(base.add(at), seg) };
+                sum.add(done, copy_summing(out, from));
             }
         });
         let pages = self.pages_of(offset, src.len());
         self.end_device_access(pages.start, pages.end);
-        Ok(())
+        Ok(sum.value())
     }
 }
 
@@ -650,6 +657,9 @@ impl fmt::Debug for DeviceBuf {
 }
 
 /// Shared pages holding 32-bit poll words that the board DMAs into and the host polls.
+/// Clones are further views of the same words (shared pages are only ever accessed with
+/// 32-bit atomics, and stay shared for the life of the region).
+#[derive(Clone)]
 pub struct SharedWords {
     mem: Arc<HostMemory>,
     offset: usize,

@@ -241,6 +241,18 @@ pub fn slot_done(mcp: &mut Mcp, l: &mut Lanai<'_>, slot: u32) {
     let _ = l.sram().write_u32(mcp.layout.send + 8, h.sent);
 }
 
+/// Whether [`step`] has anything to look at: a transfer in progress, a packet in the rx
+/// pool, a packet arriving that polled mode could follow, or a new send slot with room in
+/// the tx pool.
+#[inline]
+pub fn has_work(mcp: &Mcp, l: &Lanai<'_>) -> bool {
+    !matches!(mcp.host.op, Op::Idle)
+        || !mcp.recv.rx.is_empty()
+        || (mcp.config.recv_mode == super::RecvMode::Polled
+            && matches!(l.recv_state(), RecvState::Receiving { .. }))
+        || (!mcp.tx.is_full() && hcb_read(l, mcp.layout.send) != mcp.host.head)
+}
+
 /// Runs the host-DMA state machine one step. Returns whether it made progress.
 pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     let was_busy = !matches!(mcp.host.op, Op::Idle);

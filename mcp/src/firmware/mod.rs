@@ -266,12 +266,20 @@ impl Mcp {
         let mut worked = false;
         // A bounded slice of work per call: an inline host gets its turn (to post more
         // receive buffers, say) before the rx pool can fill from one burst.
+        let interrupt = self.config.recv_mode == RecvMode::Interrupt;
         for _ in 0..SLICE {
+            // Each state machine runs only when it has something to look at (a few loads
+            // each): a pass that finds nothing anywhere costs little.
             let mut progress = false;
-            let interrupt = self.config.recv_mode == RecvMode::Interrupt;
-            progress |= recv::service(self, now, l, interrupt);
-            progress |= host_dma::step(self, now, l);
-            progress |= send::step(self, now, l);
+            if recv::has_work(l) {
+                progress |= recv::service(self, now, l, interrupt);
+            }
+            if host_dma::has_work(self, l) {
+                progress |= host_dma::step(self, now, l);
+            }
+            if !self.tx.is_empty() {
+                progress |= send::step(self, now, l);
+            }
             if !progress {
                 break;
             }

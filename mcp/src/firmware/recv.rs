@@ -71,6 +71,12 @@ impl RecvDma {
     }
 }
 
+/// Whether [`service`] has anything to look at: a finished packet or a disarmed engine.
+#[inline]
+pub fn has_work(l: &Lanai<'_>) -> bool {
+    matches!(l.recv_state(), RecvState::Done { .. } | RecvState::Idle)
+}
+
 /// Handles a finished packet, if there is one. With `interrupt`, only when the LANai has a
 /// receive interrupt pending (the interrupt-driven mode); otherwise whenever it is polled.
 pub fn service(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>, interrupt: bool) -> bool {

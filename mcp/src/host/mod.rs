@@ -118,7 +118,12 @@ fn completion(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> Opt
 
 impl Unit {
     fn board<R>(&self, f: impl FnOnce(&mut Board) -> R) -> R {
-        f(&mut lock(&self.node).board)
+        let mut node = lock(&self.node);
+        let r = f(&mut node.board);
+        // Under the lock, after the access: a poll that saw the board quiet before it
+        // looks again (see `Unit::poll`).
+        self.quiet.store(false, Ordering::Relaxed);
+        r
     }
 
     fn read(&self, at: u32) -> Result<u32, ApiError> {
@@ -218,6 +223,7 @@ impl Unit {
             }
         }
         self.drain_locked(&mut st, chan);
+        self.publish_chan(&st, chan);
     }
 
     /// Discards completions nobody consumed (a released channel's leftovers), so the next
@@ -321,6 +327,7 @@ impl Api {
             for (i, dev) in posted {
                 ch.idle.push((i, dev.reclaim()));
             }
+            unit.publish_chan(&st, c);
         }
         if st.poll.is_none() {
             st.poll = Some(
@@ -333,6 +340,7 @@ impl Api {
             for at in (0..unit::PAGE).step_by(4) {
                 let _ = p.store_be(at, 0);
             }
+            let _ = unit.poll_words.set(p.clone());
         }
         st.pio_threshold = mcp.pio_threshold.min(hcb::PIO_MAX as u32) as usize;
         st.mcp_loaded = true;
@@ -473,6 +481,7 @@ impl Api {
         }
         ch.initialized = true;
         let idle = core::mem::take(&mut ch.idle);
+        unit.publish_chan(&st, c);
         for (i, host) in idle {
             unit.repost_locked(&mut st, c, i, host);
         }
@@ -800,6 +809,16 @@ impl Api {
     pub fn recv(&mut self, chan: &Channel) -> Result<Option<RecvBuf>, ApiError> {
         self.own_channel(chan)?;
         let unit = &self.unit;
+        // Most calls find nothing: tell those from the poll word alone, with no lock. A
+        // hint made stale by another user's receive on the channel only sends the call
+        // down the locked path, which looks again.
+        let hint = unit.recv_hint[usize::from(chan.num)].load(Ordering::Acquire);
+        if hint & unit::RECV_READY != 0
+            && let Some(poll) = unit.poll_words.get()
+            && completion(poll, chan.num, hint as u32).is_none()
+        {
+            return Ok(None);
+        }
         let mut st = lock(&unit.state);
         if !st.chans[usize::from(chan.num)].initialized {
             drop(st);
@@ -818,6 +837,7 @@ impl Api {
             return Ok(None);
         };
         c.consumed = c.consumed.wrapping_add(1);
+        unit.publish_chan(&st, chan.num);
         let host = dev.reclaim();
         unit.counters.recvs.fetch_add(1, Ordering::Relaxed);
         if len > host.len() {

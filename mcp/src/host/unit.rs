@@ -10,6 +10,7 @@
 use crate::firmware::Mcp;
 use crate::hcb::{NUM_CHANNELS, NUM_ROUTES, RECV_SLOTS};
 use myri_device::board::Board;
+use myri_device::fabric::{Fabric, PortId};
 use myri_device::hostmem::{DeviceBuf, HostBuf, HostMemory, SharedWords};
 use myri_device::time::Time;
 use std::collections::VecDeque;
@@ -59,6 +60,10 @@ pub struct Firmware {
     pub board: Board,
     mcp: Option<Mcp>,
     booted_at: u64,
+    /// Set when a poll found nothing to do, nothing was due, and the board was settled:
+    /// the host's PCI generation then. Until the host writes to the board or the board
+    /// stops being settled, polling again would do nothing either, so it is skipped.
+    quiet_since: Option<u64>,
 }
 
 impl Firmware {
@@ -68,12 +73,45 @@ impl Firmware {
             board,
             mcp: None,
             booted_at: u64::MAX,
+            quiet_since: None,
         }
     }
 
     /// Runs the board's hardware and control program at `now`. Boots the MCP when the
     /// LANai has been (re)started. Returns whether the MCP did anything.
+    ///
+    /// The control program is a deterministic function of SRAM, the board's registers and
+    /// engines, and time. When a poll finds nothing to do and nothing is due, the next
+    /// poll is skipped (a few loads) for as long as the host has not written to the board
+    /// and the board stays [settled](Board::settled): it would find nothing to do either.
     pub fn poll(&mut self, now: Time) -> bool {
+        if self.quiet_since.is_some() {
+            if self.still_quiet(now) {
+                return false;
+            }
+            self.quiet_since = None;
+        }
+        let worked = self.run(now);
+        if !worked && self.board.settled(now) && self.next_deadline(now).is_none() {
+            self.quiet_since = Some(self.board.pci_generation());
+        }
+        worked
+    }
+
+    /// Forgets that the board was quiet: the next poll runs the control program. Anything
+    /// that changes the board other than through the PCI window calls this.
+    pub fn wake(&mut self) {
+        self.quiet_since = None;
+    }
+
+    /// Whether the board is still as quiet as the last poll found it (see
+    /// [`Firmware::poll`]): polling at `now` would do nothing.
+    #[inline]
+    pub fn still_quiet(&self, now: Time) -> bool {
+        self.quiet_since == Some(self.board.pci_generation()) && self.board.settled(now)
+    }
+
+    fn run(&mut self, now: Time) -> bool {
         self.board.advance(now);
         let starts = self.board.lanai_starts();
         let Ok(mut l) = self.board.lanai() else {
@@ -97,6 +135,9 @@ impl Firmware {
 
     /// When the board or its control program will next do something by itself.
     pub fn next_deadline(&mut self, now: Time) -> Option<Time> {
+        if self.still_quiet(now) {
+            return None;
+        }
         let board = self.board.next_deadline(now);
         let mcp = match (&self.mcp, self.board.lanai()) {
             (Some(mcp), Ok(l)) => mcp.next_wake(now, &l),
@@ -202,11 +243,28 @@ pub struct Unit {
     pub(crate) mode: Mode,
     pub(crate) now: AtomicU64,
     pub(crate) counters: HostCounters,
+    /// The poll page, once the first MCP load has shared it (a view of `state.poll`).
+    pub(crate) poll_words: std::sync::OnceLock<SharedWords>,
+    /// Per receive channel, what [`crate::Api::recv`] needs to tell an empty channel
+    /// without the state lock: [`RECV_READY`] while the channel is initialized, and the
+    /// completions consumed in the low 32 bits. Written under the state lock.
+    pub(crate) recv_hint: [AtomicU64; NUM_CHANNELS],
+    /// The board's link, as it was when the unit was made (for the lock-free idle poll).
+    link: Option<(Arc<Fabric>, PortId)>,
+    /// Set (under the node lock) when a poll left the firmware quiet, with the link's state
+    /// then in `quiet_link_up`; cleared (under the node lock) by every other access to
+    /// the board. While it is set and no packet has reached the port, a poll would do
+    /// nothing, and [`Unit::poll`] returns without taking the lock.
+    pub(crate) quiet: AtomicBool,
+    quiet_link_up: AtomicBool,
     waker: Mutex<Option<std::thread::Thread>>,
     has_waker: AtomicBool,
 }
 
 static NEXT_UNIT: AtomicU64 = AtomicU64::new(1);
+
+/// The bit of [`Unit::recv_hint`] set while a channel is initialized.
+pub(crate) const RECV_READY: u64 = 1 << 32;
 
 /// Locks a mutex, ignoring poisoning: the state is consistent between calls.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -221,6 +279,10 @@ impl Unit {
             .expect("the layout is page-aligned and non-empty");
         board.attach_host_memory(mem.clone());
         let layout = crate::hcb::Layout::new(board.sram().len());
+        let link = board
+            .link_port()
+            .zip(board.fabric().cloned())
+            .map(|(p, f)| (f, p));
         let state = UnitState {
             users: 0,
             mcp_loaded: false,
@@ -245,6 +307,11 @@ impl Unit {
             mode,
             now: AtomicU64::new(0),
             counters: HostCounters::default(),
+            poll_words: std::sync::OnceLock::new(),
+            recv_hint: Default::default(),
+            link,
+            quiet: AtomicBool::new(false),
+            quiet_link_up: AtomicBool::new(false),
             waker: Mutex::new(None),
             has_waker: AtomicBool::new(false),
         })
@@ -267,7 +334,11 @@ impl Unit {
 
     /// Runs `f` on the board and its firmware (for inspection, fault injection, tests).
     pub fn with_firmware<R>(&self, f: impl FnOnce(&mut Firmware) -> R) -> R {
-        f(&mut lock(&self.node))
+        let mut node = lock(&self.node);
+        // The caller may change the board in any way: the next poll looks again.
+        node.wake();
+        self.quiet.store(false, Ordering::Relaxed);
+        f(&mut node)
     }
 
     /// Host-side counters.
@@ -301,6 +372,13 @@ impl Unit {
         g(counter::RECEIVED).saturating_sub(settled) + unread + unsent
     }
 
+    /// Publishes channel `chan`'s state for the lock-free look of [`crate::Api::recv`].
+    pub(crate) fn publish_chan(&self, st: &UnitState, chan: u8) {
+        let c = &st.chans[usize::from(chan)];
+        let ready = if c.initialized { RECV_READY } else { 0 };
+        self.recv_hint[usize::from(chan)].store(ready | u64::from(c.consumed), Ordering::Release);
+    }
+
     /// The latest time the host told the unit.
     pub(crate) fn now(&self) -> Time {
         Time::from_nanos(self.now.load(Ordering::Relaxed))
@@ -326,7 +404,27 @@ impl Unit {
     /// Steps the firmware once at `now` (inline mode).
     pub fn poll(&self, now: Time) -> bool {
         self.set_now(now);
-        lock(&self.node).poll(now)
+        if self.quiet.load(Ordering::Acquire)
+            && let Some((fabric, port)) = &self.link
+            && !fabric.arrived(now, *port)
+            && fabric.port_link_up(*port) == self.quiet_link_up.load(Ordering::Relaxed)
+        {
+            // Quiet since the last poll, nothing written to the board since (every access
+            // clears the flag), and nothing arrived: the firmware would do nothing.
+            return false;
+        }
+        let mut node = lock(&self.node);
+        let worked = node.poll(now);
+        if !worked && self.link.is_some() && node.still_quiet(now) {
+            if let Some((fabric, port)) = &self.link {
+                self.quiet_link_up
+                    .store(fabric.port_link_up(*port), Ordering::Relaxed);
+            }
+            self.quiet.store(true, Ordering::Release);
+        } else {
+            self.quiet.store(false, Ordering::Relaxed);
+        }
+        worked
     }
 }
 
