@@ -226,7 +226,13 @@ impl BoardConnection {
         let mut msg = self.pool.pop().unwrap_or_default();
         msg.resize(len, 0);
         fill(&mut msg);
-        self.send(msg).is_ok()
+        match self.send(msg) {
+            Ok(_) => true,
+            Err(msg) => {
+                self.pool.push(msg);
+                false
+            }
+        }
     }
 
     /// Queues `msg` for reliable, in-order delivery; RPP keeps it until acknowledged.
