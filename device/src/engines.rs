@@ -78,12 +78,19 @@ pub struct EngineCounters {
     pub errors: u64,
 }
 
+/// Emptied packet buffers a board keeps for its own next sends before it gives them back
+/// to the fabric: in a ping-pong the buffer a packet arrived in carries the answer, with
+/// no lock taken.
+pub const LOCAL_SPARES: usize = 4;
+
 /// The send-DMA engine.
 #[derive(Debug, Default)]
 pub struct SendEngine {
     open: Vec<u8>,
     opened_at: Option<Time>,
     busy_until: Time,
+    /// Emptied packet buffers for the next packets (at most [`LOCAL_SPARES`]).
+    pub(crate) spare: Vec<Vec<u8>>,
 }
 
 impl SendEngine {
@@ -145,11 +152,14 @@ impl SendEngine {
         let start_time = now.max(self.busy_until);
         self.busy_until = start_time + transfer_time(bytes.len(), bytes_per_sec);
         if tail {
-            // The next packet's buffer is one the port's board emptied before, if any.
-            let next = port.map_or_else(
-                || Vec::with_capacity(256),
-                |(fabric, id)| fabric.take_buffer(id),
-            );
+            // The next packet's buffer is one this board emptied before, or one the port
+            // got back, if any.
+            let next = self.spare.pop().unwrap_or_else(|| {
+                port.map_or_else(
+                    || Vec::with_capacity(256),
+                    |(fabric, id)| fabric.take_buffer(id),
+                )
+            });
             let contents = core::mem::replace(&mut self.open, next);
             self.opened_at = None;
             counters.bytes_sent += contents.len() as u64;
@@ -271,20 +281,22 @@ impl RecvEngine {
     }
 
     /// Starts on an arrived packet if armed; completes a packet whose tail has come.
-    /// Returns the ISR bits to set.
+    /// Returns the ISR bits to set. The emptied packet buffer goes to `spare` (the board's
+    /// send engine's, up to [`LOCAL_SPARES`]) or back to the fabric.
     pub fn advance(
         &mut self,
         now: Time,
         sram: &mut Sram,
         port: Option<(&Fabric, PortId)>,
         counters: &mut EngineCounters,
+        spare: &mut Vec<Vec<u8>>,
     ) -> u32 {
         let mut bits = 0;
         if let RecvState::Armed { rmp, rml } = self.state
             && let Some((fabric, id)) = port
             && let Some(arrival) = fabric.receive(now, id)
         {
-            self.start(arrival, rmp, rml, sram, (fabric, id));
+            self.start(arrival, rmp, rml, sram, (fabric, id), spare);
         }
         if let RecvState::Receiving {
             start,
@@ -319,6 +331,7 @@ impl RecvEngine {
         rml: u32,
         sram: &mut Sram,
         port: (&Fabric, PortId),
+        spare: &mut Vec<Vec<u8>>,
     ) {
         let contents = arrival.packet.contents();
         let room = (rml - rmp) as usize;
@@ -333,9 +346,15 @@ impl RecvEngine {
             tail: arrival.tail,
             overrun,
         };
-        // The bytes are in SRAM now: the buffer goes back for a next send.
-        let (fabric, at) = port;
-        fabric.recycle(at, PortId(arrival.id.source), arrival.packet.into_storage());
+        // The bytes are in SRAM now: the buffer goes back for a next send, this board's
+        // first.
+        let storage = arrival.packet.into_storage();
+        if spare.len() < LOCAL_SPARES {
+            spare.push(storage);
+        } else {
+            let (fabric, at) = port;
+            fabric.recycle(at, PortId(arrival.id.source), storage);
+        }
     }
 
     /// When the packet being received completes, if one is.

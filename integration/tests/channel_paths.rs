@@ -291,3 +291,78 @@ fn three_boards_over_two_switches_with_routes_from_a_file() {
         }
     }
 }
+
+/// An idle board is skipped cheaply (`Api::is_quiet`), and whatever can give it work (a
+/// send, a packet at its port, a freed receive buffer, a board access from outside)
+/// ends the quiet before anything is missed.
+#[test]
+fn quiet_boards_wake_for_every_kind_of_work() {
+    let mut c = Cluster::pair(
+        7,
+        CableConfig::default(),
+        ExecMode::Inline,
+        McpConfig::default(),
+    );
+    let route = c.route(0, 1, 1);
+    c.route(1, 0, 1);
+    let mut chans = Vec::new();
+    for api in &mut c.apis {
+        let chan = api.get_chan(ChanRequest::Specific(1)).expect("chan");
+        api.init_recv_chan(&chan).expect("init chan");
+        chans.push(chan);
+    }
+    let now = Time::from_micros(1_000_000);
+    let settle = |api: &mut Api| {
+        for _ in 0..4 {
+            api.progress(now);
+        }
+    };
+    let (a, b) = c.apis.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    settle(a);
+    settle(b);
+    assert!(a.is_quiet() && b.is_quiet(), "idle boards are quiet");
+    assert!(!a.progress(now) && !b.progress(now));
+
+    // A send is a host write: A wakes, sends, and B sees the packet at its port.
+    let mut buf = a.get_send_buffer().expect("buffer");
+    buf.as_mut_slice()[..4].copy_from_slice(&[1, 2, 3, 4]);
+    let ticket = a.send(1, route, buf, 4).expect("send");
+    assert!(!a.is_quiet(), "a queued send wakes the board");
+    assert!(a.progress(now));
+    assert!(!b.is_quiet(), "a packet at the port wakes the board");
+    assert!(b.progress(now));
+    let got = b.recv(&chans[1]).expect("recv").expect("delivered");
+    assert_eq!(got.as_slice(), &[1, 2, 3, 4]);
+    drop(ticket);
+
+    // Giving the buffer back posts it: a host write the quiet board must see.
+    settle(b);
+    assert!(b.is_quiet());
+    drop(got);
+    assert!(!b.is_quiet(), "a reposted buffer wakes the board");
+    settle(b);
+
+    // Any access from outside (here: reading the board) ends the quiet too.
+    assert!(b.is_quiet());
+    c.units[1].with_firmware(|f| f.board.lanai_starts());
+    assert!(!c.apis[1].is_quiet());
+
+    // The quiet skip changes nothing a board does: every packet still arrives.
+    let (a, b) = c.apis.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    for i in 0..50u8 {
+        let mut buf = a.get_send_buffer().expect("buffer");
+        buf.as_mut_slice()[0] = i;
+        drop(a.send(1, route, buf, 1).expect("send"));
+        for _ in 0..3 {
+            a.progress(now);
+            b.progress(now);
+        }
+        let got = b
+            .recv(&chans[1])
+            .expect("recv")
+            .expect("every packet arrives");
+        assert_eq!(got.as_slice(), &[i]);
+    }
+}

@@ -289,9 +289,13 @@ impl Board {
                     | crate::engines::RecvState::Receiving { .. }
             ) {
                 let port = Some((&*link.fabric, link.port));
-                self.specials.isr |=
-                    self.recv
-                        .advance(now, &mut self.sram, port, &mut self.counters.engines);
+                self.specials.isr |= self.recv.advance(
+                    now,
+                    &mut self.sram,
+                    port,
+                    &mut self.counters.engines,
+                    &mut self.send.spare,
+                );
             }
             let up = link.fabric.port_link_up(link.port);
             if up != link.was_up {

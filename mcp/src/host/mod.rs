@@ -918,6 +918,22 @@ impl Api {
         }
     }
 
+    /// Whether [`Api::progress`] would do nothing at any time from now until a packet
+    /// reaches the board or a user calls the API: the last progress found nothing to do
+    /// and nothing due (a few loads, no lock, no clock). An inline driver's idle loop can
+    /// test this first and read its clock and call `progress` only when it is false:
+    ///
+    /// ```
+    /// # fn idle_loop(api: &mut myri_mcp::Api, clock: impl Fn() -> myri_device::Time) {
+    /// if !api.is_quiet() {
+    ///     api.progress(clock());
+    /// }
+    /// # }
+    /// ```
+    pub fn is_quiet(&self) -> bool {
+        self.unit.mode == Mode::Inline && self.unit.is_quiet()
+    }
+
     /// When the board will next do something by itself (inline mode: when to call
     /// [`Api::progress`] again if nothing else happens).
     pub fn next_deadline(&self) -> Option<Time> {

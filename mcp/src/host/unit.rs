@@ -401,6 +401,20 @@ impl Unit {
         }
     }
 
+    /// Whether the board is quiet whatever the time: the last poll found nothing to do
+    /// and nothing due, nothing has been written to the board since, no packet waits at
+    /// its port and the link is as it was. Until that changes a poll at any `now` does
+    /// nothing, so an inline driver may skip both the poll and its clock read (see
+    /// [`crate::Api::is_quiet`]). A few loads, no lock.
+    #[inline]
+    pub fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Acquire)
+            && self.link.as_ref().is_some_and(|(fabric, port)| {
+                fabric.queued(*port) == 0
+                    && fabric.port_link_up(*port) == self.quiet_link_up.load(Ordering::Relaxed)
+            })
+    }
+
     /// Steps the firmware once at `now` (inline mode).
     pub fn poll(&self, now: Time) -> bool {
         self.set_now(now);
