@@ -204,7 +204,8 @@ impl Unit {
 
     pub(crate) fn release_ticket(&self, seq: u32) {
         let mut st = lock(&self.state);
-        if let Some(f) = st.in_flight.iter_mut().find(|f| f.seq == seq) {
+        // Most tickets are dropped right after their send: look from the newest.
+        if let Some(f) = st.in_flight.iter_mut().rev().find(|f| f.seq == seq) {
             f.released = true;
         } else if let Some(i) = st.finished.iter().position(|f| f.0 == seq) {
             let (_, host, origin) = st.finished.swap_remove(i);
