@@ -311,7 +311,9 @@ pub(crate) fn with_server<S: Program + Send, R>(
             control.store(state, Ordering::Release);
             worker_thread.unpark();
             if state == RUN {
-                while seen.load(Ordering::Acquire) != RUN {
+                // A worker that panicked never runs again: go on, and its panic is
+                // raised when it is joined below.
+                while seen.load(Ordering::Acquire) != RUN && !worker.is_finished() {
                     std::thread::yield_now();
                 }
             }

@@ -1,0 +1,188 @@
+//! RPP over the board against the raw channel API, in the same run: the seed's 8-byte
+//! ping-pong and 200 x 8 KiB stream between two simulated boards stepped inline, each
+//! side on its own thread.
+//!
+//! `cargo bench -p myri-benches --bench rpp_board`
+//!
+//! It first alternates raw and RPP rounds (A B B A ...) and prints the medians and their
+//! ratios, since this machine's timing drifts from second to second and only an
+//! interleaved comparison means much; then criterion measures each on its own. Targets
+//! (issue 4): RPP's 8-byte ping-pong within 1.5x of raw's one-way latency; the lossless
+//! stream at no less than 85% of raw's bandwidth. The stream is also run with messages
+//! of RPP's payload per packet ("fit"): an 8192-byte message takes two packets over RPP
+//! (the channel's payload is 8192 bytes, RPP's header included) and one raw, so "fit"
+//! tells the per-packet cost apart from the fragmentation.
+//!
+//! With `--test` (as `cargo test --benches` passes) every part runs once, briefly.
+
+use criterion::{Criterion, Throughput};
+use myri_transport::bench::harness::{ExecMode, Setup};
+use myri_transport::bench::rpp_link::board_config;
+use myri_transport::bench::{median, raw, reliable};
+use std::time::Duration;
+
+/// What one interleaved comparison measures, and how big it is.
+struct Sizes {
+    rounds: usize,
+    pingpong_iters: u64,
+    stream_count: u64,
+    stream_rounds: u32,
+}
+
+fn setup() -> Setup {
+    Setup {
+        mode: ExecMode::Inline,
+        ..Setup::default()
+    }
+}
+
+/// Runs `a` and `b` alternately (A B B A ...) `rounds` times each; returns their values.
+fn interleave(
+    rounds: usize,
+    mut a: impl FnMut() -> f64,
+    mut b: impl FnMut() -> f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut va, mut vb) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            va.push(a());
+            vb.push(b());
+        } else {
+            vb.push(b());
+            va.push(a());
+        }
+    }
+    (va, vb)
+}
+
+fn line(what: &str, unit: &str, raw: &[f64], rpp: &[f64], ratio_target: &str) {
+    let (r, p) = (median(raw.to_vec()), median(rpp.to_vec()));
+    let ratios: Vec<f64> = raw.iter().zip(rpp).map(|(r, p)| p / r).collect();
+    println!(
+        "  {what:<26} raw {r:>9.3} {unit:<5} rpp {p:>9.3} {unit:<5} rpp/raw {:>5.2} \
+         (median of per-round ratios {:>5.2}; {ratio_target})",
+        p / r,
+        median(ratios)
+    );
+}
+
+/// The interleaved comparison, printed.
+fn interleaved(s: &Sizes) {
+    let setup = setup();
+    println!(
+        "rpp_board: raw channel API vs RPP over it, inline, interleaved, {} rounds each",
+        s.rounds
+    );
+    let (raw_pp, rpp_pp) = interleave(
+        s.rounds,
+        || {
+            raw::pingpong(&setup, 8, s.pingpong_iters, None)
+                .expect("raw pingpong")
+                .one_way_us
+        },
+        || {
+            reliable::pingpong(&setup, 8, s.pingpong_iters, None)
+                .expect("rpp pingpong")
+                .one_way_us
+        },
+    );
+    line(
+        "ping-pong 8 B one-way",
+        "us",
+        &raw_pp,
+        &rpp_pp,
+        "target <= 1.50",
+    );
+    let fit = board_config().max_payload();
+    for (name, size) in [
+        ("stream 8192 B", 8192usize),
+        ("stream fit (one packet)", fit),
+    ] {
+        let (raw_st, rpp_st) = interleave(
+            s.rounds,
+            || {
+                raw::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
+                    .expect("raw stream")
+                    .mb_per_s
+            },
+            || {
+                reliable::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
+                    .expect("rpp stream")
+                    .mb_per_s
+            },
+        );
+        let name = format!("{name} x {}", s.stream_count);
+        line(&name, "MB/s", &raw_st, &rpp_st, "target >= 0.85");
+    }
+}
+
+fn pingpong(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rpp_board_pingpong_8B");
+    g.sample_size(20)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1))
+        .throughput(Throughput::Bytes(8));
+    let setup = setup();
+    g.bench_function("raw", |b| {
+        b.iter_custom(|iters| {
+            raw::pingpong(&setup, 8, iters, None)
+                .expect("raw pingpong")
+                .total_rtt
+        })
+    });
+    g.bench_function("rpp", |b| {
+        b.iter_custom(|iters| {
+            reliable::pingpong(&setup, 8, iters, None)
+                .expect("rpp pingpong")
+                .total_rtt
+        })
+    });
+    g.finish();
+}
+
+fn stream(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rpp_board_stream_200x8KiB");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1))
+        .throughput(Throughput::Bytes(200 * 8192));
+    let setup = setup();
+    g.bench_function("raw", |b| {
+        b.iter_custom(|iters| {
+            raw::stream(&setup, 8192, 200, 8, iters as u32, None)
+                .expect("raw stream")
+                .total_time
+        })
+    });
+    g.bench_function("rpp", |b| {
+        b.iter_custom(|iters| {
+            reliable::stream(&setup, 8192, 200, 8, iters as u32, None)
+                .expect("rpp stream")
+                .total_time
+        })
+    });
+    g.finish();
+}
+
+fn main() {
+    let test = std::env::args().any(|a| a == "--test");
+    interleaved(&if test {
+        Sizes {
+            rounds: 2,
+            pingpong_iters: 200,
+            stream_count: 50,
+            stream_rounds: 1,
+        }
+    } else {
+        Sizes {
+            rounds: 10,
+            pingpong_iters: 4000,
+            stream_count: 200,
+            stream_rounds: 10,
+        }
+    });
+    let mut c = Criterion::default().configure_from_args();
+    pingpong(&mut c);
+    stream(&mut c);
+    c.final_summary();
+}

@@ -1,0 +1,485 @@
+//! What RPP costs over the board, against the channel API alone: two simulated boards
+//! stepped inline on one thread (no clock, no other work), exchanging the seed's
+//! benchmarks raw and over RPP ([`BoardConnection`], as `myri pingpong`/`stream` run
+//! them). Counted in instructions under callgrind, because wall time on this machine is
+//! too noisy to compare A with B.
+//!
+//! ```sh
+//! cargo build --release -p myri-benches --bin rpp_board_cost
+//! # Every mode at a small and a large count (the difference cancels set-up), and ratios:
+//! target/release/rpp_board_cost compare
+//! # One run by hand, and where its instructions go:
+//! GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=4294967295 \
+//!   valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.rpp target/release/rpp_board_cost rpp-pingpong 20000
+//! callgrind_annotate /tmp/cg.rpp | head -40
+//! ```
+//!
+//! Modes (the unit of COUNT in parentheses):
+//! * `raw-pingpong`, `rpp-pingpong` (exchanges): an 8-byte message and its echo. Raw, the
+//!   echo turns the receive buffer around; over RPP it copies the 8 bytes into a message.
+//! * `raw-stream`, `rpp-stream` (messages): 8 KiB one way with at most 8 sends in the
+//!   send channel. Over RPP an 8192-byte message takes two packets (the channel's
+//!   payload is 8192 bytes, RPP's header included).
+//! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
+//!   payload per packet, so both send one packet per message.
+//!
+//! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
+//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction.
+//!
+//! Virtual time moves 1 µs per hop, so RPP's timers and round-trip estimate run as on a
+//! fast link; nothing is lost, so nothing is retransmitted (the run checks).
+
+use myri_device::board::{Board, BoardConfig};
+use myri_device::fabric::topology::star;
+use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
+use myri_device::time::Time;
+use myri_mcp::{Api, ChanRequest, Channel, InitOptions, Mode, RouteId, RouteSlot, Unit};
+use myri_transport::bench::rpp_link::{BoardConnection, board_config};
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+const USAGE: &str = "usage: rpp_board_cost MODE COUNT\n       \
+                     rpp_board_cost compare [SMALL LARGE]\n\
+                     modes: raw-pingpong rpp-pingpong raw-stream rpp-stream raw-stream-fit \
+                     rpp-stream-fit";
+
+/// What went wrong.
+#[derive(Debug, Error)]
+enum CostError {
+    #[error("{0}\n{USAGE}")]
+    Usage(String),
+    #[error("cannot run valgrind: {0} (is valgrind installed?)")]
+    Valgrind(io::Error),
+    #[error("valgrind failed on `{0}`")]
+    ValgrindFailed(String),
+    #[error("no instruction total in {0}")]
+    NoTotal(PathBuf),
+    #[error("the {0} run went wrong: {1}")]
+    Run(&'static str, String),
+}
+
+/// Which benchmark, raw or over RPP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    RawPingPong,
+    RppPingPong,
+    RawStream,
+    RppStream,
+    RawStreamFit,
+    RppStreamFit,
+}
+
+impl Which {
+    const ALL: [Which; 6] = [
+        Which::RawPingPong,
+        Which::RppPingPong,
+        Which::RawStream,
+        Which::RppStream,
+        Which::RawStreamFit,
+        Which::RppStreamFit,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Which::RawPingPong => "raw-pingpong",
+            Which::RppPingPong => "rpp-pingpong",
+            Which::RawStream => "raw-stream",
+            Which::RppStream => "rpp-stream",
+            Which::RawStreamFit => "raw-stream-fit",
+            Which::RppStreamFit => "rpp-stream-fit",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Which> {
+        Which::ALL.into_iter().find(|w| w.name() == s)
+    }
+
+    /// Bytes per stream message.
+    fn stream_size(self) -> usize {
+        match self {
+            Which::RawStreamFit | Which::RppStreamFit => board_config().max_payload(),
+            _ => 8192,
+        }
+    }
+}
+
+fn main() {
+    if let Err(e) = run(std::env::args().skip(1).collect()) {
+        eprintln!("rpp_board_cost: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn number(arg: Option<&String>, default: u64, what: &str) -> Result<u64, CostError> {
+    match arg {
+        None => Ok(default),
+        Some(a) => a
+            .parse()
+            .map_err(|_| CostError::Usage(format!("{what} must be a whole number, not {a:?}"))),
+    }
+}
+
+fn run(args: Vec<String>) -> Result<(), CostError> {
+    let first = args
+        .first()
+        .ok_or_else(|| CostError::Usage("say which mode, or compare".into()))?;
+    if first == "compare" {
+        let small = number(args.get(1), 1_000, "SMALL")?;
+        let large = number(args.get(2), 6_000, "LARGE")?;
+        if large <= small {
+            return Err(CostError::Usage("LARGE must exceed SMALL".into()));
+        }
+        return compare(small, large);
+    }
+    let which =
+        Which::parse(first).ok_or_else(|| CostError::Usage(format!("unknown mode {first:?}")))?;
+    let count = number(args.get(1), 10_000, "COUNT")?;
+    let mut boards = Boards::new();
+    let what = match which {
+        Which::RawPingPong => boards.raw_pingpong(count),
+        Which::RppPingPong => boards.rpp_pingpong(count),
+        Which::RawStream | Which::RawStreamFit => boards.raw_stream(count, which.stream_size()),
+        Which::RppStream | Which::RppStreamFit => boards.rpp_stream(count, which.stream_size()),
+    }
+    .map_err(|why| CostError::Run(which.name(), why))?;
+    println!("{}: {what}", which.name());
+    Ok(())
+}
+
+fn compare(small: u64, large: u64) -> Result<(), CostError> {
+    let exe = std::env::current_exe().map_err(CostError::Valgrind)?;
+    let dir = std::env::temp_dir().join("myri-rpp-board-cost");
+    std::fs::create_dir_all(&dir).map_err(CostError::Valgrind)?;
+    println!("instructions per exchange (ping-pong) or per message (stream), ({large} - {small}):");
+    let mut per = Vec::new();
+    for which in Which::ALL {
+        let mut totals = [0u64; 2];
+        for (total, n) in totals.iter_mut().zip([small, large]) {
+            let out = dir.join(format!("callgrind.{}.{n}.out", which.name()));
+            *total = callgrind(&exe, &out, which, n)?;
+        }
+        let cost = (totals[1] as f64 - totals[0] as f64) / (large - small) as f64;
+        println!(
+            "  {:<15} {:>9.0}   (profile: {})",
+            which.name(),
+            cost,
+            dir.join(format!("callgrind.{}.{large}.out", which.name()))
+                .display()
+        );
+        per.push(cost);
+    }
+    for pair in per.chunks(2) {
+        if let [raw, rpp] = pair {
+            println!("  rpp / raw = {:.2}", rpp / raw);
+        }
+    }
+    Ok(())
+}
+
+/// Callgrind counts every byte a `rep movsb` (or `rep stosb`) moves as one instruction,
+/// and glibc switches its memcpy (memset) to those above a few KiB: an 8192-byte copy
+/// would count some 30 times what an 8052-byte one does. These tunables keep glibc on its
+/// vector loops at every size, so counts stay proportional to the work.
+const FLAT_COPIES: &str =
+    "glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295";
+
+fn callgrind(exe: &Path, out: &Path, which: Which, n: u64) -> Result<u64, CostError> {
+    let status = Command::new("valgrind")
+        .env("GLIBC_TUNABLES", FLAT_COPIES)
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(exe)
+        .args([which.name().to_string(), n.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(CostError::Valgrind)?;
+    if !status.success() {
+        return Err(CostError::ValgrindFailed(format!("{} {n}", which.name())));
+    }
+    let text = std::fs::read_to_string(out).map_err(CostError::Valgrind)?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| CostError::NoTotal(out.to_path_buf()))
+}
+
+/// Virtual time per hop.
+const HOP: Duration = Duration::from_micros(1);
+/// Steps one exchange or one message may take before the run calls itself stuck.
+const STUCK: u32 = 10_000;
+
+/// Two inline boards on one switch, channel 1 open on each, route 1 to the other.
+struct Boards {
+    a: Api,
+    b: Api,
+    chan_a: Option<Channel>,
+    chan_b: Option<Channel>,
+    now: Time,
+}
+
+impl Boards {
+    fn new() -> Boards {
+        let mut fb = FabricBuilder::new(1);
+        let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).expect("topology");
+        let fabric = Arc::new(fb.build());
+        let mut apis: Vec<Api> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                let mut board = Board::new(BoardConfig::pci64b(i as u32));
+                board.attach_link(fabric.clone(), p);
+                let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline);
+                Api::init(&unit, InitOptions::default()).expect("init")
+            })
+            .collect();
+        let mut chans = Vec::new();
+        for (i, api) in apis.iter_mut().enumerate() {
+            let route = fabric.route(ports[i], ports[1 - i]).expect("route");
+            api.add_route(RouteSlot::Id(1), &route).expect("add route");
+            let chan = api.get_chan(ChanRequest::Specific(1)).expect("chan");
+            api.init_recv_chan(&chan).expect("init chan");
+            chans.push(Some(chan));
+        }
+        let b = apis.pop().expect("board b");
+        let a = apis.pop().expect("board a");
+        let chan_b = chans.pop().flatten();
+        let chan_a = chans.pop().flatten();
+        Boards {
+            a,
+            b,
+            chan_a,
+            chan_b,
+            now: Time::from_micros(1_000_000),
+        }
+    }
+
+    fn tick(&mut self) -> Time {
+        self.now += HOP;
+        self.now
+    }
+
+    /// RPP connections over both channels (which they take over).
+    fn links(
+        &mut self,
+        window: Option<usize>,
+    ) -> Result<(BoardConnection, BoardConnection), String> {
+        let now = self.now;
+        let chans = [self.chan_a.take(), self.chan_b.take()];
+        let mut links = Vec::new();
+        for (i, chan) in chans.into_iter().enumerate() {
+            let chan = chan.ok_or("channel taken")?;
+            let link = BoardConnection::new(
+                board_config(),
+                1 + i as u64,
+                0x636f_7374,
+                chan,
+                RouteId(1),
+                1,
+                window,
+                now,
+            )?;
+            links.push(link);
+        }
+        let b = links.pop().ok_or("link b")?;
+        let a = links.pop().ok_or("link a")?;
+        Ok((a, b))
+    }
+
+    fn raw_pingpong(&mut self, count: u64) -> Result<String, String> {
+        let mut sum = 0u64;
+        for i in 0..count {
+            let mut buf = self.a.get_send_buffer().map_err(|e| e.to_string())?;
+            buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
+            drop(
+                self.a
+                    .send(1, RouteId(1), buf, 8)
+                    .map_err(|e| e.error.to_string())?,
+            );
+            let now = self.tick();
+            self.a.progress(now);
+            self.b.progress(now);
+            let chan_b = self.chan_b.as_ref().ok_or("channel b")?;
+            let ping = self
+                .b
+                .recv(chan_b)
+                .map_err(|e| e.to_string())?
+                .ok_or("no ping")?;
+            let len = ping.len();
+            drop(
+                self.b
+                    .send_recv_buffer(1, RouteId(1), ping, len)
+                    .map_err(|e| e.error.to_string())?,
+            );
+            let now = self.tick();
+            self.b.progress(now);
+            self.a.progress(now);
+            let chan_a = self.chan_a.as_ref().ok_or("channel a")?;
+            let pong = self
+                .a
+                .recv(chan_a)
+                .map_err(|e| e.to_string())?
+                .ok_or("no pong")?;
+            sum += u64::from_be_bytes(pong.as_slice()[..8].try_into().expect("8 bytes"));
+        }
+        check_sum(sum, count)?;
+        Ok(format!("{count} exchanges of 8 bytes"))
+    }
+
+    fn rpp_pingpong(&mut self, count: u64) -> Result<String, String> {
+        let (mut a, mut b) = self.links(None)?;
+        let mut sum = 0u64;
+        for i in 0..count {
+            if !a.send_with(8, |m| m.copy_from_slice(&i.to_be_bytes())) {
+                return Err("rpp refused a message".into());
+            }
+            let mut answered = false;
+            for _ in 0..STUCK {
+                let now = self.tick();
+                a.transmit(&mut self.a, now);
+                self.a.progress(now);
+                self.b.progress(now);
+                while let Some(d) = b.recv(&mut self.b, now) {
+                    if !b.send_with(d.len(), |m| m.copy_from_slice(d.bytes())) {
+                        return Err("rpp refused an echo".into());
+                    }
+                    b.recycle(d);
+                }
+                b.transmit(&mut self.b, now);
+                let now = self.tick();
+                self.b.progress(now);
+                self.a.progress(now);
+                if let Some(d) = a.recv(&mut self.a, now) {
+                    sum += word(d.bytes())?;
+                    a.recycle(d);
+                    answered = true;
+                    break;
+                }
+            }
+            if !answered {
+                return Err(format!("exchange {i} got no answer"));
+            }
+        }
+        check_sum(sum, count)?;
+        check_links(&a, &b)?;
+        Ok(format!("{count} exchanges of 8 bytes"))
+    }
+
+    fn raw_stream(&mut self, count: u64, size: usize) -> Result<String, String> {
+        let (mut sent, mut received, mut sum) = (0u64, 0u64, 0u64);
+        let mut tickets = VecDeque::new();
+        let mut steps = 0u64;
+        while received < count {
+            while sent < count && tickets.len() < 8 {
+                let Ok(mut buf) = self.a.get_send_buffer() else {
+                    break;
+                };
+                buf.as_mut_slice()[..8].copy_from_slice(&sent.to_be_bytes());
+                match self.a.send(1, RouteId(1), buf, size) {
+                    Ok(t) => {
+                        tickets.push_back(t);
+                        sent += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            let now = self.tick();
+            self.a.progress(now);
+            while tickets.front().is_some_and(|t| !self.a.buffer_busy(t)) {
+                tickets.pop_front();
+            }
+            self.b.progress(now);
+            while let Some(r) = self
+                .b
+                .recv(self.chan_b.as_ref().ok_or("channel b")?)
+                .map_err(|e| e.to_string())?
+            {
+                received += 1;
+                sum += word(r.as_slice())?;
+            }
+            steps += 1;
+            if steps > count * u64::from(STUCK) {
+                return Err(format!("stuck at {received} of {count}"));
+            }
+        }
+        check_sum(sum, count)?;
+        Ok(format!("{count} messages of {size} bytes"))
+    }
+
+    fn rpp_stream(&mut self, count: u64, size: usize) -> Result<String, String> {
+        let (mut a, mut b) = self.links(Some(8))?;
+        let (mut queued, mut received, mut sum) = (0u64, 0u64, 0u64);
+        let mut steps = 0u64;
+        while received < count {
+            while queued < count
+                && a.send_with(size, |m| m[..8].copy_from_slice(&queued.to_be_bytes()))
+            {
+                queued += 1;
+            }
+            let now = self.tick();
+            a.transmit(&mut self.a, now);
+            self.a.progress(now);
+            self.b.progress(now);
+            while let Some(d) = b.recv(&mut self.b, now) {
+                if d.len() != size {
+                    return Err(format!("a message of {} bytes, not {size}", d.len()));
+                }
+                received += 1;
+                sum += word(d.bytes())?;
+                b.recycle(d);
+            }
+            b.transmit(&mut self.b, now);
+            self.b.progress(now);
+            self.a.progress(now);
+            // Acknowledgements: RPP hands the sent messages back.
+            if let Some(d) = a.recv(&mut self.a, now) {
+                a.recycle(d);
+                return Err("the sender received a message".into());
+            }
+            steps += 1;
+            if steps > count * u64::from(STUCK) {
+                return Err(format!("stuck at {received} of {count}"));
+            }
+        }
+        check_sum(sum, count)?;
+        check_links(&a, &b)?;
+        Ok(format!("{count} messages of {size} bytes"))
+    }
+}
+
+fn word(b: &[u8]) -> Result<u64, String> {
+    b.get(..8)
+        .map(|w| u64::from_be_bytes(w.try_into().expect("8 bytes")))
+        .ok_or_else(|| "a message shorter than 8 bytes".to_string())
+}
+
+fn check_sum(sum: u64, count: u64) -> Result<(), String> {
+    if sum != (0..count).sum::<u64>() {
+        return Err("the sequence numbers do not add up".into());
+    }
+    Ok(())
+}
+
+fn check_links(a: &BoardConnection, b: &BoardConnection) -> Result<(), String> {
+    for l in [a, b] {
+        if let Some(f) = l.failure() {
+            return Err(format!("the connection failed: {f}"));
+        }
+        let s = l.stats();
+        if s.retransmitted > 0 {
+            return Err(format!(
+                "{} retransmissions on a perfect channel",
+                s.retransmitted
+            ));
+        }
+    }
+    Ok(())
+}
