@@ -26,6 +26,10 @@ pub const MAX_DATAGRAM: usize = 65_507;
 pub const SLOT_LEN: usize = 65_536;
 /// Slots in the slab (4 MiB).
 pub const SLAB_SLOTS: usize = 64;
+/// Most datagrams taken from the socket in one progress pass: the endpoint then runs its
+/// timers and sends its acknowledgements before it reads on, so a sender streaming into
+/// a busy receiver hears from it every few datagrams instead of once per socket buffer.
+pub const RECV_BUDGET: usize = 16;
 
 /// The socket, its slab and its counters.
 pub(crate) struct UdpBackend {
@@ -37,6 +41,8 @@ pub(crate) struct UdpBackend {
     spare: Vec<u8>,
     epoch: Instant,
     counters: BackendCounters,
+    /// Datagrams this progress pass may still take ([`RECV_BUDGET`] at its start).
+    budget: usize,
 }
 
 /// Resolves `host:port` to one socket address (the first the resolver gives).
@@ -83,6 +89,7 @@ impl UdpBackend {
             spare: Vec::new(),
             epoch: Instant::now(),
             counters: BackendCounters::default(),
+            budget: RECV_BUDGET,
         })
     }
 
@@ -216,6 +223,9 @@ impl Backend for UdpBackend {
     }
 
     fn recv(&mut self) -> Option<Incoming> {
+        if self.budget == 0 {
+            return None;
+        }
         // Bounded: a socket that keeps failing is counted, not spun on.
         for _ in 0..64 {
             let mut slot = self.pool.take();
@@ -235,6 +245,7 @@ impl Backend for UdpBackend {
                             RecvKind::Heap(std::mem::take(&mut self.spare))
                         }
                     };
+                    self.budget -= 1;
                     return Some(Incoming {
                         from: RemoteAddr::Udp(from),
                         data: RecvBuf::new(storage, 0..n),
@@ -253,6 +264,7 @@ impl Backend for UdpBackend {
     }
 
     fn progress(&mut self) -> bool {
+        self.budget = RECV_BUDGET;
         false
     }
 

@@ -113,7 +113,15 @@ pub struct Client {
     references: References,
     server_addr: Option<SocketAddr>,
     config: ClientConfig,
+    /// Heap buffers the transport handed back, reused instead of allocating (and
+    /// zeroing) new ones.
+    spare: Vec<crate::Buf>,
+    /// The UDP socket's poller, to sleep while the transport pushes back.
+    poll: Option<(mio::Poll, mio::Events)>,
 }
+
+/// Most heap buffers kept for reuse.
+const SPARE_BUFFERS: usize = 256;
 
 /// A number for this session: pid and clock, mixed.
 fn session_number() -> u64 {
@@ -205,7 +213,15 @@ impl Client {
             references: References::default(),
             server_addr,
             config,
+            spare: Vec::new(),
+            poll: None,
         };
+        if c.server_addr.is_some()
+            && let Ok(poll) = mio::Poll::new()
+            && c.ep.register(poll.registry(), mio::Token(0)).is_ok()
+        {
+            c.poll = Some((poll, mio::Events::with_capacity(8)));
+        }
         c.hello()?;
         Ok(c)
     }
@@ -335,7 +351,13 @@ impl Client {
                         unacked: unsent.len(),
                     });
                 }
-                Completion::Sent { .. } | Completion::NewPeer { .. } => {}
+                Completion::Sent { buf, .. } => {
+                    // Registered buffers go back to the backend (it receives into them too).
+                    if !buf.is_registered() && self.spare.len() < SPARE_BUFFERS {
+                        self.spare.push(buf);
+                    }
+                }
+                Completion::NewPeer { .. } => {}
             }
         }
         Ok(())
@@ -349,8 +371,9 @@ impl Client {
                 Ok(_) => return Ok(()),
                 Err(e) if e.error.is_would_block() => {
                     buf = e.buf;
-                    self.ep.progress();
+                    while self.ep.progress() {}
                     self.completions()?;
+                    self.wait_for_room();
                     let t = *since.get_or_insert_with(Instant::now);
                     if t.elapsed() > self.config.stall_timeout {
                         return Err(ClientError::Stalled(self.config.stall_timeout));
@@ -369,6 +392,24 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// The transport pushes back (its queue is full): sleep until the server's answer
+    /// arrives or a timer is due, leaving the CPU to the receiver, as a blocking TCP
+    /// writer does. Over shared memory, which has nothing to wake a poll, yield.
+    fn wait_for_room(&mut self) {
+        let Some((poll, events)) = self.poll.as_mut() else {
+            std::thread::yield_now();
+            return;
+        };
+        let timeout = self
+            .ep
+            .next_timeout()
+            .map_or(Duration::from_millis(1), |t| {
+                t.min(Duration::from_millis(1))
+            });
+        // Readiness is edge-triggered: the endpoint read the socket dry just before.
+        let _ = poll.poll(events, Some(timeout));
     }
 
     /// Sends a control message (raw mode: again every exchange timeout) until `answer`
@@ -417,6 +458,17 @@ impl Client {
             self.completions()?;
         }
         Ok(())
+    }
+
+    /// A buffer of `len` bytes: a reused one when the transport handed one back, else a
+    /// new one from the endpoint.
+    fn buffer(&mut self, len: usize) -> crate::Buf {
+        if let Some(mut b) = self.spare.pop()
+            && b.set_len(len)
+        {
+            return b;
+        }
+        self.ep.alloc(len)
     }
 
     fn next_round(&mut self) -> u32 {
@@ -513,7 +565,7 @@ impl Client {
         let t0 = Instant::now();
         for seq in 0..count {
             let size = sizes.size_of(seed, seq).max(wire::HEADER_LEN);
-            let mut buf = self.ep.alloc(size);
+            let mut buf = self.buffer(size);
             wire::put_header(&mut buf, KIND_DATA, round as u8, seq);
             if verify {
                 wire::fill_pattern(&mut buf[wire::HEADER_LEN..], seed, seq);

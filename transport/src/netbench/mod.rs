@@ -25,15 +25,17 @@ pub mod tcp;
 pub mod wire;
 
 pub use client::{Client, ClientConfig, ClientError};
-pub use server::{ServeError, Server, ServerConfig, ServerEvent, ServerTotals, StopReason};
+pub use server::{
+    RppFigures, ServeError, Server, ServerConfig, ServerEvent, ServerTotals, StopReason,
+};
 
 use std::time::Duration;
 
-/// RPP's retries before a silent peer is declared failed, in sessions of this module:
-/// with RPP's doubling timeout (50 us at least, 1 s at most) a peer silent for about
-/// 1.6 s is still alive (a process descheduled on a loaded machine, a client busy with
-/// a reference round), one silent for about 3.6 s has failed.
-pub const FAILURE_RETRIES: u32 = 16;
+/// RPP's retries before a silent peer is declared failed, in sessions of this module.
+/// RPP's timeout doubles from its round-trip estimate (50 us at least) up to 1 s, so a
+/// peer silent for about 3.5 s is still alive (a process starved on a loaded machine, a
+/// client busy with a reference round), one silent for about 7.5 s has failed.
+pub const FAILURE_RETRIES: u32 = 20;
 
 /// The RPP settings of this module's endpoints.
 pub fn rpp_config() -> myri_rpp::Config {

@@ -135,6 +135,8 @@ pub enum ServerEvent {
         new_incarnation: Option<u64>,
         /// Messages to it that were not acknowledged, handed back by the transport.
         unacked: usize,
+        /// RPP's figures for the client when the session was lost (reliable mode).
+        rpp: Option<RppFigures>,
     },
     /// A hello was refused.
     Refused {
@@ -143,6 +145,45 @@ pub enum ServerEvent {
         /// Why.
         why: String,
     },
+}
+
+/// RPP's counters for one client, as a lost session reports them.
+#[derive(Debug, Clone, Serialize)]
+pub struct RppFigures {
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets received.
+    pub packets_received: u64,
+    /// Data packets sent again.
+    pub retransmitted: u64,
+    /// Retransmission timeouts.
+    pub rto_expirations: u64,
+    /// Keepalive or persist probes sent.
+    pub probes: u64,
+    /// Packets declared lost.
+    pub lost: u64,
+    /// Packets dropped as stale (an earlier incarnation), malformed or beyond the window.
+    pub dropped: u64,
+    /// Smoothed round-trip time, microseconds.
+    pub srtt_us: f64,
+    /// Retransmission timeout, microseconds.
+    pub rto_us: f64,
+}
+
+impl From<myri_rpp::Stats> for RppFigures {
+    fn from(s: myri_rpp::Stats) -> RppFigures {
+        RppFigures {
+            packets_sent: s.packets_sent,
+            packets_received: s.packets_received,
+            retransmitted: s.retransmitted,
+            rto_expirations: s.rto_expirations,
+            probes: s.probes,
+            lost: s.lost,
+            dropped: s.stale + s.malformed + s.beyond_window + s.bad_crc + s.foreign,
+            srtt_us: s.srtt.as_secs_f64() * 1e6,
+            rto_us: s.rto.as_secs_f64() * 1e6,
+        }
+    }
 }
 
 /// Why the server stopped.
@@ -804,6 +845,7 @@ impl Server {
             why,
             new_incarnation,
             unacked,
+            rpp: self.ep.peer_stats(peer).map(RppFigures::from),
         });
         if self.config.once {
             self.stop_reason = Some(StopReason::Once);
