@@ -521,6 +521,23 @@ impl Endpoint {
         self.deliveries.pop_front()
     }
 
+    /// Gives a received message back once the application is done with it. A view of
+    /// registered memory just returns to the backend (as dropping it does); a message
+    /// RPP reassembled into heap memory becomes the peer's next reassembly buffer, so a
+    /// stream of large messages does not allocate (and fault in) a buffer for each.
+    pub fn recycle(&mut self, delivery: Delivery) {
+        if delivery.data.is_registered() {
+            return;
+        }
+        let conn = self
+            .peers
+            .get_mut(delivery.peer.0 as usize)
+            .and_then(|p| p.conn.as_mut());
+        if let Some(conn) = conn {
+            conn.recycle(delivery.data.into_vec());
+        }
+    }
+
     /// The next completion, if any (runs [`Endpoint::progress`] once when none is
     /// waiting).
     pub fn poll_completion(&mut self) -> Option<Completion> {

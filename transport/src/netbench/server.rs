@@ -563,6 +563,7 @@ impl Server {
             let Some(d) = self.ep.recv() else { break };
             worked = true;
             self.handle(d.peer, &d.data);
+            self.ep.recycle(d);
         }
         worked
     }
