@@ -417,22 +417,25 @@ pub fn stream(
                 ""
             }
         );
-        println!("  goodput     {:.1} MB/s (median)", f.mb_per_s);
+        println!("  {:<16}{:>9.1} MB/s (median)", "goodput", f.mb_per_s);
         if let (Some(r), Some(b)) = (reference, f.reference_mb_per_s) {
             println!(
-                "  bare {r:<7}{b:.1} MB/s, ratio {:.2} ({} datagrams or records lost)",
+                "  {:<16}{b:>9.1} MB/s, transport/reference {:.2} ({} datagrams or records lost)",
+                format!("bare {r}"),
                 ratio(Some(b)).unwrap_or(0.0),
                 f.reference_lost
             );
         }
         if let Some(t) = f.tcp_mb_per_s {
             println!(
-                "  tcp         {t:.1} MB/s, ratio {:.2}",
+                "  {:<16}{t:>9.1} MB/s, transport/tcp {:.2}",
+                "tcp",
                 ratio(Some(t)).unwrap_or(0.0)
             );
         }
         println!(
-            "  messages    sent {} received {} ({} bytes), {} errors",
+            "  {:<16}sent {} received {} ({} bytes), {} errors",
+            "messages",
             f.sent(),
             f.received(),
             f.bytes(),

@@ -1,0 +1,188 @@
+//! What one 8-byte reliable exchange costs the transport on `udp://` and `shm://`, against
+//! the plain references, with no waiting: both endpoints live in this thread and take
+//! turns (a ping goes out, the other side takes it and answers, the first takes the
+//! answer), so the figures are the stack's own work and the system calls, not the
+//! scheduling of two spinning processes.
+//!
+//! Wall time per exchange: `cargo bench -p myri-benches --bench transport_cost`.
+//! Instructions per exchange and RPP's share of them (the lead's target):
+//! `valgrind --tool=callgrind --toggle-collect='transport_cost::exchange_transport'
+//!  target/release/deps/transport_cost-* --only udp --exchanges 10000` (or `--only shm`),
+//! then `callgrind_annotate --inclusive=yes` and read the `myri_rpp::` entry points
+//! (`handle_packet`, `poll_transmit_gather`, `send`, `poll_timeout`, `handle_timeout`,
+//! `poll_event`) against the total (instructions only: system calls are not counted).
+
+use myri_transport::shm::heap_ring;
+use myri_transport::{Endpoint, Peer};
+use std::hint::black_box;
+use std::net::UdpSocket;
+use std::time::Instant;
+
+fn pair(a: &str, b: &str) -> (Endpoint, Endpoint, Peer, Peer) {
+    let mut ea = Endpoint::open(a).expect("open a");
+    let mut eb = Endpoint::open(b).expect("open b");
+    let to_b = ea.insert_addr(&strip(&eb.local_url())).expect("b");
+    let to_a = eb.insert_addr(&strip(&ea.local_url())).expect("a");
+    (ea, eb, to_b, to_a)
+}
+
+fn strip(url: &str) -> String {
+    url.split('?').next().unwrap_or(url).to_owned()
+}
+
+/// One reliable exchange between two endpoints of this thread.
+#[inline(never)]
+fn exchange_transport(a: &mut Endpoint, b: &mut Endpoint, to_b: Peer, to_a: Peer) {
+    let mut ping = a.alloc(8);
+    ping.copy_from_slice(&[1; 8]);
+    a.send(to_b, ping).expect("ping");
+    let got = loop {
+        if let Some(d) = b.recv() {
+            break d;
+        }
+    };
+    let mut pong = b.alloc(8);
+    pong.copy_from_slice(&got.data);
+    drop(got);
+    b.send(to_a, pong).expect("pong");
+    loop {
+        if let Some(d) = a.recv() {
+            black_box(&d.data[..]);
+            break;
+        }
+    }
+}
+
+/// Takes the handed-back buffers, as an application does now and then (each call that
+/// finds none runs a progress pass, so not after every exchange).
+fn completions(a: &mut Endpoint, b: &mut Endpoint) {
+    while a.poll_completion().is_some() {}
+    while b.poll_completion().is_some() {}
+}
+
+/// One exchange over two bare UDP sockets.
+#[inline(never)]
+fn exchange_udp(a: &UdpSocket, b: &UdpSocket, buf: &mut [u8; 64]) {
+    a.send(&[1; 8]).expect("send");
+    let n = loop {
+        if let Ok(n) = b.recv(buf) {
+            break n;
+        }
+    };
+    b.send(&buf[..n]).expect("send");
+    while a.recv(buf).is_err() {}
+}
+
+/// One exchange over two bare rings.
+#[inline(never)]
+fn exchange_ring(
+    ab: &mut (myri_transport::shm::Producer, myri_transport::shm::Consumer),
+    ba: &mut (myri_transport::shm::Producer, myri_transport::shm::Consumer),
+) {
+    ab.0.try_send(&[1; 8]).expect("room");
+    {
+        let r = ab.1.try_read().expect("there");
+        ba.0.try_send(r.as_slice()).expect("room");
+    }
+    let r = ba.1.try_read().expect("there");
+    black_box(r.as_slice());
+}
+
+fn time(name: &str, n: u64, mut f: impl FnMut()) -> f64 {
+    for _ in 0..n / 10 {
+        f();
+    }
+    let t = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    let ns = t.elapsed().as_nanos() as f64 / n as f64;
+    println!("{name:<28} {ns:>9.0} ns per exchange");
+    ns
+}
+
+fn arg(name: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != name).nth(1)
+}
+
+fn main() {
+    let n: u64 = arg("--exchanges")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    // `--only udp` or `--only shm`: the transport's exchanges on one backend, once (for
+    // callgrind); no references.
+    let only = arg("--only");
+    let name = format!("cost-{}", std::process::id());
+    let shm = format!("shm://{name}");
+    let (mut sa, mut sb, s_to_b, s_to_a) = pair(&shm, &shm);
+    let (mut ua, mut ub, u_to_b, u_to_a) = pair("udp://127.0.0.1:0", "udp://127.0.0.1:0");
+    let (a, b) = (
+        UdpSocket::bind("127.0.0.1:0").expect("a"),
+        UdpSocket::bind("127.0.0.1:0").expect("b"),
+    );
+    a.connect(b.local_addr().expect("b")).expect("connect");
+    b.connect(a.local_addr().expect("a")).expect("connect");
+    a.set_nonblocking(true).expect("nonblocking");
+    b.set_nonblocking(true).expect("nonblocking");
+    let mut buf = [0u8; 64];
+    let mut ab = heap_ring(1 << 16).expect("ring");
+    let mut ba = heap_ring(1 << 16).expect("ring");
+    match only.as_deref() {
+        Some("udp") => {
+            time("udp transport (reliable)", n, || {
+                exchange_transport(&mut ua, &mut ub, u_to_b, u_to_a);
+                if ua.stats().sends % 8 == 0 {
+                    completions(&mut ua, &mut ub);
+                }
+            });
+            return;
+        }
+        Some("shm") => {
+            time("shm transport (reliable)", n, || {
+                exchange_transport(&mut sa, &mut sb, s_to_b, s_to_a);
+                if sa.stats().sends % 8 == 0 {
+                    completions(&mut sa, &mut sb);
+                }
+            });
+            return;
+        }
+        _ => {}
+    }
+    // A and B alternate, five times, so drift in the machine's speed hits both alike.
+    let (mut t, mut r) = (vec![[0.0; 2]; 0], vec![[0.0; 2]; 0]);
+    for _ in 0..5 {
+        t.push([
+            time("udp transport (reliable)", n, || {
+                exchange_transport(&mut ua, &mut ub, u_to_b, u_to_a);
+                if ua.stats().sends % 8 == 0 {
+                    completions(&mut ua, &mut ub);
+                }
+            }),
+            time("shm transport (reliable)", n, || {
+                exchange_transport(&mut sa, &mut sb, s_to_b, s_to_a);
+                if sa.stats().sends % 8 == 0 {
+                    completions(&mut sa, &mut sb);
+                }
+            }),
+        ]);
+        r.push([
+            time("udp socket", n, || exchange_udp(&a, &b, &mut buf)),
+            time("shm ring", n, || exchange_ring(&mut ab, &mut ba)),
+        ]);
+    }
+    let median = |v: Vec<f64>| {
+        let mut v = v;
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (i, what) in ["udp", "shm"].iter().enumerate() {
+        let (x, y) = (
+            median(t.iter().map(|p| p[i]).collect()),
+            median(r.iter().map(|p| p[i]).collect()),
+        );
+        println!(
+            "{what}: transport {x:.0} ns, reference {y:.0} ns, ratio {:.2}",
+            x / y
+        );
+    }
+}
