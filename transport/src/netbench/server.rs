@@ -494,11 +494,19 @@ impl Server {
     /// something may have arrived.
     fn wait(&mut self, idle: bool) -> Result<(), ServeError> {
         let timeout = if idle {
-            // Everything read to the end, so the edge-triggered poll wakes for anything new.
-            while [Source::Endpoint, Source::BareUdp, Source::Tcp, Source::Ring]
-                .into_iter()
-                .any(|s| self.poll_source(s))
-            {}
+            // Everything read to the end, so the edge-triggered poll wakes for anything new
+            // (a progress pass takes a bounded number of datagrams, and those that were
+            // only acknowledgements deliver nothing: progress until it finds nothing).
+            loop {
+                let mut any = false;
+                for s in [Source::Endpoint, Source::BareUdp, Source::Tcp, Source::Ring] {
+                    any |= self.poll_source(s);
+                }
+                any |= self.ep.progress();
+                if !any {
+                    break;
+                }
+            }
             self.completions();
             if !self.events_out.is_empty() || self.stop_reason.is_some() {
                 return Ok(());
