@@ -54,8 +54,10 @@ pub const RECV_SLOTS: u32 = 64;
 pub const NUM_ROUTES: u32 = 64;
 /// Longest route a table entry holds.
 pub const MAX_ROUTE: usize = 32;
-/// Largest application payload of one packet.
-pub const MAX_PAYLOAD: usize = 8192;
+/// Largest application payload of one packet: 12 KiB, so that an 8 KiB message and the
+/// header of a client protocol (RPP's is at most 140 bytes) fit in one packet, as seed 000
+/// (Buffers) asks of this constant, and a host DMA buffer fills three whole pages.
+pub const MAX_PAYLOAD: usize = 12 << 10;
 /// Room before the frame header in every SRAM packet buffer: routes are laid out so they
 /// end exactly here, and the send alignment skips what precedes them (seed 000, Sending).
 pub const ROUTE_AREA: u32 = MAX_ROUTE as u32;
@@ -64,7 +66,7 @@ pub const PIO_MAX: usize = 512;
 /// Size of a PIO buffer: route area, frame header, payload.
 pub const PIO_BUF: u32 = 1024;
 /// Size of a buffer in the tx and rx pools: route area, frame header, payload, slack.
-pub const POOL_BUF: u32 = 8448;
+pub const POOL_BUF: u32 = (12 << 10) + 512;
 
 /// Handshake states in `MCP_STATE`.
 pub mod state {

@@ -23,6 +23,9 @@ pub const BUF_LEN: usize = crate::hcb::MAX_PAYLOAD;
 pub const SEND_BUFS: usize = 64;
 /// Page size of the DMA memory.
 pub const PAGE: usize = 4096;
+/// Distance between buffers in the DMA memory: whole pages, since pages are what change
+/// hands between host and board.
+pub const BUF_STRIDE: usize = BUF_LEN.next_multiple_of(PAGE);
 /// Spacing of the per-channel poll structures in the poll page.
 pub const POLL_STRIDE: usize = 512;
 
@@ -36,7 +39,7 @@ pub struct DmaLayout {
 impl DmaLayout {
     /// Total size of the region.
     pub const LEN: usize =
-        PAGE + SEND_BUFS * BUF_LEN + NUM_CHANNELS * RECV_SLOTS as usize * BUF_LEN;
+        PAGE + SEND_BUFS * BUF_STRIDE + NUM_CHANNELS * RECV_SLOTS as usize * BUF_STRIDE;
 
     /// Offset of channel `c`'s poll structure.
     pub fn poll(c: u8) -> usize {
@@ -45,12 +48,12 @@ impl DmaLayout {
 
     /// Offset of send buffer `i`.
     pub fn send_buf(i: usize) -> usize {
-        PAGE + i * BUF_LEN
+        PAGE + i * BUF_STRIDE
     }
 
     /// Offset of receive buffer `i` of channel `c`.
     pub fn recv_buf(c: u8, i: usize) -> usize {
-        PAGE + SEND_BUFS * BUF_LEN + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_LEN
+        PAGE + SEND_BUFS * BUF_STRIDE + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_STRIDE
     }
 }
 

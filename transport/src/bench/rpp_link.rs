@@ -31,17 +31,15 @@ use std::time::Duration;
 /// The RPP configuration the board benchmarks use: the channel's largest payload as the
 /// MTU, in-place delivery, and timers for a cluster link.
 ///
-/// The acknowledgement delay is kept well under the retransmission floor: RPP's timeout
-/// does not add the peer's ack delay, so a delayed ack of a burst's last packet (RPP's
-/// default holds it 200 µs against a 50 µs floor) would otherwise be retransmitted
-/// spuriously at the end of every exchange. Retries are generous because a host thread on
-/// a busy two-core machine can be descheduled for milliseconds: a slow peer is not a dead
+/// Acknowledgements are coalesced over 8 packets (every ack is a packet through both
+/// boards); a gap is still acked at once. Retries are generous because a host thread on a
+/// busy two-core machine can be descheduled for milliseconds: a slow peer is not a dead
 /// one here.
 pub fn board_config() -> Config {
     Config {
         mtu: myri_mcp::hcb::MAX_PAYLOAD,
         in_place_delivery: true,
-        ack_delay: Duration::from_micros(25),
+        ack_every: 8,
         rto_min: Duration::from_micros(100),
         max_retries: 30,
         ..Config::default()
