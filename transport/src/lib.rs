@@ -81,6 +81,8 @@ pub mod netbench;
 pub mod proxy;
 pub mod shm;
 #[cfg(not(loom))]
+pub(crate) mod sys;
+#[cfg(not(loom))]
 pub mod url;
 
 #[cfg(not(loom))]
