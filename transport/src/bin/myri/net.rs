@@ -305,9 +305,6 @@ pub fn pingpong(
                 "ratio": f.ratio,
             }));
         } else {
-            if let Some(b) = &bar {
-                b.suspend(|| ());
-            }
             let line = format!(
                 "{size:>8} {:>10.2} {:>11.2} {:>9} {:>15} {:>7}",
                 f.rtt_us,
