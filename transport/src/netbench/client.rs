@@ -446,6 +446,13 @@ impl Client {
         }
     }
 
+    /// One progress pass (not waiting): answers the server's probes and takes what
+    /// arrived, so the session stays alive while the client measures something else.
+    pub fn keepalive(&mut self) -> Result<(), ClientError> {
+        while self.ep.recv().is_some() {}
+        self.completions()
+    }
+
     /// Progresses the endpoint for a millisecond and until nothing is unacknowledged, so
     /// that delayed acknowledgements go out and neither side retransmits while the
     /// client measures something else.

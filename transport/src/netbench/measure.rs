@@ -12,6 +12,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+/// Exchanges of a reference round between two progress passes of the transport.
+const CHUNK: u64 = 256;
+
 /// The plain references a client measures beside the transport.
 #[derive(Default)]
 pub struct Baselines {
@@ -71,14 +74,38 @@ impl Baselines {
         }
     }
 
-    fn pingpong_round(&mut self, size: usize, iters: u64) -> Result<RoundTime, ClientError> {
-        if let Some(u) = self.udp.as_mut() {
-            return Ok(u.pingpong_round(size, iters));
+    /// A reference ping-pong round, in chunks of [`CHUNK`] exchanges with a progress
+    /// pass of the transport's `client` between them (not timed): the transport's
+    /// session stays answered however long the reference takes (lost exchanges on a
+    /// loaded machine can make it seconds).
+    fn pingpong_round(
+        &mut self,
+        size: usize,
+        iters: u64,
+        client: &mut Client,
+    ) -> Result<RoundTime, ClientError> {
+        let mut total = RoundTime {
+            elapsed: Duration::ZERO,
+            exchanges: 0,
+            timeouts: 0,
+        };
+        let mut left = iters;
+        while left > 0 {
+            let n = left.min(CHUNK);
+            let r = match (self.udp.as_mut(), self.ring.as_mut()) {
+                (Some(u), _) => u.pingpong_round(size, n),
+                (None, Some(r)) => r
+                    .pingpong_round(size, n)
+                    .ok_or(ClientError::Stalled(Duration::from_secs(5)))?,
+                (None, None) => return Err(ClientError::Setup("no reference".into())),
+            };
+            total.elapsed += r.elapsed;
+            total.exchanges += r.exchanges;
+            total.timeouts += r.timeouts;
+            left -= n;
+            client.keepalive()?;
         }
-        self.ring
-            .as_mut()
-            .and_then(|r| r.pingpong_round(size, iters))
-            .ok_or(ClientError::Stalled(Duration::from_secs(5)))
+        Ok(total)
     }
 
     fn stream_round(&mut self, size: usize, count: u64) -> Result<StreamRound, ClientError> {
@@ -164,7 +191,7 @@ pub fn pingpong(
     client.pingpong_round(size, warm)?;
     client.settle()?;
     if let Some(b) = baselines.as_deref_mut() {
-        b.pingpong_round(size, warm)?;
+        b.pingpong_round(size, warm, client)?;
     }
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let (mut timeouts, mut ref_timeouts, mut exchanges) = (0, 0, 0);
@@ -180,17 +207,18 @@ pub fn pingpong(
         match baselines.as_deref_mut() {
             None => transport(client)?,
             Some(base) => {
-                let mut reference = |base: &mut Baselines| -> Result<(), ClientError> {
-                    let r = base.pingpong_round(size, per_round)?;
-                    ref_timeouts += r.timeouts;
-                    b.push(r.rtt_us());
-                    Ok(())
-                };
+                let mut reference =
+                    |base: &mut Baselines, client: &mut Client| -> Result<(), ClientError> {
+                        let r = base.pingpong_round(size, per_round, client)?;
+                        ref_timeouts += r.timeouts;
+                        b.push(r.rtt_us());
+                        Ok(())
+                    };
                 if round % 2 == 0 {
                     transport(client)?;
-                    reference(base)?;
+                    reference(base, client)?;
                 } else {
-                    reference(base)?;
+                    reference(base, client)?;
                     transport(client)?;
                 }
             }
