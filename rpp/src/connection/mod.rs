@@ -498,16 +498,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
             tx: repr.tx,
         };
         let in_place = self.config.in_place_delivery && self.messages_queued == 0;
-        let mut delivered = core::mem::take(&mut self.delivered);
         let outcome = self.recv.on_data(
             info,
             payload,
             now,
             self.config.ack_every,
             in_place,
-            &mut delivered,
+            &mut self.delivered,
         );
-        for m in delivered.drain(..) {
+        for m in self.delivered.drain(..) {
             self.stats.messages_delivered += 1;
             self.stats.bytes_delivered += m.len() as u64;
             self.recv.undelivered_bytes += m.len();
@@ -515,7 +514,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.trace.record(now, TraceKind::Deliver, m.len() as u64);
             self.events.push_back(Event::Message(m));
         }
-        self.delivered = delivered;
         match outcome {
             DataOutcome::InPlace => {
                 self.stats.messages_delivered += 1;
