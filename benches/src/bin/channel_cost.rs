@@ -68,12 +68,13 @@ fn main() {
     for i in 0..iters {
         let mut buf = a.get_send_buffer().expect("buffer");
         buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
-        drop(a.send(1, RouteId(1), buf, size).expect("send"));
+        a.send_and_release(1, RouteId(1), buf, size).expect("send");
         a.progress(now);
         b.progress(now);
         let ping = b.recv(&chans[1]).expect("recv").expect("ping arrived");
         let len = ping.len();
-        drop(b.send_recv_buffer(1, RouteId(1), ping, len).expect("echo"));
+        b.send_recv_buffer_and_release(1, RouteId(1), ping, len)
+            .expect("echo");
         b.progress(now);
         a.progress(now);
         let pong = a.recv(&chans[0]).expect("recv").expect("pong arrived");

@@ -12,9 +12,15 @@
 //! and counted there, as by the receiving port).
 //!
 //! The fabric never blocks a sender and never reads a clock: every call carries `now`.
-//! Each link and port has its own lock, so boards on different threads can share it (the
-//! threaded mode); under the deterministic scheduler the same calls happen in the same
-//! order and [`Fabric::trace_hash`] is the same for the same seed.
+//! Each link has its own lock, so boards on different threads can share it (the threaded
+//! mode). A sender hands a packet to its destination port through a lock-free queue
+//! (crossbeam's `ArrayQueue`): sender and receiver on two cores pass a packet with the
+//! cache lines of one queue slot and no lock between them. The receiving side moves what
+//! arrived into its own heap (ordered by head time, ties in the order packets were handed
+//! over) under a lock only it takes in the common case; the port's queue limit, counters
+//! and trace events are applied there, in hand-over order. Under the deterministic
+//! scheduler the same calls happen in the same order and [`Fabric::trace_hash`] is the
+//! same for the same seed.
 
 pub mod fault;
 pub mod link;
@@ -24,6 +30,7 @@ pub mod trace;
 use crate::time::Time;
 use crate::wire::Packet;
 use crate::wire::route::decode_hop;
+use crossbeam_queue::ArrayQueue;
 pub use fault::{BurstLoss, DropCause, FaultConfig, LinkFlap};
 use link::{Carried, InTransit, LinkState};
 pub use link::{LinkCounters, LinkModel};
@@ -216,25 +223,39 @@ impl<T> core::ops::Deref for Padded<T> {
 /// What only the port's own board touches when it sends.
 #[derive(Default)]
 struct SendSide {
+    /// Packets this port has transmitted (sent or refused as unconnected): the next
+    /// packet's sequence number.
     next_seq: AtomicU64,
-    sent: AtomicU64,
 }
 
-/// What a sender writes and the receiving board polls.
+/// What the receiving side keeps and publishes.
 struct RecvSide {
     rx: Mutex<RxQueue>,
-    /// Packets in `rx`, and the earliest head time among them (`u64::MAX` when empty),
-    /// published after every change under the lock so that a board polling an empty port
-    /// does not take it.
-    queued: AtomicU64,
+    /// Packets in `rx`'s heap, and the earliest head time among them (`u64::MAX` when
+    /// empty), published after every change under the lock so that a board polling an
+    /// empty port takes no lock.
+    held: AtomicU64,
     next_head: AtomicU64,
+}
+
+/// What senders write when they hand a packet over.
+struct Handover {
+    /// Packets handed over and not yet moved to the receiving side's heap.
+    inbound: ArrayQueue<InTransit>,
+    /// Packets ever handed over.
     arrivals: AtomicU64,
     has_waker: AtomicBool,
 }
 
+/// Packets a port's hand-over queue holds (at most the port's queue limit). When it is
+/// full (the receiving board has not looked for a while), the sender moves what it
+/// holds to the receiving side's heap itself, under its lock.
+const HANDOVER_SLOTS: usize = 64;
+
 struct HostPort {
     out: Option<LinkId>,
     tx: Padded<SendSide>,
+    handover: Handover,
     recv: Padded<RecvSide>,
     /// Emptied packet buffers, reused for the next packet this port's board sends. The
     /// boards that received this port's packets give them back here.
@@ -249,7 +270,15 @@ impl RecvSide {
     fn publish(&self, rx: &RxQueue) {
         let head = rx.heap.peek().map_or(u64::MAX, |q| q.0.head.as_nanos());
         self.next_head.store(head, Ordering::Release);
-        self.queued.store(rx.heap.len() as u64, Ordering::Release);
+        self.held.store(rx.heap.len() as u64, Ordering::Release);
+    }
+}
+
+impl HostPort {
+    /// Whether packets wait at the port, handed over or held (a few loads, no lock).
+    #[inline]
+    fn has_queued(&self) -> bool {
+        !self.handover.inbound.is_empty() || self.recv.held.load(Ordering::Acquire) != 0
     }
 }
 
@@ -264,7 +293,9 @@ pub struct Fabric {
     seed: u64,
     hosts: Vec<HostPort>,
     switches: Vec<Switch>,
-    links: Vec<Mutex<LinkState>>,
+    /// Each on lines of its own: the links of one path are walked by one sender's
+    /// thread, the next link's by another's.
+    links: Vec<Padded<Mutex<LinkState>>>,
     /// Whether each link is up, readable without its lock.
     up: Vec<AtomicBool>,
     /// Where each link leads.
@@ -368,6 +399,11 @@ impl FabricBuilder {
             .map(|_| HostPort {
                 out: None,
                 tx: Padded::default(),
+                handover: Handover {
+                    inbound: ArrayQueue::new(HANDOVER_SLOTS.min(self.queue_limit)),
+                    arrivals: AtomicU64::new(0),
+                    has_waker: AtomicBool::new(false),
+                },
                 recv: Padded(RecvSide {
                     rx: Mutex::new(RxQueue {
                         heap: BinaryHeap::new(),
@@ -375,10 +411,8 @@ impl FabricBuilder {
                         counters: PortCounters::default(),
                         trace: TraceHash::default(),
                     }),
-                    queued: AtomicU64::new(0),
+                    held: AtomicU64::new(0),
                     next_head: AtomicU64::new(u64::MAX),
-                    arrivals: AtomicU64::new(0),
-                    has_waker: AtomicBool::new(false),
                 }),
                 spare: Padded::default(),
                 waker: Mutex::new(None),
@@ -399,12 +433,12 @@ impl FabricBuilder {
                 (a, b, config.faults_ab, 2 * i as u32),
                 (b, a, config.faults_ba, 2 * i as u32 + 1),
             ] {
-                links.push(Mutex::new(LinkState::new(
+                links.push(Padded(Mutex::new(LinkState::new(
                     id,
                     config.model,
                     faults,
                     self.seed,
-                )));
+                ))));
                 far_end.push(to);
                 match from {
                     Endpoint::Host(p) => hosts[p.0 as usize].out = Some(LinkId(id)),
@@ -486,10 +520,10 @@ impl Fabric {
             seq,
         };
         let Some(first) = host.out else {
+            // Counted here and subtracted from `next_seq` for the packets sent.
             lock(&host.recv.rx).counters.unconnected += 1;
             return Err(TransmitError::Unconnected(from));
         };
-        host.tx.sent.fetch_add(1, Ordering::Relaxed);
         let record = &mut |e: Event| self.record(e);
         let sent = Event {
             at: now,
@@ -619,49 +653,80 @@ impl Fabric {
         }
     }
 
+    /// Hands a packet over to host port `port`: into the lock-free queue, or, if that is
+    /// full, under the receiving side's lock after moving what the queue holds.
     fn deliver(&self, port: PortId, mut t: InTransit) {
         t.head += t.hold;
         t.tail += t.hold;
-        let host = &self.hosts[port.0 as usize].recv;
-        {
-            let mut rx = lock(&host.rx);
-            if rx.heap.len() >= self.queue_limit {
-                rx.counters.overflows += 1;
-                let e = Event {
-                    at: t.head,
-                    place: Place::Port(port.0),
-                    kind: EventKind::Overflow,
-                    packet: t.id,
-                };
-                rx.trace.event(&e);
-                drop(rx);
-                self.record(e);
-                return;
-            }
-            let n = rx.arrivals;
-            rx.arrivals += 1;
-            rx.heap.push(Queued(t, n));
-            host.publish(&rx);
-            host.arrivals.store(rx.arrivals, Ordering::Release);
+        let host = &self.hosts[port.0 as usize];
+        let handover = &host.handover;
+        handover.arrivals.fetch_add(1, Ordering::Release);
+        if let Err(t) = handover.inbound.push(t) {
+            let mut rx = lock(&host.recv.rx);
+            self.take_inbound(port, host, &mut rx);
+            self.enqueue(port, &mut rx, t);
+            host.recv.publish(&rx);
         }
-        if host.has_waker.load(Ordering::Acquire)
-            && let Some(thread) = lock(&self.hosts[port.0 as usize].waker).as_ref()
+        if handover.has_waker.load(Ordering::Acquire)
+            && let Some(thread) = lock(&host.waker).as_ref()
         {
             thread.unpark();
         }
     }
 
+    /// Moves the packets handed over to `port` into its heap, in hand-over order (the
+    /// caller holds the receiving side's lock and publishes afterwards).
+    fn take_inbound(&self, port: PortId, host: &HostPort, rx: &mut RxQueue) {
+        while let Some(t) = host.handover.inbound.pop() {
+            self.enqueue(port, rx, t);
+        }
+    }
+
+    /// Queues a packet at `port`, or drops it if the port's queue is full.
+    fn enqueue(&self, port: PortId, rx: &mut RxQueue, t: InTransit) {
+        if rx.heap.len() >= self.queue_limit {
+            rx.counters.overflows += 1;
+            let e = Event {
+                at: t.head,
+                place: Place::Port(port.0),
+                kind: EventKind::Overflow,
+                packet: t.id,
+            };
+            rx.trace.event(&e);
+            self.record(e);
+            return;
+        }
+        let n = rx.arrivals;
+        rx.arrivals += 1;
+        rx.heap.push(Queued(t, n));
+    }
+
+    /// The receiving side of `port`, locked, with everything handed over moved in (for
+    /// reading its counters and trace, which hand-over completes).
+    fn settled_rx(&self, port: usize) -> MutexGuard<'_, RxQueue> {
+        let host = &self.hosts[port];
+        let mut rx = lock(&host.recv.rx);
+        if !host.handover.inbound.is_empty() {
+            self.take_inbound(PortId(port as u32), host, &mut rx);
+            host.recv.publish(&rx);
+        }
+        rx
+    }
+
     /// The next packet whose head has reached host port `at` by `now`, after the port's
     /// CRC-8 check (bad ones are dropped and counted here).
     pub fn receive(&self, now: Time, at: PortId) -> Option<Arrival> {
-        let host = &self.hosts.get(at.0 as usize)?.recv;
+        let port = self.hosts.get(at.0 as usize)?;
+        let host = &port.recv;
         // Most polls find nothing: answer those without the lock.
-        if host.queued.load(Ordering::Acquire) == 0
-            || host.next_head.load(Ordering::Acquire) > now.as_nanos()
+        if port.handover.inbound.is_empty()
+            && (host.held.load(Ordering::Acquire) == 0
+                || host.next_head.load(Ordering::Acquire) > now.as_nanos())
         {
             return None;
         }
         let mut rx = lock(&host.rx);
+        self.take_inbound(at, port, &mut rx);
         let arrival = loop {
             if rx.heap.peek().is_none_or(|q| q.0.head > now) {
                 break None;
@@ -706,33 +771,50 @@ impl Fabric {
     /// Whether a packet's head has reached host port `at` by `now` (without taking it: a
     /// couple of loads, no lock).
     #[inline]
+    ///
+    /// A packet handed over and not yet looked at by the receiving side counts as arrived
+    /// whatever its head time: the caller's next [`Fabric::receive`] sorts it in.
     pub fn arrived(&self, now: Time, at: PortId) -> bool {
         self.hosts.get(at.0 as usize).is_some_and(|h| {
-            h.recv.queued.load(Ordering::Acquire) != 0
-                && h.recv.next_head.load(Ordering::Acquire) <= now.as_nanos()
+            !h.handover.inbound.is_empty()
+                || (h.recv.held.load(Ordering::Acquire) != 0
+                    && h.recv.next_head.load(Ordering::Acquire) <= now.as_nanos())
         })
     }
 
     /// When the next packet's head reaches host port `at` (already arrived ones included).
     pub fn next_arrival(&self, at: PortId) -> Option<Time> {
-        let host = &self.hosts.get(at.0 as usize)?.recv;
-        let head = host.next_head.load(Ordering::Acquire);
+        let port = self.hosts.get(at.0 as usize)?;
+        if !port.handover.inbound.is_empty() {
+            drop(self.settled_rx(at.0 as usize));
+        }
+        let head = port.recv.next_head.load(Ordering::Acquire);
         (head != u64::MAX).then_some(Time::from_nanos(head))
     }
 
-    /// How many packets have ever been queued at host port `at` (schedulers use it to
-    /// tell new arrivals from ones a node chose to leave waiting).
+    /// How many packets have ever been handed to host port `at` (schedulers use it to
+    /// tell new arrivals from ones a node chose to leave waiting). Packets the port then
+    /// drops for a full queue are counted too.
     pub fn arrivals(&self, at: PortId) -> u64 {
         self.hosts
             .get(at.0 as usize)
-            .map_or(0, |h| h.recv.arrivals.load(Ordering::Acquire))
+            .map_or(0, |h| h.handover.arrivals.load(Ordering::Acquire))
     }
 
     /// Packets waiting at host port `at`.
     pub fn queued(&self, at: PortId) -> usize {
+        self.hosts.get(at.0 as usize).map_or(0, |h| {
+            h.handover.inbound.len() + h.recv.held.load(Ordering::Acquire) as usize
+        })
+    }
+
+    /// Whether no packet waits at host port `at` (a few loads, no lock: what a board's
+    /// idle poll asks).
+    #[inline]
+    pub fn is_empty(&self, at: PortId) -> bool {
         self.hosts
             .get(at.0 as usize)
-            .map_or(0, |h| h.recv.queued.load(Ordering::Acquire) as usize)
+            .is_none_or(|h| !h.has_queued())
     }
 
     /// Unparks `thread` whenever a packet is queued at `at` (threaded mode).
@@ -740,7 +822,7 @@ impl Fabric {
         if let Some(host) = self.hosts.get(at.0 as usize) {
             let set = thread.is_some();
             *lock(&host.waker) = thread;
-            host.recv.has_waker.store(set, Ordering::Release);
+            host.handover.has_waker.store(set, Ordering::Release);
         }
     }
 
@@ -805,9 +887,10 @@ impl Fabric {
     /// Counters of a host port.
     pub fn port_counters(&self, at: PortId) -> Option<PortCounters> {
         let h = self.hosts.get(at.0 as usize)?;
+        let counters = self.settled_rx(at.0 as usize).counters;
         Some(PortCounters {
-            sent: h.tx.sent.load(Ordering::Relaxed),
-            ..lock(&h.recv.rx).counters
+            sent: h.tx.next_seq.load(Ordering::Relaxed) - counters.unconnected,
+            ..counters
         })
     }
 
@@ -829,9 +912,9 @@ impl Fabric {
         for s in &self.switches {
             c.bad_routes += lock(&s.state).0;
         }
-        for h in &self.hosts {
-            let p = lock(&h.recv.rx).counters;
-            c.sent += h.tx.sent.load(Ordering::Relaxed);
+        for (i, h) in self.hosts.iter().enumerate() {
+            let p = self.settled_rx(i).counters;
+            c.sent += h.tx.next_seq.load(Ordering::Relaxed) - p.unconnected;
             c.delivered += p.delivered;
             c.crc_errors += p.crc_errors;
             c.overflows += p.overflows;
@@ -850,8 +933,8 @@ impl Fabric {
         for s in &self.switches {
             h.write_u64(lock(&s.state).1.value());
         }
-        for p in &self.hosts {
-            h.write_u64(lock(&p.recv.rx).trace.value());
+        for p in 0..self.hosts.len() {
+            h.write_u64(self.settled_rx(p).trace.value());
         }
         h.value()
     }

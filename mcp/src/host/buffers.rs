@@ -15,7 +15,7 @@
 //! # }
 //! ```
 
-use super::unit::{BUF_LEN, Unit, lock};
+use super::unit::{BUF_LEN, Unit};
 use myri_device::hostmem::HostBuf;
 use std::sync::Arc;
 
@@ -46,17 +46,12 @@ impl SendBuf {
     pub fn bus_addr(&self) -> u64 {
         self.host.as_ref().map_or(0, HostBuf::bus_addr)
     }
-
-    pub(crate) fn take(mut self) -> (u16, HostBuf, Arc<Unit>) {
-        let host = self.host.take().expect("a live SendBuf holds its buffer");
-        (self.id, host, self.unit.clone())
-    }
 }
 
 impl Drop for SendBuf {
     fn drop(&mut self) {
         if let Some(host) = self.host.take() {
-            lock(&self.unit.state).free_send.push((self.id, host));
+            self.unit.locked().st.free_send.push((self.id, host));
         }
     }
 }
@@ -110,11 +105,6 @@ impl RecvBuf {
     /// The channel it arrived on.
     pub fn channel(&self) -> u8 {
         self.chan
-    }
-
-    pub(crate) fn take(mut self) -> (u8, u16, HostBuf, Arc<Unit>) {
-        let host = self.host.take().expect("a live RecvBuf holds its buffer");
-        (self.chan, self.index, host, self.unit.clone())
     }
 }
 

@@ -44,7 +44,7 @@ use myri_device::time::Time;
 use myri_device::wire::Route;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use unit::{BUF_LEN, InFlight, Origin, UnitState, lock};
+use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState};
 
 /// How to attach to a board (seed 000, `myri_api0_init`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,23 +117,33 @@ fn completion(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> Opt
 }
 
 impl Unit {
-    fn board<R>(&self, f: impl FnOnce(&mut Board) -> R) -> R {
-        let mut node = lock(&self.node);
-        let r = f(&mut node.board);
+    /// Runs `f` on the board; the caller holds the unit's lock.
+    fn board<R>(&self, sh: &mut Shared, f: impl FnOnce(&mut Board) -> R) -> R {
+        let r = f(&mut sh.fw.board);
         // Under the lock, after the access: a poll that saw the board quiet before it
         // looks again (see `Unit::poll`).
         self.quiet.store(false, Ordering::Relaxed);
         r
     }
 
-    fn read(&self, at: u32) -> Result<u32, ApiError> {
+    fn read(&self, sh: &mut Shared, at: u32) -> Result<u32, ApiError> {
         let now = self.now();
-        Ok(self.board(|b| b.pci_read_u32(now, at))?)
+        Ok(self.board(sh, |b| b.pci_read_u32(now, at))?)
     }
 
-    fn write(&self, at: u32, v: u32) -> Result<(), ApiError> {
+    fn write(&self, sh: &mut Shared, at: u32, v: u32) -> Result<(), ApiError> {
         let now = self.now();
-        Ok(self.board(|b| b.pci_write_u32(now, at, v))?)
+        Ok(self.board(sh, |b| b.pci_write_u32(now, at, v))?)
+    }
+
+    /// Reads a word of the board under the unit's lock.
+    fn read_once(&self, at: u32) -> Result<u32, ApiError> {
+        self.read(&mut self.locked(), at)
+    }
+
+    /// Writes a word of the board under the unit's lock.
+    fn write_once(&self, at: u32, v: u32) -> Result<(), ApiError> {
+        self.write(&mut self.locked(), at, v)
     }
 
     fn layout(&self) -> Option<Layout> {
@@ -142,12 +152,11 @@ impl Unit {
 
     /// Posts a receive buffer to its channel, or keeps it if the channel is not in use.
     pub(crate) fn repost(&self, chan: u8, index: u16, host: HostBuf) {
-        let mut st = lock(&self.state);
-        self.repost_locked(&mut st, chan, index, host);
+        self.repost_locked(&mut self.locked(), chan, index, host);
     }
 
-    fn repost_locked(&self, st: &mut UnitState, chan: u8, index: u16, host: HostBuf) {
-        let c = &mut st.chans[usize::from(chan)];
+    fn repost_locked(&self, sh: &mut Shared, chan: u8, index: u16, host: HostBuf) {
+        let c = &mut sh.st.chans[usize::from(chan)];
         let Some(layout) = self.layout().filter(|_| c.initialized) else {
             c.idle.push((index, host));
             return;
@@ -163,7 +172,7 @@ impl Unit {
         let posted = c.posted_count;
         let now = self.now();
         let chan_at = layout.recv_chan(u32::from(chan));
-        self.board(|b| {
+        self.board(sh, |b| {
             let _ = b.pci_write_bytes(at, &desc);
             let _ = b.pci_write_u32(now, chan_at + recv_chan::POSTED, posted);
         });
@@ -172,59 +181,59 @@ impl Unit {
 
     /// Brings finished sends home: reads SENT across the PCI bus and gives back or keeps
     /// (for their tickets) the buffers of every send before it.
-    fn reap_locked(&self, st: &mut UnitState) {
+    fn reap_locked(&self, sh: &mut Shared) {
         let Some(layout) = self.layout() else { return };
-        if let Ok(sent) = self.read(layout.send + 8) {
-            st.sent = sent;
-            self.counters
-                .shadow_refreshes
-                .fetch_add(1, Ordering::Relaxed);
+        if let Ok(sent) = self.read(sh, layout.send + 8) {
+            sh.st.sent = sent;
+            sh.st.counts.shadow_refreshes += 1;
         }
-        while let Some(front) = st.in_flight.front() {
-            if !before(front.seq, st.sent) {
+        while let Some(front) = sh.st.in_flight.front() {
+            if !before(front.seq, sh.st.sent) {
                 break;
             }
-            let f = st.in_flight.pop_front().expect("front exists");
+            let f = sh.st.in_flight.pop_front().expect("front exists");
             let host = f.host.or_else(|| f.buf.map(|d| d.reclaim()));
             if f.released {
-                self.give_back(st, f.origin, host);
+                self.give_back(sh, f.origin, host);
             } else {
-                st.finished.push((f.seq, host, f.origin));
+                sh.st.finished.push((f.seq, host, f.origin));
             }
         }
     }
 
-    fn give_back(&self, st: &mut UnitState, origin: Origin, host: Option<HostBuf>) {
+    fn give_back(&self, sh: &mut Shared, origin: Origin, host: Option<HostBuf>) {
         match (origin, host) {
-            (Origin::Send(id), Some(h)) => st.free_send.push((id, h)),
-            (Origin::Recv(c, i), Some(h)) => self.repost_locked(st, c, i, h),
+            (Origin::Send(id), Some(h)) => sh.st.free_send.push((id, h)),
+            (Origin::Recv(c, i), Some(h)) => self.repost_locked(sh, c, i, h),
             _ => {}
         }
     }
 
     pub(crate) fn release_ticket(&self, seq: u32) {
-        let mut st = lock(&self.state);
+        let mut g = self.locked();
+        let sh = &mut *g;
         // Most tickets are dropped right after their send: look from the newest.
-        if let Some(f) = st.in_flight.iter_mut().rev().find(|f| f.seq == seq) {
+        if let Some(f) = sh.st.in_flight.iter_mut().rev().find(|f| f.seq == seq) {
             f.released = true;
-        } else if let Some(i) = st.finished.iter().position(|f| f.0 == seq) {
-            let (_, host, origin) = st.finished.swap_remove(i);
-            self.give_back(&mut st, origin, host);
+        } else if let Some(i) = sh.st.finished.iter().position(|f| f.0 == seq) {
+            let (_, host, origin) = sh.st.finished.swap_remove(i);
+            self.give_back(sh, origin, host);
         }
     }
 
     pub(crate) fn release_channel(&self, chan: u8) {
-        let mut st = lock(&self.state);
-        let c = &mut st.chans[usize::from(chan)];
+        let mut g = self.locked();
+        let sh = &mut *g;
+        let c = &mut sh.st.chans[usize::from(chan)];
         c.reserved = false;
         if c.initialized {
             c.initialized = false;
             if let Some(layout) = self.layout() {
-                let _ = self.write(layout.recv_chan(u32::from(chan)) + recv_chan::STATE, 0);
+                let _ = self.write(sh, layout.recv_chan(u32::from(chan)) + recv_chan::STATE, 0);
             }
         }
-        self.drain_locked(&mut st, chan);
-        self.publish_chan(&st, chan);
+        self.drain_locked(&mut sh.st, chan);
+        self.publish_chan(&sh.st, chan);
     }
 
     /// Discards completions nobody consumed (a released channel's leftovers), so the next
@@ -252,9 +261,9 @@ impl Api {
             .layout()
             .ok_or(ApiError::LayoutMismatch("sram too small for the hcb"))?;
         let first = {
-            let mut st = lock(&unit.state);
-            st.users += 1;
-            opts.force_init || !st.mcp_loaded
+            let mut g = unit.locked();
+            g.st.users += 1;
+            opts.force_init || !g.st.mcp_loaded
         };
         let api = Api {
             unit: unit.clone(),
@@ -286,39 +295,46 @@ impl Api {
         let unit = &self.unit;
         let now = unit.now();
         let image = mcp.image();
-        // Buffers the previous MCP held come home first (the board reset stops its DMA).
-        let mut st = lock(&unit.state);
-        unit.board(|b| bring_up(b, now, &image))?;
+        {
+            let mut g = unit.locked();
+            unit.board(&mut g, |b| bring_up(b, now, &image))?;
+        }
+        // The lock is free while the MCP boots: inline, `nudge` steps it under the lock.
         let mut found = false;
         for _ in 0..self.attempts {
             self.nudge();
-            if unit.read(HCB_PTR)? == self.layout.base {
+            if unit.read_once(HCB_PTR)? == self.layout.base {
                 found = true;
                 break;
             }
         }
+        let mut g = unit.locked();
+        let sh = &mut *g;
         if !found {
-            st.mcp_loaded = false;
+            sh.st.mcp_loaded = false;
             return Err(ApiError::NoMcp {
                 attempts: self.attempts,
             });
         }
         // Channel 0 of the DMA controller sleeps on the first block of the MCP's ring; only
         // the host can write the pointer register (seed 002 §3.2).
-        unit.write(config::DMA_BASE, self.layout.dma_ring)?;
-        st.routes = [false; NUM_ROUTES as usize];
-        st.routes[0] = true;
-        st.tail = 0;
-        st.sent = 0;
-        for f in core::mem::take(&mut st.in_flight) {
+        unit.write(sh, config::DMA_BASE, self.layout.dma_ring)?;
+        // Buffers the previous MCP held come home (the board reset stopped its DMA).
+        sh.st.routes = [false; NUM_ROUTES as usize];
+        sh.st.routes[0] = true;
+        sh.st.tail = 0;
+        sh.st.sent = 0;
+        for f in core::mem::take(&mut sh.st.in_flight) {
             let host = f.host.or_else(|| f.buf.map(|d| d.reclaim()));
             if f.released {
-                unit.give_back(&mut st, f.origin, host);
+                unit.give_back(sh, f.origin, host);
             } else {
-                st.finished
+                sh.st
+                    .finished
                     .push((f.seq.wrapping_sub(1 << 31), host, f.origin));
             }
         }
+        let st = &mut sh.st;
         for c in 0..NUM_CHANNELS as u8 {
             let ch = &mut st.chans[usize::from(c)];
             ch.initialized = false;
@@ -328,7 +344,7 @@ impl Api {
             for (i, dev) in posted {
                 ch.idle.push((i, dev.reclaim()));
             }
-            unit.publish_chan(&st, c);
+            unit.publish_chan(st, c);
         }
         if st.poll.is_none() {
             st.poll = Some(
@@ -353,32 +369,33 @@ impl Api {
         let unit = &self.unit;
         let base = self.layout.base;
         let nonce = {
-            let mut st = lock(&unit.state);
+            let mut g = unit.locked();
+            let st = &mut g.st;
             st.nonce = st.nonce.wrapping_add(0x9E37_79B9);
             st.nonce
         };
-        unit.write(base + off::HANDSHAKE, nonce)?;
-        unit.write(base + off::MCP_STATE, state::HELLO)?;
+        unit.write_once(base + off::HANDSHAKE, nonce)?;
+        unit.write_once(base + off::MCP_STATE, state::HELLO)?;
         let mut answered = false;
         for _ in 0..self.attempts {
             self.nudge();
-            if unit.read(base + off::MCP_STATE)? == state::RUNNING
-                && unit.read(base + off::HANDSHAKE)? == !nonce
+            if unit.read_once(base + off::MCP_STATE)? == state::RUNNING
+                && unit.read_once(base + off::HANDSHAKE)? == !nonce
             {
                 answered = true;
                 break;
             }
         }
         if !answered {
-            unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            unit.refusals.errors.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::HandshakeTimeout {
                 attempts: self.attempts,
             });
         }
         for (at, expected) in hcb::signatures(&self.layout) {
-            let found = unit.read(at)?;
+            let found = unit.read_once(at)?;
             if found != expected {
-                unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+                unit.refusals.errors.fetch_add(1, Ordering::Relaxed);
                 return Err(ApiError::SignatureMismatch {
                     at,
                     expected,
@@ -394,7 +411,7 @@ impl Api {
             (off::NUM_ROUTES, NUM_ROUTES, "route count"),
         ];
         for (o, want, what) in geometry {
-            if unit.read(base + o)? != want {
+            if unit.read_once(base + o)? != want {
                 return Err(ApiError::LayoutMismatch(what));
             }
         }
@@ -407,7 +424,7 @@ impl Api {
     }
 
     fn error<T>(&self, e: ApiError) -> Result<T, ApiError> {
-        let c = &self.unit.counters;
+        let c = &self.unit.refusals;
         match e {
             ApiError::NoSendBuffers | ApiError::SendQueueFull | ApiError::Busy => {
                 c.would_block.fetch_add(1, Ordering::Relaxed)
@@ -419,7 +436,8 @@ impl Api {
 
     /// Reserves a receive channel (seed 000, `myri_api0_get_chan`).
     pub fn get_chan(&mut self, want: ChanRequest) -> Result<Channel, ApiError> {
-        let mut st = lock(&self.unit.state);
+        let mut g = self.unit.locked();
+        let st = &mut g.st;
         let num = match want {
             ChanRequest::Specific(n) if n as usize >= NUM_CHANNELS => {
                 return self.error(ApiError::ChannelOutOfRange(n));
@@ -457,10 +475,11 @@ impl Api {
     pub fn init_recv_chan(&mut self, chan: &Channel) -> Result<(), ApiError> {
         self.own_channel(chan)?;
         let unit = &self.unit;
-        let mut st = lock(&unit.state);
+        let mut g = unit.locked();
+        let sh = &mut *g;
         let c = chan.num;
-        unit.drain_locked(&mut st, c);
-        let ch = &mut st.chans[usize::from(c)];
+        unit.drain_locked(&mut sh.st, c);
+        let ch = &mut sh.st.chans[usize::from(c)];
         while usize::from(ch.created) < RECV_SLOTS as usize {
             let i = ch.created;
             let host = unit
@@ -472,21 +491,21 @@ impl Api {
         }
         let at = self.layout.recv_chan(u32::from(c));
         let poll = unit.mem.bus_base() + DmaLayout::poll(c) as u64;
-        unit.write(at + recv_chan::POLL_HI, (poll >> 32) as u32)?;
-        unit.write(at + recv_chan::POLL_LO, poll as u32)?;
-        let done = unit.read(at + recv_chan::DONE)?;
-        let ch = &mut st.chans[usize::from(c)];
+        unit.write(sh, at + recv_chan::POLL_HI, (poll >> 32) as u32)?;
+        unit.write(sh, at + recv_chan::POLL_LO, poll as u32)?;
+        let done = unit.read(sh, at + recv_chan::DONE)?;
+        let ch = &mut sh.st.chans[usize::from(c)];
         if !ch.initialized && ch.posted.is_empty() {
             ch.consumed = done;
             ch.posted_count = done;
         }
         ch.initialized = true;
         let idle = core::mem::take(&mut ch.idle);
-        unit.publish_chan(&st, c);
+        unit.publish_chan(&sh.st, c);
         for (i, host) in idle {
-            unit.repost_locked(&mut st, c, i, host);
+            unit.repost_locked(sh, c, i, host);
         }
-        unit.write(at + recv_chan::STATE, 1)?;
+        unit.write(sh, at + recv_chan::STATE, 1)?;
         Ok(())
     }
 
@@ -494,31 +513,32 @@ impl Api {
     /// first if none is free; [`ApiError::NoSendBuffers`] if still none.
     pub fn get_send_buffer(&mut self) -> Result<SendBuf, ApiError> {
         let unit = &self.unit;
-        let mut st = lock(&unit.state);
-        if st.free_send.is_empty() {
-            if usize::from(st.send_created) < unit::SEND_BUFS {
-                let id = st.send_created;
+        let mut g = unit.locked();
+        let sh = &mut *g;
+        if sh.st.free_send.is_empty() {
+            if usize::from(sh.st.send_created) < unit::SEND_BUFS {
+                let id = sh.st.send_created;
                 let host = unit
                     .mem
                     .claim(DmaLayout::send_buf(usize::from(id)), BUF_LEN)
                     .map_err(|_| ApiError::LayoutMismatch("send buffers in use"))?;
-                st.send_created += 1;
+                sh.st.send_created += 1;
                 return Ok(SendBuf {
                     id,
                     host: Some(host),
                     unit: unit.clone(),
                 });
             }
-            unit.reap_locked(&mut st);
+            unit.reap_locked(sh);
         }
-        match st.free_send.pop() {
+        match sh.st.free_send.pop() {
             Some((id, host)) => Ok(SendBuf {
                 id,
                 host: Some(host),
                 unit: unit.clone(),
             }),
             None => {
-                drop(st);
+                drop(g);
                 self.error(ApiError::NoSendBuffers)
             }
         }
@@ -554,6 +574,52 @@ impl Api {
         buf: SendBuf,
         len: usize,
     ) -> Result<Ticket, SendError<SendBuf>> {
+        let seq = self.send_buf(chan, route, header, buf, len, false)?;
+        Ok(self.ticket(seq))
+    }
+
+    /// Like [`Api::send`], and the buffer goes back to the free list once the board has
+    /// sent it, as if the ticket had been dropped at once (seed 000,
+    /// `myri_api0_send_route` then `myri_api0_free_send`), without making one.
+    pub fn send_and_release(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        buf: SendBuf,
+        len: usize,
+    ) -> Result<(), SendError<SendBuf>> {
+        self.send_buf(chan, route, &[], buf, len, true).map(drop)
+    }
+
+    /// Like [`Api::send_inline`], releasing the buffer as [`Api::send_and_release`] does.
+    pub fn send_inline_and_release(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        buf: SendBuf,
+        len: usize,
+    ) -> Result<(), SendError<SendBuf>> {
+        self.send_buf(chan, route, header, buf, len, true).map(drop)
+    }
+
+    fn ticket(&self, seq: u32) -> Ticket {
+        Ticket {
+            seq,
+            unit: self.unit.clone(),
+            live: true,
+        }
+    }
+
+    fn send_buf(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        mut buf: SendBuf,
+        len: usize,
+        released: bool,
+    ) -> Result<u32, SendError<SendBuf>> {
         if !Arc::ptr_eq(&buf.unit, &self.unit) {
             return Err(SendError {
                 error: self.error::<()>(ApiError::ForeignBuffer).unwrap_err(),
@@ -563,16 +629,15 @@ impl Api {
         if let Err(error) = self.check_send(chan, route, header.len() + len) {
             return Err(SendError { error, buf });
         }
-        let (id, host, _) = buf.take();
-        self.enqueue(chan, route, header, host, len, Origin::Send(id))
-            .map_err(|(error, host)| SendError {
-                error,
-                buf: SendBuf {
-                    id,
-                    host: Some(host),
-                    unit: self.unit.clone(),
-                },
-            })
+        let host = buf.host.take().expect("a live SendBuf holds its buffer");
+        let origin = Origin::Send(buf.id);
+        match self.enqueue(chan, route, header, host, len, origin, released) {
+            Ok(seq) => Ok(seq),
+            Err((error, host)) => {
+                buf.host = Some(host);
+                Err(SendError { error, buf })
+            }
+        }
     }
 
     /// Sends a received buffer back out (seed 000, Buffers: "received packets can be turned
@@ -585,6 +650,30 @@ impl Api {
         buf: RecvBuf,
         len: usize,
     ) -> Result<Ticket, SendError<RecvBuf>> {
+        let seq = self.turn_around(chan, route, buf, len, false)?;
+        Ok(self.ticket(seq))
+    }
+
+    /// Like [`Api::send_recv_buffer`], with no ticket: the buffer goes back to its
+    /// channel once the board has sent it.
+    pub fn send_recv_buffer_and_release(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        buf: RecvBuf,
+        len: usize,
+    ) -> Result<(), SendError<RecvBuf>> {
+        self.turn_around(chan, route, buf, len, true).map(drop)
+    }
+
+    fn turn_around(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        mut buf: RecvBuf,
+        len: usize,
+        released: bool,
+    ) -> Result<u32, SendError<RecvBuf>> {
         if !Arc::ptr_eq(&buf.unit, &self.unit) {
             return Err(SendError {
                 error: self.error::<()>(ApiError::ForeignBuffer).unwrap_err(),
@@ -594,18 +683,15 @@ impl Api {
         if let Err(error) = self.check_send(chan, route, len) {
             return Err(SendError { error, buf });
         }
-        let (c, i, host, _) = buf.take();
-        self.enqueue(chan, route, &[], host, len, Origin::Recv(c, i))
-            .map_err(|(error, host)| SendError {
-                error,
-                buf: RecvBuf {
-                    chan: c,
-                    index: i,
-                    len,
-                    host: Some(host),
-                    unit: self.unit.clone(),
-                },
-            })
+        let host = buf.host.take().expect("a live RecvBuf holds its buffer");
+        let origin = Origin::Recv(buf.chan, buf.index);
+        match self.enqueue(chan, route, &[], host, len, origin, released) {
+            Ok(seq) => Ok(seq),
+            Err((error, host)) => {
+                buf.host = Some(host);
+                Err(SendError { error, buf })
+            }
+        }
     }
 
     fn check_send(&self, chan: u8, route: RouteId, len: usize) -> Result<(), ApiError> {
@@ -621,6 +707,9 @@ impl Api {
         Ok(())
     }
 
+    /// Puts a send in the send channel under the unit's lock; returns its sequence number.
+    /// With `released`, the buffer is given back when the board has sent it.
+    #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &mut self,
         chan: u8,
@@ -629,29 +718,31 @@ impl Api {
         host: HostBuf,
         len: usize,
         origin: Origin,
-    ) -> Result<Ticket, (ApiError, HostBuf)> {
+        released: bool,
+    ) -> Result<u32, (ApiError, HostBuf)> {
         let unit = &self.unit;
         let l = self.layout;
-        let mut st = lock(&unit.state);
-        if !st.routes[route.0 as usize] {
-            drop(st);
+        let mut g = unit.locked();
+        let sh = &mut *g;
+        if !sh.st.routes[route.0 as usize] {
+            drop(g);
             return Err((
                 self.error::<()>(ApiError::UnknownRoute(route)).unwrap_err(),
                 host,
             ));
         }
-        if st.tail.wrapping_sub(st.sent) >= SEND_SLOTS {
+        if sh.st.tail.wrapping_sub(sh.st.sent) >= SEND_SLOTS {
             // The shadow says full: look at the real SENT (seed 000, Send Channel).
-            unit.reap_locked(&mut st);
-            if st.tail.wrapping_sub(st.sent) >= SEND_SLOTS {
-                drop(st);
-                unit.counters.would_block.fetch_add(1, Ordering::Relaxed);
+            unit.reap_locked(sh);
+            if sh.st.tail.wrapping_sub(sh.st.sent) >= SEND_SLOTS {
+                drop(g);
+                unit.refusals.would_block.fetch_add(1, Ordering::Relaxed);
                 return Err((ApiError::SendQueueFull, host));
             }
         }
         if header.len() > hcb::PIO_MAX {
-            drop(st);
-            unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            drop(g);
+            unit.refusals.errors.fetch_add(1, Ordering::Relaxed);
             return Err((
                 ApiError::TooLong {
                     len: header.len(),
@@ -660,8 +751,8 @@ impl Api {
                 host,
             ));
         }
-        let seq = st.tail;
-        let pio = header.len() + len <= st.pio_threshold;
+        let seq = sh.st.tail;
+        let pio = header.len() + len <= sh.st.pio_threshold;
         let payload_at = l.pio_buf(seq) + hcb::ROUTE_AREA + HEADER_LEN as u32;
         let (flags, wire_len, inline) = if pio {
             (hcb::slot_flags::PIO, header.len() + len, 0)
@@ -687,7 +778,7 @@ impl Api {
         } else {
             (Some(host.to_device()), None)
         };
-        let written = unit.board(|b| {
+        let written = unit.board(sh, |b| {
             if !header.is_empty() {
                 b.pci_write_bytes(payload_at, header)?;
             }
@@ -698,59 +789,57 @@ impl Api {
             b.pci_write_u32(now, l.send, seq.wrapping_add(1))
         });
         if let Err(e) = written {
-            drop(st);
-            unit.counters.errors.fetch_add(1, Ordering::Relaxed);
+            drop(g);
+            unit.refusals.errors.fetch_add(1, Ordering::Relaxed);
             // Nothing was published: the board never saw the buffer.
             let host = host
                 .or_else(|| buf.map(|d| d.reclaim()))
                 .expect("one of the two holds the buffer");
             return Err((e.into(), host));
         }
+        let st = &mut sh.st;
         st.tail = seq.wrapping_add(1);
         st.in_flight.push_back(InFlight {
             seq,
             origin,
             buf,
             host,
-            released: false,
+            released,
         });
-        drop(st);
-        unit.counters.sends.fetch_add(1, Ordering::Relaxed);
-        if pio {
-            unit.counters.pio_sends.fetch_add(1, Ordering::Relaxed);
-        }
+        st.counts.sends += 1;
+        st.counts.pio_sends += u64::from(pio);
+        drop(g);
         unit.kick();
-        Ok(Ticket {
-            seq,
-            unit: unit.clone(),
-            live: true,
-        })
+        Ok(seq)
     }
 
     /// Whether the board is still sending the ticket's buffer (seed 000,
     /// `myri_api0_buffer_busy_p`).
     pub fn buffer_busy(&mut self, ticket: &Ticket) -> bool {
-        let mut st = lock(&self.unit.state);
-        if st.in_flight.iter().any(|f| f.seq == ticket.seq) {
-            self.unit.reap_locked(&mut st);
+        let mut g = self.unit.locked();
+        let sh = &mut *g;
+        if sh.st.in_flight.iter().any(|f| f.seq == ticket.seq) {
+            self.unit.reap_locked(sh);
         }
-        st.in_flight.iter().any(|f| f.seq == ticket.seq)
+        sh.st.in_flight.iter().any(|f| f.seq == ticket.seq)
     }
 
     /// The ticket's buffer, once the board is done with it, to reuse or send again.
     pub fn take_back(&mut self, mut ticket: Ticket) -> Result<Reclaimed, (ApiError, Ticket)> {
         let unit = self.unit.clone();
-        let mut st = lock(&unit.state);
-        if st.in_flight.iter().any(|f| f.seq == ticket.seq) {
-            unit.reap_locked(&mut st);
+        let mut g = unit.locked();
+        let sh = &mut *g;
+        if sh.st.in_flight.iter().any(|f| f.seq == ticket.seq) {
+            unit.reap_locked(sh);
         }
-        let Some(i) = st.finished.iter().position(|f| f.0 == ticket.seq) else {
-            drop(st);
-            unit.counters.would_block.fetch_add(1, Ordering::Relaxed);
+        let Some(i) = sh.st.finished.iter().position(|f| f.0 == ticket.seq) else {
+            drop(g);
+            unit.refusals.would_block.fetch_add(1, Ordering::Relaxed);
             return Err((ApiError::Busy, ticket));
         };
         ticket.live = false;
-        let (_, host, origin) = st.finished.swap_remove(i);
+        let (_, host, origin) = sh.st.finished.swap_remove(i);
+        drop(g);
         Ok(match (origin, host) {
             (Origin::Send(id), Some(h)) => Reclaimed::Send(SendBuf {
                 id,
@@ -771,21 +860,20 @@ impl Api {
     /// Looks at what the board has sent and frees what it can (seed 000,
     /// `myri_api0_reap_sent_l`).
     pub fn reap_sent(&mut self) {
-        let mut st = lock(&self.unit.state);
-        self.unit.reap_locked(&mut st);
+        self.unit.reap_locked(&mut self.unit.locked());
     }
 
     /// Sends not yet finished by the board, as well as can be told (seed 000,
     /// `myri_api0_num_pending`): it may show too many, never too few.
     pub fn num_pending(&mut self) -> usize {
-        let mut st = lock(&self.unit.state);
-        self.unit.reap_locked(&mut st);
-        st.tail.wrapping_sub(st.sent) as usize
+        let mut g = self.unit.locked();
+        self.unit.reap_locked(&mut g);
+        g.st.tail.wrapping_sub(g.st.sent) as usize
     }
 
     fn channel_state(&self, chan: &Channel) -> Result<(), ApiError> {
         self.own_channel(chan)?;
-        if !lock(&self.unit.state).chans[usize::from(chan.num)].initialized {
+        if !self.unit.locked().st.chans[usize::from(chan.num)].initialized {
             return self.error(ApiError::NotInitialized(chan.num));
         }
         Ok(())
@@ -794,7 +882,8 @@ impl Api {
     /// Packets waiting on a channel (seed 000, `myri_api0_recv_poll`).
     pub fn recv_poll(&mut self, chan: &Channel) -> Result<usize, ApiError> {
         self.channel_state(chan)?;
-        let st = lock(&self.unit.state);
+        let g = self.unit.locked();
+        let st = &g.st;
         let Some(poll) = st.poll.as_ref() else {
             return Ok(0);
         };
@@ -820,9 +909,11 @@ impl Api {
         {
             return Ok(None);
         }
-        let mut st = lock(&unit.state);
+        let mut g = unit.locked();
+        let sh = &mut *g;
+        let st = &mut sh.st;
         if !st.chans[usize::from(chan.num)].initialized {
-            drop(st);
+            drop(g);
             return self.error(ApiError::NotInitialized(chan.num));
         }
         let Some(poll) = st.poll.as_ref() else {
@@ -838,13 +929,13 @@ impl Api {
             return Ok(None);
         };
         c.consumed = c.consumed.wrapping_add(1);
-        unit.publish_chan(&st, chan.num);
+        st.counts.recvs += 1;
+        unit.publish_chan(st, chan.num);
         let host = dev.reclaim();
-        unit.counters.recvs.fetch_add(1, Ordering::Relaxed);
         if len > host.len() {
             let capacity = host.len();
-            unit.repost_locked(&mut st, chan.num, index, host);
-            drop(st);
+            unit.repost_locked(sh, chan.num, index, host);
+            drop(g);
             return self.error(ApiError::CorruptCompletion {
                 chan: chan.num,
                 len,
@@ -868,17 +959,17 @@ impl Api {
 
     /// Puts a route in the board's route table (seed 000, `myri_api0_add_route`).
     pub fn add_route(&mut self, slot: RouteSlot, route: &Route) -> Result<RouteId, ApiError> {
-        let mut st = lock(&self.unit.state);
+        let mut g = self.unit.locked();
         let id = match slot {
             RouteSlot::Id(id) if id == 0 || id >= NUM_ROUTES => {
-                drop(st);
+                drop(g);
                 return self.error(ApiError::RouteIdOutOfRange(id));
             }
             RouteSlot::Id(id) => id,
-            RouteSlot::Next => match (1..NUM_ROUTES).find(|&i| !st.routes[i as usize]) {
+            RouteSlot::Next => match (1..NUM_ROUTES).find(|&i| !g.st.routes[i as usize]) {
                 Some(id) => id,
                 None => {
-                    drop(st);
+                    drop(g);
                     return self.error(ApiError::RouteTableFull);
                 }
             },
@@ -889,12 +980,12 @@ impl Api {
         entry[8..8 + route.len()].copy_from_slice(route.as_bytes());
         let now = self.unit.now();
         // Invalid while rewritten, valid last: the MCP never uses half a route.
-        self.unit.board(|b| {
+        self.unit.board(&mut g, |b| {
             b.pci_write_u32(now, at, 0)?;
             b.pci_write_bytes(at + 4, &entry[4..])?;
             b.pci_write_u32(now, at, 1)
         })?;
-        st.routes[id as usize] = true;
+        g.st.routes[id as usize] = true;
         Ok(RouteId(id))
     }
 
@@ -939,14 +1030,14 @@ impl Api {
     /// [`Api::progress`] again if nothing else happens).
     pub fn next_deadline(&self) -> Option<Time> {
         let now = self.unit.now();
-        lock(&self.unit.node).next_deadline(now)
+        self.unit.locked().fw.next_deadline(now)
     }
 
     /// The MCP's counters, read from the HCB across the PCI bus.
     pub fn mcp_counters(&mut self) -> Result<McpCounters, ApiError> {
         let mut c = McpCounters::default();
         for (i, v) in c.values.iter_mut().enumerate() {
-            *v = self.unit.read(self.layout.counter(i as u32))?;
+            *v = self.unit.read_once(self.layout.counter(i as u32))?;
         }
         Ok(c)
     }
@@ -954,7 +1045,7 @@ impl Api {
 
 impl Drop for Api {
     fn drop(&mut self) {
-        let mut st = lock(&self.unit.state);
-        st.users = st.users.saturating_sub(1);
+        let mut g = self.unit.locked();
+        g.st.users = g.st.users.saturating_sub(1);
     }
 }

@@ -199,6 +199,8 @@ pub(crate) struct InFlight {
 
 /// What a unit's users share.
 pub(crate) struct UnitState {
+    /// Counted under the lock every call takes anyway.
+    pub(crate) counts: HostCounters,
     pub(crate) users: u32,
     pub(crate) mcp_loaded: bool,
     pub(crate) pio_threshold: usize,
@@ -217,21 +219,35 @@ pub(crate) struct UnitState {
     pub(crate) poll: Option<SharedWords>,
 }
 
-/// Counters of the host side.
-#[derive(Debug, Default)]
+/// Counters of the host side (a snapshot: [`Unit::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HostCounters {
     /// Sends enqueued.
-    pub sends: AtomicU64,
+    pub sends: u64,
     /// Of those, by PIO.
-    pub pio_sends: AtomicU64,
+    pub pio_sends: u64,
     /// Packets received.
-    pub recvs: AtomicU64,
+    pub recvs: u64,
     /// Calls refused for being unable to proceed now (full queues, no buffers).
-    pub would_block: AtomicU64,
+    pub would_block: u64,
     /// Calls refused as misuse or failure.
-    pub errors: AtomicU64,
+    pub errors: u64,
     /// Reads of the HCB across the PCI bus to refresh the send channel's shadow.
-    pub shadow_refreshes: AtomicU64,
+    pub shadow_refreshes: u64,
+}
+
+/// Refusals, counted where no lock is held.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals {
+    pub(crate) would_block: AtomicU64,
+    pub(crate) errors: AtomicU64,
+}
+
+/// Everything behind a unit's one lock: the board with its firmware, and the host
+/// state its users share. Every API call takes the lock once.
+pub(crate) struct Shared {
+    pub(crate) fw: Firmware,
+    pub(crate) st: UnitState,
 }
 
 /// A board as the host's driver sees it. See the module documentation.
@@ -240,12 +256,11 @@ pub struct Unit {
     /// Where the HCB and the MCP's buffers are: fixed by the SRAM size (`None` if the
     /// SRAM is too small to hold them).
     pub(crate) layout: Option<crate::hcb::Layout>,
-    pub(crate) node: Mutex<Firmware>,
+    pub(crate) node: Mutex<Shared>,
     pub(crate) mem: Arc<HostMemory>,
-    pub(crate) state: Mutex<UnitState>,
     pub(crate) mode: Mode,
     pub(crate) now: AtomicU64,
-    pub(crate) counters: HostCounters,
+    pub(crate) refusals: Refusals,
     /// The poll page, once the first MCP load has shared it (a view of `state.poll`).
     pub(crate) poll_words: std::sync::OnceLock<SharedWords>,
     /// Per receive channel, what [`crate::Api::recv`] needs to tell an empty channel
@@ -287,6 +302,7 @@ impl Unit {
             .zip(board.fabric().cloned())
             .map(|(p, f)| (f, p));
         let state = UnitState {
+            counts: HostCounters::default(),
             users: 0,
             mcp_loaded: false,
             pio_threshold: 0,
@@ -304,12 +320,14 @@ impl Unit {
         Arc::new(Unit {
             id: NEXT_UNIT.fetch_add(1, Ordering::Relaxed),
             layout,
-            node: Mutex::new(Firmware::new(board)),
+            node: Mutex::new(Shared {
+                fw: Firmware::new(board),
+                st: state,
+            }),
             mem,
-            state: Mutex::new(state),
             mode,
             now: AtomicU64::new(0),
-            counters: HostCounters::default(),
+            refusals: Refusals::default(),
             poll_words: std::sync::OnceLock::new(),
             recv_hint: Default::default(),
             link,
@@ -339,14 +357,18 @@ impl Unit {
     pub fn with_firmware<R>(&self, f: impl FnOnce(&mut Firmware) -> R) -> R {
         let mut node = lock(&self.node);
         // The caller may change the board in any way: the next poll looks again.
-        node.wake();
+        node.fw.wake();
         self.quiet.store(false, Ordering::Relaxed);
-        f(&mut node)
+        f(&mut node.fw)
     }
 
-    /// Host-side counters.
-    pub fn counters(&self) -> &HostCounters {
-        &self.counters
+    /// Host-side counters, as they are now.
+    pub fn counters(&self) -> HostCounters {
+        HostCounters {
+            would_block: self.refusals.would_block.load(Ordering::Relaxed),
+            errors: self.refusals.errors.load(Ordering::Relaxed),
+            ..lock(&self.node).st.counts
+        }
     }
 
     /// Packets the board holds: sends the host enqueued that are neither on the network
@@ -356,7 +378,10 @@ impl Unit {
     /// before closing their books).
     pub fn packets_held(&self) -> u64 {
         use crate::hcb::counter;
-        let mcp = lock(&self.node).mcp().map(|m| m.counters());
+        let (mcp, host) = {
+            let node = lock(&self.node);
+            (node.fw.mcp().map(|m| m.counters()), node.st.counts)
+        };
         let Some(c) = mcp else { return 0 };
         let g = |i| u64::from(c.get(i));
         let settled = g(counter::DELIVERED)
@@ -365,14 +390,16 @@ impl Unit {
             + g(counter::DROP_SUBTYPE)
             + g(counter::DROP_CHANNEL)
             + g(counter::DROP_LENGTH);
-        let unread =
-            g(counter::DELIVERED).saturating_sub(self.counters.recvs.load(Ordering::Relaxed));
-        let unsent = self
-            .counters
+        let unread = g(counter::DELIVERED).saturating_sub(host.recvs);
+        let unsent = host
             .sends
-            .load(Ordering::Relaxed)
             .saturating_sub(g(counter::SENT) + g(counter::SEND_ERRORS));
         g(counter::RECEIVED).saturating_sub(settled) + unread + unsent
+    }
+
+    /// Takes the unit's lock.
+    pub(crate) fn locked(&self) -> MutexGuard<'_, Shared> {
+        lock(&self.node)
     }
 
     /// Publishes channel `chan`'s state for the lock-free look of [`crate::Api::recv`].
@@ -413,7 +440,7 @@ impl Unit {
     pub fn is_quiet(&self) -> bool {
         self.quiet.load(Ordering::Acquire)
             && self.link.as_ref().is_some_and(|(fabric, port)| {
-                fabric.queued(*port) == 0
+                fabric.is_empty(*port)
                     && fabric.port_link_up(*port) == self.quiet_link_up.load(Ordering::Relaxed)
             })
     }
@@ -431,8 +458,8 @@ impl Unit {
             return false;
         }
         let mut node = lock(&self.node);
-        let worked = node.poll(now);
-        if !worked && self.link.is_some() && node.still_quiet(now) {
+        let worked = node.fw.poll(now);
+        if !worked && self.link.is_some() && node.fw.still_quiet(now) {
             if let Some((fabric, port)) = &self.link {
                 self.quiet_link_up
                     .store(fabric.port_link_up(*port), Ordering::Relaxed);
@@ -473,9 +500,9 @@ impl McpRunner {
             unit.set_now(now);
             let (worked, deadline) = {
                 let mut node = lock(&unit.node);
-                let node = &mut *node;
-                let worked = node.poll(now);
-                (worked, node.next_deadline(now))
+                let fw = &mut node.fw;
+                let worked = fw.poll(now);
+                (worked, fw.next_deadline(now))
             };
             if worked || deadline.is_some_and(|d| d <= now) {
                 idle = 0;

@@ -287,6 +287,7 @@ pub(crate) fn with_server<S: Program + Send, R>(
         }
         let (control_ref, clock_ref, seen_ref) = (&control, &clock, &seen);
         let worker = s.spawn(move || {
+            let mut pacer = Pacer::default();
             loop {
                 let state = control_ref.load(Ordering::Acquire);
                 seen_ref.store(state, Ordering::Release);
@@ -294,13 +295,7 @@ pub(crate) fn with_server<S: Program + Send, R>(
                     STOP => break,
                     PAUSE => std::thread::park_timeout(Duration::from_millis(5)),
                     _ => {
-                        let now = clock_ref.now();
-                        let worked = api_b.progress(now);
-                        let step = server.step(api_b, now);
-                        if mode == ExecMode::Threaded && !worked && !step.progressed {
-                            // Four busy threads on two cores: let the MCP threads run.
-                            std::thread::yield_now();
-                        }
+                        pacer.turn(api_b, clock_ref, &mut server, mode);
                     }
                 }
             }
@@ -329,19 +324,77 @@ pub(crate) fn with_server<S: Program + Send, R>(
     })
 }
 
-/// Steps `client` (after its API's progress) until it is done.
-pub(crate) fn drive(api: &mut Api, clock: &Clock, client: &mut impl Program, mode: ExecMode) {
-    loop {
-        let now = clock.now();
-        let worked = api.progress(now);
-        let step = client.step(api, now);
-        if step.done {
-            return;
+/// Quiet spins between two clock reads in a driver's idle loop: a spin asks
+/// [`Api::is_quiet`] (a few loads), a clock read costs about ten times that on this
+/// machine.
+const QUIET_SPINS: u32 = 64;
+
+/// Paces one host thread's loop over its board and its program.
+///
+/// While the board is quiet (nothing arrived, nothing to do, see [`Api::is_quiet`]) and
+/// the last turn did nothing, it spins on a few loads and reads the clock only every
+/// [`QUIET_SPINS`] spins, so that timeouts still run. When work appears it does not stop
+/// to read the clock: it lets the board work at the time it last read, which has passed
+/// (a packet stamped later than that is not taken yet, and the next turn reads the
+/// clock). After a step that did something (sent, say) it lets the board work again at
+/// once, so that what was sent leaves now and not a turn later. Time given to the board
+/// never goes backwards and never runs ahead of the clock.
+#[derive(Debug, Default)]
+pub(crate) struct Pacer {
+    /// The last clock reading.
+    now: Option<Time>,
+    /// The last turn did nothing.
+    idle: bool,
+    /// The last turn ran at a reading taken before work appeared.
+    early: bool,
+}
+
+impl Pacer {
+    /// Spins while the board is quiet, for at most [`QUIET_SPINS`] spins. Returns whether
+    /// work appeared.
+    fn wait_for_work(api: &Api) -> bool {
+        for _ in 0..QUIET_SPINS {
+            if !api.is_quiet() {
+                return true;
+            }
+            std::hint::spin_loop();
         }
-        if mode == ExecMode::Threaded && !worked && !step.progressed {
+        false
+    }
+
+    /// One turn: waits for work (quietly, for a while) if the last turn found none, then
+    /// progress, a step, and progress again after a step that did something.
+    pub(crate) fn turn(
+        &mut self,
+        api: &mut Api,
+        clock: &Clock,
+        program: &mut impl Program,
+        mode: ExecMode,
+    ) -> Step {
+        let early = self.idle && !self.early && Pacer::wait_for_work(api);
+        let now = match self.now {
+            Some(now) if early => now,
+            _ => *self.now.insert(clock.now()),
+        };
+        let mut worked = api.progress(now);
+        let step = program.step(api, now);
+        if step.progressed {
+            worked |= api.progress(now);
+        }
+        self.idle = !worked && !step.progressed;
+        self.early = early;
+        if mode == ExecMode::Threaded && self.idle {
+            // Four busy threads on two cores: let the MCP threads run.
             std::thread::yield_now();
         }
+        step
     }
+}
+
+/// Steps `client` (after its API's progress) until it is done.
+pub(crate) fn drive(api: &mut Api, clock: &Clock, client: &mut impl Program, mode: ExecMode) {
+    let mut pacer = Pacer::default();
+    while !pacer.turn(api, clock, client, mode).done {}
 }
 
 /// Keeps stepping `client` for `pause` so packets still in flight land.

@@ -2,6 +2,7 @@
 //! unchanged inline, threaded and under the deterministic scheduler (seed 000, Performance
 //! Results: single packets up to 8K, small packet latencies, multiple 8K packets).
 
+use myri_device::run::Clock;
 use myri_device::time::Time;
 use myri_mcp::{Api, Channel, RouteId};
 use std::time::Duration;
@@ -75,6 +76,11 @@ pub struct Pinger {
     pub sent: u64,
     /// Packets received.
     pub received: u64,
+    /// The real clock round trips are timed with (inline and threaded runs): read right
+    /// before each send and right after its answer is received, so a round trip is that
+    /// and nothing of the driver's loop around it. Without one (virtual time) the step's
+    /// `now` is used.
+    pub clock: Option<Clock>,
     waiting: Option<(u64, Time)>,
 }
 
@@ -101,6 +107,7 @@ impl Pinger {
             late: 0,
             sent: 0,
             received: 0,
+            clock: None,
             waiting: None,
         }
     }
@@ -113,7 +120,8 @@ impl Pinger {
             progressed = true;
             match (self.waiting, seq_of(r.as_slice())) {
                 (Some((seq, sent_at)), Some(got)) if got == seq => {
-                    self.rtts.push(now.saturating_since(sent_at));
+                    let at = self.clock.map_or(now, |c| c.now());
+                    self.rtts.push(at.saturating_since(sent_at));
                     self.waiting = None;
                     self.done += 1;
                 }
@@ -133,9 +141,13 @@ impl Pinger {
             && let Ok(mut buf) = api.get_send_buffer()
         {
             buf.as_mut_slice()[..SEQ].copy_from_slice(&self.done.to_be_bytes());
-            if api.send(self.peer_chan, self.route, buf, self.size).is_ok() {
+            let at = self.clock.map_or(now, |c| c.now());
+            if api
+                .send_and_release(self.peer_chan, self.route, buf, self.size)
+                .is_ok()
+            {
                 self.sent += 1;
-                self.waiting = Some((self.done, now));
+                self.waiting = Some((self.done, at));
                 progressed = true;
             }
         }
@@ -184,8 +196,8 @@ impl Echo {
             self.received += 1;
             progressed = true;
             let len = r.len();
-            match api.send_recv_buffer(self.peer_chan, self.route, r, len) {
-                Ok(_) => self.sent += 1,
+            match api.send_recv_buffer_and_release(self.peer_chan, self.route, r, len) {
+                Ok(()) => self.sent += 1,
                 Err(_) => self.refused += 1,
             }
         }
@@ -436,7 +448,7 @@ impl StreamSink {
             b[8..16].copy_from_slice(&self.received.to_be_bytes());
             b[16..24].copy_from_slice(&self.round.to_be_bytes());
             if api
-                .send(self.peer_chan, self.route, buf, STREAM_HEADER)
+                .send_and_release(self.peer_chan, self.route, buf, STREAM_HEADER)
                 .is_ok()
             {
                 self.acks += 1;

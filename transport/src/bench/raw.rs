@@ -41,6 +41,7 @@ pub fn pingpong(
     let mut baseline_rtts = Vec::new();
     let quiet = Quiet::of(&pair);
     let ((), echo) = with_server(&mut pair, setup.mode, echo, |api, clock, set| {
+        pinger.clock = Some(*clock);
         for r in 0..rounds {
             let chunk = iters / rounds + u64::from(r < iters % rounds);
             set(RUN);
