@@ -324,40 +324,57 @@ pub(crate) fn with_server<S: Program + Send, R>(
     })
 }
 
-/// Quiet spins between two clock reads in a driver's idle loop: a spin asks
-/// [`Api::is_quiet`] (a few loads), a clock read costs about ten times that on this
-/// machine.
-const QUIET_SPINS: u32 = 64;
+/// Quiet spins before a driver's idle loop steps its program anyway (for timeouts): a
+/// spin asks [`Api::is_quiet`] (a few loads).
+const QUIET_SPINS: u32 = 256;
+
+/// Quiet spins between two clock readings while waiting: a reading costs about ten
+/// spins on this machine, and a recent one lets the turn that follows skip its own.
+const SPINS_PER_READING: u32 = 8;
+
+/// Busy turns in a row that may reuse a clock reading (see [`Pacer`]).
+const BUSY_TURNS: u32 = 4;
 
 /// Paces one host thread's loop over its board and its program.
 ///
 /// While the board is quiet (nothing arrived, nothing to do, see [`Api::is_quiet`]) and
 /// the last turn did nothing, it spins on a few loads and reads the clock only every
-/// [`QUIET_SPINS`] spins, so that timeouts still run. When work appears it does not stop
-/// to read the clock: it lets the board work at the time it last read, which has passed
-/// (a packet stamped later than that is not taken yet, and the next turn reads the
-/// clock). After a step that did something (sent, say) it lets the board work again at
-/// once, so that what was sent leaves now and not a turn later. Time given to the board
-/// never goes backwards and never runs ahead of the clock.
+/// [`QUIET_SPINS`] spins, so that timeouts still run. After a step that did something
+/// (sent, say) it lets the board work again at once, so that what was sent leaves now
+/// and not a turn later.
+///
+/// A program that times itself ([`Program::keeps_own_time`]) is not held up by clock
+/// reads: when work appears it runs at the reading taken before, which has passed, and
+/// busy turns reuse a reading up to [`BUSY_TURNS`] times. Time given to the board never
+/// goes backwards and never runs ahead of the clock; a packet stamped later than the
+/// reading is not taken yet, and a turn that finds nothing reads the clock next. Any
+/// other program is stepped at a fresh reading every turn.
 #[derive(Debug, Default)]
 pub(crate) struct Pacer {
     /// The last clock reading.
     now: Option<Time>,
     /// The last turn did nothing.
     idle: bool,
-    /// The last turn ran at a reading taken before work appeared.
-    early: bool,
+    /// The last turn ran at an earlier reading.
+    reused: bool,
+    /// Busy turns since the last reading.
+    busy: u32,
 }
 
 impl Pacer {
-    /// Spins while the board is quiet, for at most [`QUIET_SPINS`] spins. Returns whether
-    /// work appeared.
-    fn wait_for_work(api: &Api) -> bool {
-        for _ in 0..QUIET_SPINS {
+    /// Spins while the board is quiet, for at most [`QUIET_SPINS`] spins, keeping a
+    /// recent clock reading. Returns whether work appeared.
+    fn wait_for_work(&mut self, api: &Api, clock: &Clock) -> bool {
+        for spin in 1..=QUIET_SPINS {
             if !api.is_quiet() {
                 return true;
             }
-            std::hint::spin_loop();
+            if spin % SPINS_PER_READING == 0 {
+                self.now = Some(clock.now());
+                self.reused = false;
+            } else {
+                std::hint::spin_loop();
+            }
         }
         false
     }
@@ -371,10 +388,23 @@ impl Pacer {
         program: &mut impl Program,
         mode: ExecMode,
     ) -> Step {
-        let early = self.idle && !self.early && Pacer::wait_for_work(api);
+        let appeared = self.idle && self.wait_for_work(api, clock);
+        let may_reuse = program.keeps_own_time() && !(self.idle && self.reused);
+        let reuse = may_reuse
+            && if self.idle {
+                appeared
+            } else {
+                self.busy < BUSY_TURNS
+            };
         let now = match self.now {
-            Some(now) if early => now,
-            _ => *self.now.insert(clock.now()),
+            Some(now) if reuse => {
+                self.busy += 1;
+                now
+            }
+            _ => {
+                self.busy = 0;
+                *self.now.insert(clock.now())
+            }
         };
         let mut worked = api.progress(now);
         let step = program.step(api, now);
@@ -382,7 +412,7 @@ impl Pacer {
             worked |= api.progress(now);
         }
         self.idle = !worked && !step.progressed;
-        self.early = early;
+        self.reused = reuse;
         if mode == ExecMode::Threaded && self.idle {
             // Four busy threads on two cores: let the MCP threads run.
             std::thread::yield_now();

@@ -25,22 +25,36 @@ pub struct Step {
 pub trait Program {
     /// Does what can be done at `now`.
     fn step(&mut self, api: &mut Api, now: Time) -> Step;
+
+    /// Whether the program times what it measures with its own clock reads (or measures
+    /// nothing), so that a real-time driver may step it at a reading taken a moment
+    /// before (when work appeared) instead of reading the clock first. A program that
+    /// takes its figures from `now` keeps the default, `false`: it is always stepped at
+    /// a fresh reading.
+    fn keeps_own_time(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! program {
-    ($t:ty) => {
+    ($t:ty, $own_time:expr) => {
         impl Program for $t {
             fn step(&mut self, api: &mut Api, now: Time) -> Step {
                 <$t>::step(self, api, now)
+            }
+
+            fn keeps_own_time(&self) -> bool {
+                let own_time: fn(&$t) -> bool = $own_time;
+                own_time(self)
             }
         }
     };
 }
 
-program!(Pinger);
-program!(Echo);
-program!(StreamSender);
-program!(StreamSink);
+program!(Pinger, |p| p.clock.is_some());
+program!(Echo, |_| true);
+program!(StreamSender, |s| s.clock.is_some());
+program!(StreamSink, |_| true);
 
 fn seq_of(bytes: &[u8]) -> Option<u64> {
     bytes
@@ -251,6 +265,10 @@ pub struct StreamSender {
     pub stale: u64,
     /// The acknowledgement never came.
     pub timed_out: bool,
+    /// The real clock the stream is timed with (inline and threaded runs): read right
+    /// before the first send and right after the acknowledgement is received. Without one
+    /// (virtual time) the step's `now` is used.
+    pub clock: Option<Clock>,
     last_sent_at: Option<Time>,
     tickets: std::collections::VecDeque<myri_mcp::Ticket>,
 }
@@ -283,6 +301,7 @@ impl StreamSender {
             sink_count: 0,
             stale: 0,
             timed_out: false,
+            clock: None,
             last_sent_at: None,
             tickets: std::collections::VecDeque::new(),
         }
@@ -295,7 +314,7 @@ impl StreamSender {
             progressed = true;
             let b = r.as_slice();
             if word(b, 0) == Some(ACK) && word(b, 2) == Some(self.round) {
-                self.acked = Some(now);
+                self.acked = Some(self.clock.map_or(now, |c| c.now()));
                 self.sink_count = word(b, 1).unwrap_or(0);
                 return Step {
                     progressed: true,
@@ -320,10 +339,12 @@ impl StreamSender {
             b[..8].copy_from_slice(&self.sent.to_be_bytes());
             b[8..16].copy_from_slice(&self.count.to_be_bytes());
             b[16..24].copy_from_slice(&self.round.to_be_bytes());
+            if self.started.is_none() {
+                self.started = Some(self.clock.map_or(now, |c| c.now()));
+            }
             match api.send(self.peer_chan, self.route, buf, self.size) {
                 Ok(t) => {
                     self.tickets.push_back(t);
-                    self.started.get_or_insert(now);
                     self.sent += 1;
                     self.last_sent_at = Some(now);
                     progressed = true;
@@ -509,4 +530,4 @@ impl Drain {
     }
 }
 
-program!(Drain);
+program!(Drain, |_| true);

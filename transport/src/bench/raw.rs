@@ -163,6 +163,7 @@ pub fn stream(
                     setup.timeout,
                     round,
                 );
+                sender.clock = Some(*clock);
                 set(RUN);
                 drive(api, clock, &mut sender, setup.mode);
                 set(PAUSE);
