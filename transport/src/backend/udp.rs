@@ -45,7 +45,9 @@ pub const RECV_BATCH: usize = 8;
 enum RxBuf {
     /// A slab slot (the datagram is handed out as a view of it).
     Slot(PoolSlot),
-    /// Heap memory, when the slab had none free.
+    /// Heap scratch memory, when the slab had none free: kept from batch to batch, and
+    /// a datagram that lands here is handed out as a copy of just its bytes (no buffer
+    /// of a slot's size is allocated and zeroed for every acknowledgement).
     Heap(Vec<u8>),
     /// Handed out; refilled before the next batch.
     Taken,
@@ -72,6 +74,8 @@ pub(crate) struct UdpBackend {
     rx: Vec<RxBuf>,
     /// What the last batch's call reported.
     received: Vec<sys::Received>,
+    /// Scratch buffers not in `rx` now, kept for the next time the slab runs out.
+    scratch: Vec<Vec<u8>>,
     /// Datagrams of the last batch not yet handed out.
     ready: VecDeque<Incoming>,
     /// The last batch came back short, so the socket was empty then: this progress pass
@@ -126,6 +130,7 @@ impl UdpBackend {
             pool: SlotPool::new(SLAB_SLOTS, SLOT_LEN),
             rx: (0..RECV_BATCH).map(|_| RxBuf::Taken).collect(),
             received: Vec::with_capacity(RECV_BATCH),
+            scratch: Vec::new(),
             ready: VecDeque::with_capacity(RECV_BATCH),
             drained: false,
             epoch: Instant::now(),
@@ -161,11 +166,24 @@ impl UdpBackend {
     /// free ones, heap buffers otherwise.
     fn refill(&mut self, n: usize) {
         for b in &mut self.rx[..n] {
-            if matches!(b, RxBuf::Taken) {
-                *b = match self.pool.take() {
-                    Some(s) => RxBuf::Slot(s),
-                    None => RxBuf::Heap(vec![0; SLOT_LEN]),
-                };
+            match b {
+                RxBuf::Taken => {
+                    *b = match self.pool.take() {
+                        Some(s) => RxBuf::Slot(s),
+                        None => {
+                            RxBuf::Heap(self.scratch.pop().unwrap_or_else(|| vec![0; SLOT_LEN]))
+                        }
+                    };
+                }
+                // Scratch memory makes way for a slot as soon as one is free again.
+                RxBuf::Heap(_) => {
+                    if let Some(s) = self.pool.take()
+                        && let RxBuf::Heap(v) = std::mem::replace(b, RxBuf::Slot(s))
+                    {
+                        self.scratch.push(v);
+                    }
+                }
+                RxBuf::Slot(_) => {}
             }
         }
     }
@@ -182,11 +200,14 @@ impl UdpBackend {
                 self.counters.malformed += 1;
                 continue;
             }
-            let storage = match std::mem::replace(b, RxBuf::Taken) {
-                RxBuf::Slot(s) => RecvKind::Pool(s),
+            let storage = match b {
+                RxBuf::Slot(_) => match std::mem::replace(b, RxBuf::Taken) {
+                    RxBuf::Slot(s) => RecvKind::Pool(s),
+                    _ => continue,
+                },
                 RxBuf::Heap(v) => {
                     self.counters.recv_heap += 1;
-                    RecvKind::Heap(v)
+                    RecvKind::Heap(v[..r.len.min(v.len())].to_vec())
                 }
                 RxBuf::Taken => continue,
             };
