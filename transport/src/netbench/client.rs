@@ -121,7 +121,7 @@ pub struct Client {
 }
 
 /// Most heap buffers kept for reuse.
-const SPARE_BUFFERS: usize = 256;
+const SPARE_BUFFERS: usize = 2048;
 
 /// A number for this session: pid and clock, mixed.
 fn session_number() -> u64 {
