@@ -46,6 +46,10 @@ pub struct Config {
     /// packets each way, a live peer is declared gone with probability about
     /// `(1 - (1 - p)^2)^max_retries`: raise it for very lossy channels.
     pub max_retries: u32,
+    /// The peer is declared gone only once it has also been silent this long: with
+    /// microsecond timeouts, `max_retries` backed-off retries can pass in a fraction of a
+    /// second, less than a loaded host may take to schedule a live peer.
+    pub peer_timeout: Duration,
     /// Hand a message that arrives whole and in order to the caller as a range of the
     /// datagram it came in ([`Received::InPlace`](crate::Received::InPlace)), instead of
     /// copying it into an event.
@@ -73,6 +77,7 @@ impl Default for Config {
             time_threshold_eighths: 9,
             keepalive: Duration::from_millis(100),
             max_retries: 10,
+            peer_timeout: Duration::from_secs(2),
             in_place_delivery: false,
             trace: false,
         }
@@ -121,6 +126,9 @@ impl Config {
             || self.max_queued_messages == 0
         {
             return Err(ConfigError("counts must be at least 1"));
+        }
+        if self.peer_timeout.is_zero() {
+            return Err(ConfigError("peer_timeout must be positive"));
         }
         if self.rto_min.is_zero() || self.rto_min > self.rto_max {
             return Err(ConfigError("rto_min must be positive and at most rto_max"));

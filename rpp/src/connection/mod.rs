@@ -36,7 +36,8 @@ pub enum State {
 /// Why a connection failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConnectionError {
-    /// The peer answered nothing through `max_retries` timeouts in a row.
+    /// The peer answered nothing through `max_retries` timeouts in a row, and nothing
+    /// for `peer_timeout`.
     #[error("peer unreachable: no answer after {retries} retries")]
     PeerUnreachable {
         /// The retries made.
@@ -240,6 +241,7 @@ struct Timers {
     ack_delay: u64,
     keepalive: u64,
     rto_max: u64,
+    peer_timeout: u64,
 }
 
 impl Timers {
@@ -249,6 +251,7 @@ impl Timers {
             ack_delay: nanos(config.ack_delay),
             keepalive: nanos(config.keepalive),
             rto_max: nanos(config.rto_max),
+            peer_timeout: nanos(config.peer_timeout),
         }
     }
 }
@@ -630,12 +633,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return;
         }
         let retries = self.config.max_retries;
+        // Gone: every retry unanswered, and silent for long enough.
+        let silent = now.nanos_since(self.last_heard) >= self.timers.peer_timeout;
+        let gone = |count: u32| count > retries && silent;
         if self.rto_deadline.is_some_and(|t| t <= now) {
             self.timeouts += 1;
             self.stats.rto_expirations += 1;
             self.trace
                 .record(now, TraceKind::Rto, u64::from(self.timeouts));
-            if self.timeouts > retries {
+            if gone(self.timeouts) {
                 return self.fail(now, ConnectionError::PeerUnreachable { retries });
             }
             let lost = self.send.on_timeout(now, self.rtt.rto_nanos());
@@ -643,19 +649,28 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.rtt.back_off();
             self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
         }
-        if self.state == State::Connecting && self.hello_deadline.is_some_and(|t| t <= now) {
+        // Introductions repeat on their own timer only while no data is in flight: data
+        // sent while connecting carries the introduction, and its timer backs off.
+        if self.state == State::Connecting
+            && self.rto_deadline.is_none()
+            && self.hello_deadline.is_some_and(|t| t <= now)
+        {
             self.hellos += 1;
-            if self.hellos > retries {
+            if gone(self.hellos) {
                 return self.fail(now, ConnectionError::PeerUnreachable { retries });
             }
             self.hello_due = true;
-            self.rtt.back_off();
-            self.hello_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
+            let wait = self
+                .rtt
+                .rto_nanos()
+                .saturating_mul(1 << self.hellos.min(16))
+                .min(self.timers.rto_max);
+            self.hello_deadline = Some(now.add_nanos(wait));
         }
         if self.probe_deadline().is_some_and(|t| t <= now) {
             if self.probe_sent_at.is_some() {
                 self.probes_unanswered += 1;
-                if self.probes_unanswered > retries {
+                if gone(self.probes_unanswered) {
                     return self.fail(now, ConnectionError::PeerUnreachable { retries });
                 }
             }
@@ -713,7 +728,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let mut next = self.recv.ack_deadline(self.timers.ack_delay);
         let hello = self
             .hello_deadline
-            .filter(|_| self.state == State::Connecting);
+            .filter(|_| self.state == State::Connecting && self.rto_deadline.is_none());
         for t in [self.rto_deadline, hello, self.probe_deadline()]
             .into_iter()
             .flatten()

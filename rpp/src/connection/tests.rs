@@ -540,6 +540,7 @@ fn keepalives_keep_an_idle_connection_and_detect_a_silent_death() {
     let cfg = Config {
         keepalive: Duration::from_millis(10),
         max_retries: 3,
+        peer_timeout: Duration::from_millis(50),
         ..config()
     };
     let mut pair = Pair::new(cfg, LinkConfig::default(), 7);
@@ -788,4 +789,33 @@ fn abort_fails_at_once_and_hands_everything_back() {
     assert!(transmit(&mut a, at(4)).is_empty() && a.poll_timeout().is_none());
     a.abort(at(5), "again");
     assert!(events(&mut a).is_empty(), "aborting twice does nothing");
+}
+
+#[test]
+fn a_peer_silent_for_less_than_the_peer_timeout_is_not_declared_gone() {
+    // A host that does not schedule the peer for 300 ms: a dozen backed-off timeouts pass,
+    // more than max_retries, but not the peer timeout.
+    let cfg = Config {
+        max_retries: 3,
+        peer_timeout: Duration::from_secs(1),
+        rto_max: Duration::from_millis(50),
+        ..config()
+    };
+    let mut pair = Pair::new(cfg, LinkConfig::default(), 11);
+    pair.drive();
+    pair.b_alive = false;
+    pair.a_to_b.up = false;
+    pair.a.send(b"patience".to_vec()).unwrap();
+    pair.run_until(pair.now + Duration::from_millis(300));
+    assert!(pair.a.stats().rto_expirations > 3, "{:?}", pair.a.stats());
+    assert_eq!(pair.a.state(), State::Established, "silent 300 ms < 1 s: not gone");
+    pair.b_alive = true;
+    pair.a_to_b.up = true;
+    pair.drive();
+    assert_eq!(pair.b_messages(), vec![b"patience".to_vec()]);
+    // Silent past the peer timeout, it is gone.
+    pair.b_alive = false;
+    pair.a.send(b"too late".to_vec()).unwrap();
+    pair.run_until(pair.now + Duration::from_secs(2));
+    assert_eq!(pair.a.state(), State::Failed);
 }
