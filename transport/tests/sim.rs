@@ -133,6 +133,7 @@ fn quick_failure() -> Options {
     o.rpp.rto_max = std::time::Duration::from_millis(1);
     o.rpp.keepalive = std::time::Duration::from_millis(1);
     o.rpp.max_retries = 3;
+    o.rpp.peer_timeout = std::time::Duration::from_millis(5);
     o
 }
 
