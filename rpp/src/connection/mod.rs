@@ -767,10 +767,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         // What goes: a resend, a new fragment, or a packet of its own for an
         // introduction, a probe, a close or an acknowledgement that is due.
-        let sending = matches!(
-            self.state,
-            State::Connecting | State::Established | State::Closing
-        );
+        // No data before the peer's incarnation is known: a data packet must name the life
+        // of the peer it is for, or a later life of the peer would take it (say it was
+        // sent by a connection that has since failed and handed the message back).
+        let sending = matches!(self.state, State::Established | State::Closing)
+            && self.peer_incarnation.is_some();
         let data = if let Some(d) = self.send.next_retransmit(now) {
             self.stats.retransmitted += 1;
             self.recently_retransmitted.push_back(d.0);
