@@ -151,6 +151,9 @@ impl LinkState {
     /// on [`Carried::Passed`] `t` is what comes out of the far end (its times updated),
     /// with a second copy on [`Carried::Duplicated`]; on [`Carried::Dropped`] nothing does.
     pub(crate) fn carry(&mut self, t: &mut InTransit, record: &mut impl FnMut(Event)) -> Carried {
+        if self.clean {
+            return self.carry_clean(t);
+        }
         self.counters.offered += 1;
         let verdict = if self.clean {
             Verdict::default()
@@ -212,6 +215,29 @@ impl LinkState {
             Some(c) => Carried::Duplicated(c),
             None => Carried::Passed,
         }
+    }
+}
+
+impl LinkState {
+    /// [`LinkState::carry`] on a link with no faults configured and up: the timing
+    /// model alone (what the general path computes for an empty verdict).
+    #[inline]
+    fn carry_clean(&mut self, t: &mut InTransit) -> Carried {
+        self.counters.offered += 1;
+        self.counters.passed += 1;
+        let start = t.head.max(self.busy_until);
+        if self.model.bytes_per_sec == 0 && self.model.latency.is_zero() {
+            // Unthrottled: the packet comes out as it goes in.
+            self.busy_until = start;
+            t.head = start;
+            t.tail = start.max(t.tail);
+            return Carried::Passed;
+        }
+        let wire = transfer_time(t.packet.len(), self.model.bytes_per_sec);
+        self.busy_until = start + wire;
+        t.head = start + self.model.latency;
+        t.tail = (start + wire).max(t.tail) + self.model.latency;
+        Carried::Passed
     }
 }
 

@@ -178,6 +178,16 @@ pub struct FabricCounters {
     pub reordered: u64,
 }
 
+/// Where a packet goes when it comes out of a link.
+enum Hop {
+    /// On along this link.
+    Link(LinkId),
+    /// Into this host port's queue.
+    Host(PortId),
+    /// Nowhere: a switch dropped it.
+    Dropped,
+}
+
 struct Queued(InTransit, u64);
 
 impl PartialEq for Queued {
@@ -200,7 +210,10 @@ impl Ord for Queued {
 
 struct RxQueue {
     heap: BinaryHeap<Queued>,
+    /// Packets sorted into the heap (their order number for ties).
     arrivals: u64,
+    /// Packets taken from the hand-over queue (some then dropped for a full queue).
+    taken: u64,
     counters: PortCounters,
     trace: TraceHash,
 }
@@ -236,14 +249,14 @@ struct RecvSide {
     /// empty port takes no lock.
     held: AtomicU64,
     next_head: AtomicU64,
+    /// `taken` of the receiving side, published with the rest.
+    taken: AtomicU64,
 }
 
 /// What senders write when they hand a packet over.
 struct Handover {
     /// Packets handed over and not yet moved to the receiving side's heap.
     inbound: ArrayQueue<InTransit>,
-    /// Packets ever handed over.
-    arrivals: AtomicU64,
     has_waker: AtomicBool,
 }
 
@@ -271,6 +284,7 @@ impl RecvSide {
         let head = rx.heap.peek().map_or(u64::MAX, |q| q.0.head.as_nanos());
         self.next_head.store(head, Ordering::Release);
         self.held.store(rx.heap.len() as u64, Ordering::Release);
+        self.taken.store(rx.taken, Ordering::Release);
     }
 }
 
@@ -401,18 +415,19 @@ impl FabricBuilder {
                 tx: Padded::default(),
                 handover: Handover {
                     inbound: ArrayQueue::new(HANDOVER_SLOTS.min(self.queue_limit)),
-                    arrivals: AtomicU64::new(0),
                     has_waker: AtomicBool::new(false),
                 },
                 recv: Padded(RecvSide {
                     rx: Mutex::new(RxQueue {
                         heap: BinaryHeap::new(),
                         arrivals: 0,
+                        taken: 0,
                         counters: PortCounters::default(),
                         trace: TraceHash::default(),
                     }),
                     held: AtomicU64::new(0),
                     next_head: AtomicU64::new(u64::MAX),
+                    taken: AtomicU64::new(0),
                 }),
                 spare: Padded::default(),
                 waker: Mutex::new(None),
@@ -533,28 +548,40 @@ impl Fabric {
         };
         // The packet is walked depth first, link by link; copies made by duplication wait
         // on `pending` (the latest first) until the packet ahead of them is delivered or
-        // dropped. In the common case there is one packet and it never moves.
+        // dropped. In the common case there is one packet and it is walked in place.
         let mut pending: SmallVec<[(LinkId, InTransit); 2]> = SmallVec::new();
-        let mut current = Some((
-            first,
-            InTransit {
-                packet,
-                id,
-                head: now,
-                tail: now,
-                hold: std::time::Duration::ZERO,
-            },
-        ));
-        let mut sending = true;
-        while let Some((link, mut t)) = current.take().or_else(|| pending.pop()) {
+        let t = InTransit {
+            packet,
+            id,
+            head: now,
+            tail: now,
+            hold: std::time::Duration::ZERO,
+        };
+        self.walk(first, t, Some(&sent), &mut pending, record);
+        while let Some((link, t)) = pending.pop() {
+            self.walk(link, t, None, &mut pending, record);
+        }
+        Ok(id)
+    }
+
+    /// Carries `t` from `link` on until it is delivered or dropped; copies it picks up
+    /// on the way go to `pending`. `sent` is traced on the first link.
+    fn walk(
+        &self,
+        mut link: LinkId,
+        mut t: InTransit,
+        mut sent: Option<&Event>,
+        pending: &mut SmallVec<[(LinkId, InTransit); 2]>,
+        record: &mut impl FnMut(Event),
+    ) {
+        loop {
             let carried = {
                 let mut l = lock(&self.links[link.0 as usize]);
-                if sending {
-                    l.trace.event(&sent);
+                if let Some(sent) = sent.take() {
+                    l.trace.event(sent);
                     if self.recorder.is_some() {
-                        record(sent);
+                        record(*sent);
                     }
-                    sending = false;
                 }
                 let carried = l.carry(&mut t, record);
                 // Written only when it changes: every board reads these flags on every
@@ -567,33 +594,29 @@ impl Fabric {
             };
             let end = self.far_end[link.0 as usize];
             match carried {
-                Carried::Dropped => continue,
+                Carried::Dropped => return,
                 Carried::Passed => {}
-                Carried::Duplicated(copy) => {
-                    if let Some(next) = self.arrive(end, copy, record) {
-                        pending.push(next);
-                    }
-                }
+                Carried::Duplicated(mut copy) => match self.forward(end, &mut copy, record) {
+                    Hop::Link(next) => pending.push((next, copy)),
+                    Hop::Host(port) => self.deliver(port, copy),
+                    Hop::Dropped => {}
+                },
             }
-            current = self.arrive(end, t, record);
+            match self.forward(end, &mut t, record) {
+                Hop::Link(next) => link = next,
+                Hop::Host(port) => return self.deliver(port, t),
+                Hop::Dropped => return,
+            }
         }
-        Ok(id)
     }
 
-    /// A packet comes out of a link at `end`: a host port queues it; a switch consumes
-    /// its first route byte and returns the link it leaves by, or drops it for a bad one.
+    /// A packet comes out of a link at `end`: a host port is where it is delivered; a
+    /// switch consumes its first route byte and names the link it leaves by, or drops it
+    /// for a bad one.
     #[inline]
-    fn arrive(
-        &self,
-        end: Endpoint,
-        mut t: InTransit,
-        record: &mut impl FnMut(Event),
-    ) -> Option<(LinkId, InTransit)> {
+    fn forward(&self, end: Endpoint, t: &mut InTransit, record: &mut impl FnMut(Event)) -> Hop {
         match end {
-            Endpoint::Host(port) => {
-                self.deliver(port, t);
-                None
-            }
+            Endpoint::Host(port) => Hop::Host(port),
             Endpoint::Switch(s, _) => {
                 let sw = &self.switches[s.0 as usize];
                 let byte = t.packet.first_byte().unwrap_or(0);
@@ -605,7 +628,7 @@ impl Fabric {
                     Some(next) => {
                         // Length checked above: there is a route byte to consume.
                         let _ = t.packet.consume_route_byte();
-                        Some((next, t))
+                        Hop::Link(next)
                     }
                     None => {
                         let e = Event {
@@ -618,7 +641,7 @@ impl Fabric {
                         st.0 += 1;
                         st.1.event(&e);
                         record(e);
-                        None
+                        Hop::Dropped
                     }
                 }
             }
@@ -660,7 +683,6 @@ impl Fabric {
         t.tail += t.hold;
         let host = &self.hosts[port.0 as usize];
         let handover = &host.handover;
-        handover.arrivals.fetch_add(1, Ordering::Release);
         if let Err(t) = handover.inbound.push(t) {
             let mut rx = lock(&host.recv.rx);
             self.take_inbound(port, host, &mut rx);
@@ -678,6 +700,7 @@ impl Fabric {
     /// caller holds the receiving side's lock and publishes afterwards).
     fn take_inbound(&self, port: PortId, host: &HostPort, rx: &mut RxQueue) {
         while let Some(t) = host.handover.inbound.pop() {
+            rx.taken += 1;
             self.enqueue(port, rx, t);
         }
     }
@@ -726,6 +749,22 @@ impl Fabric {
             return None;
         }
         let mut rx = lock(&host.rx);
+        // The common case: one packet handed over to an empty port, its head arrived.
+        // Sorting it in and taking it out of the heap again would change nothing.
+        if rx.heap.is_empty()
+            && let Some(t) = port.handover.inbound.pop()
+        {
+            rx.taken += 1;
+            if port.handover.inbound.is_empty() && t.head <= now {
+                rx.arrivals += 1;
+                if let Some(arrival) = self.hand_out(at, &mut rx, t) {
+                    host.publish(&rx);
+                    return Some(arrival);
+                }
+            } else {
+                self.enqueue(at, &mut rx, t);
+            }
+        }
         self.take_inbound(at, port, &mut rx);
         let arrival = loop {
             if rx.heap.peek().is_none_or(|q| q.0.head > now) {
@@ -734,38 +773,45 @@ impl Fabric {
             let Some(Queued(t, _)) = rx.heap.pop() else {
                 break None;
             };
-            let ok = t.packet.crc_ok();
-            let kind = if ok {
-                EventKind::Delivered
-            } else {
-                EventKind::CrcError
-            };
-            let e = Event {
-                at: t.head,
-                place: Place::Port(at.0),
-                kind,
-                packet: t.id,
-            };
-            rx.trace.event(&e);
-            if ok {
-                rx.counters.delivered += 1;
-            } else {
-                rx.counters.crc_errors += 1;
-            }
-            if self.recorder.is_some() {
-                self.record(e);
-            }
-            if ok {
-                break Some(Arrival {
-                    packet: t.packet,
-                    id: t.id,
-                    head: t.head,
-                    tail: t.tail,
-                });
+            if let Some(arrival) = self.hand_out(at, &mut rx, t) {
+                break Some(arrival);
             }
         };
         host.publish(&rx);
         arrival
+    }
+
+    /// A packet leaves port `at`'s queue: checked for its CRC-8, counted and traced;
+    /// returned if good.
+    #[inline]
+    fn hand_out(&self, at: PortId, rx: &mut RxQueue, t: InTransit) -> Option<Arrival> {
+        let ok = t.packet.crc_ok();
+        let kind = if ok {
+            EventKind::Delivered
+        } else {
+            EventKind::CrcError
+        };
+        let e = Event {
+            at: t.head,
+            place: Place::Port(at.0),
+            kind,
+            packet: t.id,
+        };
+        rx.trace.event(&e);
+        if ok {
+            rx.counters.delivered += 1;
+        } else {
+            rx.counters.crc_errors += 1;
+        }
+        if self.recorder.is_some() {
+            self.record(e);
+        }
+        ok.then_some(Arrival {
+            packet: t.packet,
+            id: t.id,
+            head: t.head,
+            tail: t.tail,
+        })
     }
 
     /// Whether a packet's head has reached host port `at` by `now` (without taking it: a
@@ -796,9 +842,12 @@ impl Fabric {
     /// tell new arrivals from ones a node chose to leave waiting). Packets the port then
     /// drops for a full queue are counted too.
     pub fn arrivals(&self, at: PortId) -> u64 {
-        self.hosts
-            .get(at.0 as usize)
-            .map_or(0, |h| h.handover.arrivals.load(Ordering::Acquire))
+        self.hosts.get(at.0 as usize).map_or(0, |h| {
+            // Taken by the receiving side, then still in the queue: a packet moving from
+            // one to the other between the two loads can only make the sum look changed.
+            let taken = h.recv.taken.load(Ordering::Acquire);
+            taken + h.handover.inbound.len() as u64
+        })
     }
 
     /// Packets waiting at host port `at`.

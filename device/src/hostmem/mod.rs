@@ -327,8 +327,14 @@ impl HostMemory {
         let pages = self.pages_of(offset, len);
         for p in pages.clone() {
             let state = &self.pages[p].state;
-            // Acquire: the host's writes before its Release hand-over are visible here.
-            let result = state.compare_exchange(DEVICE, BUSY, Ordering::Acquire, Ordering::Acquire);
+            // A shared page stays shared for the life of the region: a load tells it, with
+            // no read-modify-write (the poll words every completion writes are on one).
+            let result = if state.load(Ordering::Relaxed) == SHARED {
+                Err(SHARED)
+            } else {
+                // Acquire: the host's writes before its Release hand-over are visible here.
+                state.compare_exchange(DEVICE, BUSY, Ordering::Acquire, Ordering::Acquire)
+            };
             let owner = match result {
                 Ok(_) => continue,
                 Err(SHARED) => {
@@ -356,14 +362,14 @@ impl HostMemory {
     /// Returns pages `[from, to)` that are `Busy` to `Device`.
     fn end_device_access(&self, from: usize, to: usize) {
         for p in from..to {
-            // Release: the device's writes to the page happen-before the host's Acquire
-            // reclaim.
-            let _ = self.pages[p].state.compare_exchange(
-                BUSY,
-                DEVICE,
-                Ordering::Release,
-                Ordering::Relaxed,
-            );
+            let state = &self.pages[p].state;
+            // Shared pages were never made `Busy`. A `Busy` page is this access's alone
+            // (the host's reclaim and every other device access leave a `Busy` page
+            // alone), so a store hands it back. Release: the device's writes to the page
+            // happen-before the host's Acquire reclaim.
+            if state.load(Ordering::Relaxed) == BUSY {
+                state.store(DEVICE, Ordering::Release);
+            }
         }
     }
 

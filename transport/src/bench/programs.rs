@@ -270,7 +270,6 @@ pub struct StreamSender {
     /// (virtual time) the step's `now` is used.
     pub clock: Option<Clock>,
     last_sent_at: Option<Time>,
-    tickets: std::collections::VecDeque<myri_mcp::Ticket>,
 }
 
 impl StreamSender {
@@ -303,7 +302,6 @@ impl StreamSender {
             timed_out: false,
             clock: None,
             last_sent_at: None,
-            tickets: std::collections::VecDeque::new(),
         }
     }
 
@@ -324,14 +322,14 @@ impl StreamSender {
             }
             self.stale += 1;
         }
-        // Keep at most `window` sends unfinished by the board.
-        while let Some(t) = self.tickets.front() {
-            if api.buffer_busy(t) {
-                break;
-            }
-            self.tickets.pop_front();
-        }
-        while self.sent < self.count && self.tickets.len() < self.window {
+        // Keep at most `window` sends unfinished by the board (seed 000,
+        // `myri_api0_num_pending`: it reaps what the board has finished).
+        let mut pending = if self.sent < self.count {
+            api.num_pending()
+        } else {
+            0
+        };
+        while self.sent < self.count && pending < self.window {
             let Ok(mut buf) = api.get_send_buffer() else {
                 break;
             };
@@ -342,9 +340,9 @@ impl StreamSender {
             if self.started.is_none() {
                 self.started = Some(self.clock.map_or(now, |c| c.now()));
             }
-            match api.send(self.peer_chan, self.route, buf, self.size) {
-                Ok(t) => {
-                    self.tickets.push_back(t);
+            match api.send_and_release(self.peer_chan, self.route, buf, self.size) {
+                Ok(()) => {
+                    pending += 1;
                     self.sent += 1;
                     self.last_sent_at = Some(now);
                     progressed = true;
