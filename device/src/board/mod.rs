@@ -282,12 +282,14 @@ impl Board {
             }
         }
         if let Some(link) = &mut self.link {
-            // Only an armed engine takes a packet, and only one receiving finishes it.
-            if matches!(
-                self.recv.state(),
-                crate::engines::RecvState::Armed { .. }
-                    | crate::engines::RecvState::Receiving { .. }
-            ) {
+            // Only an armed engine takes a packet (and only if one has arrived: a few
+            // loads), and only one receiving finishes it.
+            let ready = match self.recv.state() {
+                crate::engines::RecvState::Armed { .. } => link.fabric.arrived(now, link.port),
+                crate::engines::RecvState::Receiving { .. } => true,
+                _ => false,
+            };
+            if ready {
                 let port = Some((&*link.fabric, link.port));
                 self.specials.isr |= self.recv.advance(
                     now,

@@ -738,16 +738,19 @@ impl Fabric {
 
     /// The next packet whose head has reached host port `at` by `now`, after the port's
     /// CRC-8 check (bad ones are dropped and counted here).
+    #[inline]
     pub fn receive(&self, now: Time, at: PortId) -> Option<Arrival> {
-        let port = self.hosts.get(at.0 as usize)?;
-        let host = &port.recv;
-        // Most polls find nothing: answer those without the lock.
-        if port.handover.inbound.is_empty()
-            && (host.held.load(Ordering::Acquire) == 0
-                || host.next_head.load(Ordering::Acquire) > now.as_nanos())
-        {
+        // Most polls find nothing: answer those with a few loads, no lock, no call.
+        if !self.arrived(now, at) {
             return None;
         }
+        self.take_arrived(now, at)
+    }
+
+    /// [`Fabric::receive`] once something may have arrived.
+    fn take_arrived(&self, now: Time, at: PortId) -> Option<Arrival> {
+        let port = self.hosts.get(at.0 as usize)?;
+        let host = &port.recv;
         let mut rx = lock(&host.rx);
         // The common case: one packet handed over to an empty port, its head arrived.
         // Sorting it in and taking it out of the heap again would change nothing.
