@@ -40,6 +40,9 @@ fn exchange_transport(a: &mut Endpoint, b: &mut Endpoint, to_b: Peer, to_a: Peer
         if let Some(d) = b.recv() {
             break d;
         }
+        // The ping is not there yet: RPP may hold it (a retransmission, a closed window)
+        // until its sender progresses, which in lockstep is this thread's job.
+        a.progress();
     };
     let mut pong = b.alloc(8);
     pong.copy_from_slice(&got.data);
@@ -50,6 +53,7 @@ fn exchange_transport(a: &mut Endpoint, b: &mut Endpoint, to_b: Peer, to_a: Peer
             black_box(&d.data[..]);
             break;
         }
+        b.progress();
     }
 }
 
