@@ -1,6 +1,6 @@
 //! The endpoint: what an application or framework holds. See the crate documentation.
 
-use crate::backend::shm::ShmBackend;
+use crate::backend::shm::{ShmBackend, ShmMode};
 use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
 use crate::backend::{Backend, BackendEvent, RemoteAddr};
@@ -22,8 +22,9 @@ impl core::fmt::Display for Peer {
     }
 }
 
-/// Identifies a send: in reliable mode RPP's message id for that peer (counting from zero
-/// per peer and peer incarnation), in raw mode a counter of the endpoint's sends.
+/// Identifies a send: in reliable mode the message id for that peer (counting from zero
+/// per peer and peer incarnation; RPP's, or the shm backend's own), in raw mode a counter
+/// of the endpoint's sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MsgId(pub u64);
 
@@ -66,6 +67,16 @@ pub struct Options {
     /// Most received messages held for [`Endpoint::recv`]; past it the endpoint stops
     /// taking datagrams from the backend (which pushes back or drops, as it does).
     pub max_pending_deliveries: usize,
+    /// `shm://` in reliable mode: run RPP over the rings (true) instead of the backend's
+    /// native reliability (false, the default). Native reliability sends straight on the
+    /// ring, with no protocol header, no checksum and no timer: the rings lose nothing
+    /// and keep order, and a dead peer shows in the region's owner words. A message is
+    /// acknowledged ([`Completion::Sent`]) when the peer's application has dropped it; a
+    /// peer's death hands back every message it had not dropped; messages longer than a
+    /// slot ([`crate::SHM_SLOT_LEN`]) are fragmented and reassembled (one copy), up to
+    /// [`myri_rpp::Config::max_message_len`]. Both sides of a region must agree. Other
+    /// backends ignore this.
+    pub rpp_over_shm: bool,
 }
 
 impl Default for Options {
@@ -76,6 +87,7 @@ impl Default for Options {
             incarnation: None,
             rpp: myri_rpp::Config::default(),
             max_pending_deliveries: 4096,
+            rpp_over_shm: false,
         }
     }
 }
@@ -188,6 +200,9 @@ pub struct Stats {
     pub rpp_dropped: u64,
     /// Peers declared failed.
     pub peer_failures: u64,
+    /// Datagrams of a peer's earlier life, or meant for an earlier owner of this side,
+    /// dropped (`shm://`).
+    pub stale: u64,
     /// Operating-system errors that did not fail the endpoint.
     pub io_errors: u64,
 }
@@ -196,6 +211,11 @@ struct PeerSlot {
     addr: RemoteAddr,
     conn: Option<Connection<Buf>>,
     failed: bool,
+    /// Native reliability: the peer incarnation told in a completion, the next message
+    /// id, and what a restart handed back before it was announced.
+    announced: Option<u64>,
+    next_id: u64,
+    restart_unacked: Vec<Buf>,
 }
 
 /// The connection id every reliable endpoint of this crate uses.
@@ -205,6 +225,8 @@ const CONN_ID: u32 = u32::from_be_bytes(*b"myri");
 pub struct Endpoint {
     backend: Box<dyn Backend>,
     reliable: bool,
+    /// Reliable mode given by the backend itself (shm), with no RPP.
+    native: bool,
     options: Options,
     rpp: myri_rpp::Config,
     incarnation: u64,
@@ -233,28 +255,39 @@ impl Endpoint {
     /// Opens an endpoint at `url` (see [`crate::url`] for the grammar).
     pub fn open_with(url: &str, options: Options) -> Result<Endpoint, Error> {
         let url: Url = url.parse()?;
+        let reliable = url.params.reliable.unwrap_or(options.reliable);
+        let incarnation = options.incarnation.unwrap_or_else(wall_clock_incarnation);
+        if incarnation == 0 {
+            return Err(Error::Config("incarnation must not be zero".into()));
+        }
         let backend: Box<dyn Backend> = match &url.address {
             Address::Sim { name } => Box::new(SimBackend::open(
                 name.as_deref(),
                 url.params.world.as_deref(),
             )?),
             Address::Udp { host, port } => Box::new(UdpBackend::open(host, *port, url.params.mtu)?),
-            Address::Shm { name } => Box::new(ShmBackend::open(name)?),
+            Address::Shm { name } => {
+                let mode = match (reliable, options.rpp_over_shm) {
+                    (false, _) => ShmMode::Raw,
+                    (true, true) => ShmMode::Rpp,
+                    (true, false) => ShmMode::Native {
+                        max_message: options.rpp.max_message_len,
+                    },
+                };
+                Box::new(ShmBackend::open(name, incarnation, mode)?)
+            }
         };
-        let reliable = url.params.reliable.unwrap_or(options.reliable);
+        let native = reliable && backend.native_reliable();
         let mut rpp = options.rpp.clone();
         rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
         rpp.in_place_delivery = true;
         if reliable {
             rpp.validate().map_err(|e| Error::Config(e.to_string()))?;
         }
-        let incarnation = options.incarnation.unwrap_or_else(wall_clock_incarnation);
-        if incarnation == 0 {
-            return Err(Error::Config("incarnation must not be zero".into()));
-        }
         Ok(Endpoint {
             backend,
             reliable,
+            native,
             rpp,
             incarnation,
             peers: Vec::new(),
@@ -273,28 +306,34 @@ impl Endpoint {
     /// What this endpoint can do.
     pub fn capabilities(&self) -> Capabilities {
         let mtu = self.backend.mtu();
+        let max = if self.native {
+            self.backend.native_max_message()
+        } else if self.reliable {
+            self.rpp.max_message_len
+        } else {
+            mtu
+        };
         Capabilities {
             scheme: self.backend.scheme(),
-            max_message_size: if self.reliable {
-                self.rpp.max_message_len
-            } else {
-                mtu
-            },
+            max_message_size: max,
             mtu,
-            inject_size: if self.reliable {
-                self.rpp.max_message_len
-            } else {
-                mtu
-            },
+            inject_size: max,
             reliable: self.reliable || self.backend.lossless(),
             ordered: self.reliable || self.backend.ordered(),
             copy_free: true,
         }
     }
 
-    /// Whether RPP runs on top.
+    /// Whether the endpoint runs reliable mode (RPP on top, or the backend's native
+    /// reliability: see [`Endpoint::is_native`]).
     pub fn is_reliable(&self) -> bool {
         self.reliable
+    }
+
+    /// Whether reliable mode is the backend's own (`shm://` unless
+    /// [`Options::rpp_over_shm`]), with no RPP.
+    pub fn is_native(&self) -> bool {
+        self.native
     }
 
     /// This endpoint's address, as a URL a peer can insert.
@@ -314,6 +353,7 @@ impl Endpoint {
             malformed: self.stats.malformed + b.malformed,
             heap_recvs: self.stats.heap_recvs + b.recv_heap,
             io_errors: self.stats.io_errors + b.io_errors,
+            stale: self.stats.stale + b.stale,
             ..self.stats
         }
     }
@@ -343,8 +383,12 @@ impl Endpoint {
         self.deliveries.len()
     }
 
-    /// Whether messages are still held by RPP (queued or not acknowledged).
+    /// Whether messages are still held by RPP or the backend (queued or not
+    /// acknowledged).
     pub fn has_unacked(&self) -> bool {
+        if self.native {
+            return self.backend.has_unacked();
+        }
         self.peers
             .iter()
             .any(|p| p.conn.as_ref().is_some_and(Connection::has_pending))
@@ -387,7 +431,7 @@ impl Endpoint {
             return p;
         }
         let peer = Peer(self.peers.len() as u32);
-        let conn = self.reliable.then(|| {
+        let conn = (self.reliable && !self.native).then(|| {
             let now = myri_rpp::Instant::from_nanos(self.backend.now());
             Connection::new(self.rpp.clone(), self.incarnation, CONN_ID, now)
                 .expect("the config was validated at open and the incarnation is not zero")
@@ -396,6 +440,9 @@ impl Endpoint {
             addr,
             conn,
             failed: false,
+            announced: None,
+            next_id: 0,
+            restart_unacked: Vec::new(),
         });
         self.by_addr.insert(addr, peer);
         peer
@@ -405,10 +452,11 @@ impl Endpoint {
 
     /// A buffer of `len` bytes to fill and [`send`](Endpoint::send): in registered memory
     /// when some is free and `len` fits a registered buffer, else on the heap (counted in
-    /// [`Stats::heap_allocs`]). In reliable mode on backends whose transmit copies anyway
-    /// (sim, shm), registered memory is kept for the channel and this is a heap buffer.
+    /// [`Stats::heap_allocs`]). In RPP mode on backends whose transmit copies anyway
+    /// (sim, shm with [`Options::rpp_over_shm`]), registered memory is kept for the
+    /// channel and this is a heap buffer.
     pub fn alloc(&mut self, len: usize) -> Buf {
-        let registered = if self.reliable && self.backend.gather_copies() {
+        let registered = if self.reliable && !self.native && self.backend.gather_copies() {
             None
         } else {
             self.backend.alloc(len)
@@ -442,7 +490,21 @@ impl Endpoint {
             Err(error) => return Err(SendError { error, buf }),
         };
         let registered = buf.is_registered();
-        let id = if self.reliable {
+        let id = if self.native {
+            let slot = &mut self.peers[peer.0 as usize];
+            let id = slot.next_id;
+            match self.backend.send_reliable(&addr, buf, id) {
+                Ok(sent) => {
+                    self.stats.copied_sends += u64::from(sent.copied);
+                    slot.next_id += 1;
+                }
+                Err(e) => {
+                    self.stats.would_block += u64::from(e.error.is_would_block());
+                    return Err(e);
+                }
+            }
+            MsgId(id)
+        } else if self.reliable {
             let conn = self.peers[peer.0 as usize]
                 .conn
                 .as_mut()
@@ -529,6 +591,10 @@ impl Endpoint {
         if delivery.data.is_registered() {
             return;
         }
+        if self.native {
+            self.backend.recycle(delivery.data.into_vec());
+            return;
+        }
         let conn = self
             .peers
             .get_mut(delivery.peer.0 as usize)
@@ -558,6 +624,11 @@ impl Endpoint {
                 break;
             };
             worked = true;
+            if self.native {
+                // A restart the backend saw while reading is told before the new life's
+                // messages.
+                self.backend_events();
+            }
             let peer = match self.by_addr.get(&inc.from) {
                 Some(&p) => p,
                 None if self.options.accept_unknown_peers => {
@@ -596,7 +667,9 @@ impl Endpoint {
             }
             self.drain_events(peer);
         }
-        if self.reliable {
+        if self.native {
+            worked |= self.native_completions();
+        } else if self.reliable {
             for i in 0..self.peers.len() {
                 let Some(conn) = self.peers[i].conn.as_mut() else {
                     continue;
@@ -618,14 +691,26 @@ impl Endpoint {
         while let Some(ev) = self.backend.poll_event() {
             worked = true;
             match ev {
-                BackendEvent::PeerGone { addr, why } => {
+                BackendEvent::PeerGone {
+                    addr,
+                    why,
+                    replaced,
+                } => {
                     if let Some(&peer) = self.by_addr.get(&addr) {
-                        self.backend_peer_gone(peer, why);
+                        if self.native {
+                            self.native_peer_gone(peer, why, replaced);
+                        } else {
+                            self.backend_peer_gone(peer, why);
+                        }
                     }
                 }
                 BackendEvent::PeerReplaced { addr } => {
                     if let Some(&peer) = self.by_addr.get(&addr) {
-                        self.backend_peer_replaced(peer);
+                        if self.native {
+                            self.native_peer_replaced(peer);
+                        } else {
+                            self.backend_peer_replaced(peer);
+                        }
                     }
                 }
             }
@@ -751,6 +836,73 @@ impl Endpoint {
             incarnation: 0,
             unacked: Vec::new(),
         });
+    }
+
+    /// Native reliability: the peer's process is gone. Messages it took are acknowledged
+    /// first; the rest come back in [`Completion::PeerFailed`], or, when a new process
+    /// already took its place, in the [`Completion::PeerRestarted`] that follows.
+    fn native_peer_gone(&mut self, peer: Peer, why: String, replaced: bool) {
+        self.native_completions();
+        let unsent = self.backend.take_unacked();
+        let slot = &mut self.peers[peer.0 as usize];
+        if replaced {
+            slot.restart_unacked.extend(unsent);
+            return;
+        }
+        if slot.failed {
+            return;
+        }
+        slot.failed = true;
+        self.stats.peer_failures += 1;
+        self.completions
+            .push_back(Completion::PeerFailed { peer, why, unsent });
+    }
+
+    /// Native reliability: a new process took the peer's side: a new incarnation, ids
+    /// from zero, and the handle works again.
+    fn native_peer_replaced(&mut self, peer: Peer) {
+        let incarnation = self.backend.peer_incarnation().unwrap_or(0);
+        let slot = &mut self.peers[peer.0 as usize];
+        slot.failed = false;
+        slot.next_id = 0;
+        slot.announced = Some(incarnation);
+        let unacked = std::mem::take(&mut slot.restart_unacked);
+        self.completions.push_back(Completion::PeerRestarted {
+            peer,
+            incarnation,
+            unacked,
+        });
+    }
+
+    /// Native reliability: acknowledged messages become [`Completion::Sent`], and a peer
+    /// process first seen becomes [`Completion::Connected`]. Returns whether there was
+    /// anything.
+    fn native_completions(&mut self) -> bool {
+        let Some(&peer) = self.by_addr.get(&RemoteAddr::Shm) else {
+            return false;
+        };
+        let mut worked = false;
+        while let Some((id, buf)) = self.backend.poll_acked() {
+            worked = true;
+            self.completions.push_back(Completion::Sent {
+                peer,
+                id: MsgId(id),
+                buf,
+            });
+        }
+        let slot = &mut self.peers[peer.0 as usize];
+        if slot.announced.is_none()
+            && !slot.failed
+            && let Some(peer_incarnation) = self.backend.peer_incarnation()
+        {
+            slot.announced = Some(peer_incarnation);
+            self.completions.push_back(Completion::Connected {
+                peer,
+                peer_incarnation,
+            });
+            worked = true;
+        }
+        worked
     }
 
     /// A datagram from a failed peer (reliable mode): when it comes from a later

@@ -225,11 +225,25 @@ fn a_region_with_a_bad_header_is_refused() {
 
 #[test]
 fn reliable_a_restarted_peer_gets_the_unacked_messages_back_and_nothing_stale_is_delivered() {
+    restarted_peer(false);
+}
+
+#[test]
+fn rpp_over_shm_a_restarted_peer_gets_the_unacked_messages_back_and_nothing_stale_is_delivered() {
+    restarted_peer(true);
+}
+
+fn restarted_peer(rpp_over_shm: bool) {
     use myri_transport::Options;
-    let name = unique("restart");
+    let name = unique(if rpp_over_shm {
+        "restart-rpp"
+    } else {
+        "restart"
+    });
     let url = format!("shm://{name}");
     let with = |incarnation| Options {
         incarnation: Some(incarnation),
+        rpp_over_shm,
         ..Options::default()
     };
     let mut a = Endpoint::open_with(&url, with(50)).unwrap();
@@ -243,6 +257,9 @@ fn reliable_a_restarted_peer_gets_the_unacked_messages_back_and_nothing_stale_is
     })
     .unwrap();
     assert_eq!(&got.data[..], b"m1");
+    assert_eq!(a.is_native(), !rpp_over_shm);
+    // Native reliability acknowledges what the application has dropped.
+    drop(got);
     wait_for(|| {
         b.progress();
         match a.poll_completion() {

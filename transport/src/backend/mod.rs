@@ -51,6 +51,9 @@ pub(crate) enum BackendEvent {
         addr: RemoteAddr,
         /// Why the backend thinks so.
         why: String,
+        /// Noticed only as a new process took the remote side ([`BackendEvent::PeerReplaced`]
+        /// follows at once): a restart rather than a failure.
+        replaced: bool,
     },
     /// A new process took the remote side (shm: a new owner of the peer's side).
     PeerReplaced {
@@ -68,6 +71,8 @@ pub(crate) struct BackendCounters {
     pub(crate) recv_heap: u64,
     /// Failed operating-system calls that did not fail the endpoint.
     pub(crate) io_errors: u64,
+    /// Datagrams of a peer's earlier life, or for an earlier owner of this side (dropped).
+    pub(crate) stale: u64,
 }
 
 /// The provider interface. See the module documentation.
@@ -113,6 +118,43 @@ pub(crate) trait Backend: Send {
     fn poll_event(&mut self) -> Option<BackendEvent>;
     /// Counters.
     fn counters(&self) -> BackendCounters;
+    /// Whether the backend gives reliability itself ([`Backend::send_reliable`] and the
+    /// calls after it): a channel that is lossless and ordered between live processes and
+    /// tells when the remote process dies (shm). Then reliable mode runs no RPP.
+    fn native_reliable(&self) -> bool {
+        false
+    }
+    /// Native reliability: sends `buf` as one message of any length up to
+    /// [`Backend::native_max_message`] (fragmented across datagrams where needed); `tag`
+    /// comes back with the buffer once the remote application has taken the message
+    /// ([`Backend::poll_acked`]). Refusals give the buffer back.
+    fn send_reliable(&mut self, _to: &RemoteAddr, buf: Buf, _tag: u64) -> Result<Sent, SendError> {
+        let error = Error::Unsupported(self.scheme());
+        Err(SendError { error, buf })
+    }
+    /// Native reliability: the largest message.
+    fn native_max_message(&self) -> usize {
+        0
+    }
+    /// Native reliability: a message the remote application has taken, with its tag.
+    fn poll_acked(&mut self) -> Option<(u64, Buf)> {
+        None
+    }
+    /// Native reliability: the messages the remote process never took, handed back when it
+    /// was found gone (in send order).
+    fn take_unacked(&mut self) -> Vec<Buf> {
+        Vec::new()
+    }
+    /// Native reliability: whether messages are sent and not yet taken.
+    fn has_unacked(&self) -> bool {
+        false
+    }
+    /// Native reliability: the incarnation of the live remote process, once known.
+    fn peer_incarnation(&self) -> Option<u64> {
+        None
+    }
+    /// Native reliability: takes back a reassembled message's memory for the next one.
+    fn recycle(&mut self, _buf: Vec<u8>) {}
     /// The UDP socket, to register with a caller's `mio::Poll` (UDP only).
     fn udp_socket(&mut self) -> Option<&mut mio::net::UdpSocket> {
         None

@@ -11,15 +11,24 @@
 //! handing the slot back (seed 000, Send Channel: the sender learns what it may reuse from
 //! a count the other side publishes, and reaps when it runs out). No byte is copied.
 //!
-//! A side records its owner as one word, pid and process start time. Whoever opens a
-//! region checks the owners: a side whose process is gone (or that was closed) is taken
-//! over; when both are live the open fails with [`Error::AddrInUse`]. A newcomer throws
-//! away the descriptors left for the dead process (they were meant for it) and says where
-//! it started reading; the survivor notices the new owner (or, before that, the dead
-//! pid) and takes back the slots the dead process held. Nothing here waits without a
-//! bound: a region that never finishes initializing is an error after a second.
+//! A side records its owner as one word, pid and process start time (a zombie counts as
+//! dead). Whoever opens a region checks the owners: a side whose process is gone (or that
+//! was closed) is taken over; when both are live the open fails with
+//! [`Error::AddrInUse`]. Every attach bumps the side's epoch, and every descriptor carries
+//! the sender's epoch and the epoch of the receiver it was meant for: a newcomer skips
+//! (without touching) what was meant for the dead owner of its side, the survivor drops
+//! what the dead process sent once it knows of the death, and takes back its slots the
+//! dead process held or never read. Nothing here waits without a bound: a region that
+//! never finishes initializing is an error after a second.
+//!
+//! A message longer than a slot goes as fragments, one slot each, the descriptors of all
+//! but the last flagged [`MORE`]; the receiver copies them into one buffer, in order.
+//! Reliable mode runs no RPP here (see [`native`]): the ring loses nothing and keeps
+//! order between live processes, and a death is seen through the owner words.
 //!
 //! Layout (all words little-endian u64, offsets in bytes): see [`layout`].
+
+mod native;
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
@@ -48,8 +57,8 @@ pub mod layout {
     pub const MAGIC: u64 = u64::from_le_bytes(*b"MYRISHM1");
     /// Format version.
     pub const VERSION_AT: usize = 8;
-    /// The version this crate writes.
-    pub const VERSION: u64 = 1;
+    /// The version this crate writes (2: descriptors carry epochs and a fragment flag).
+    pub const VERSION: u64 = 2;
     /// Bytes of a slot.
     pub const SLOT_LEN_AT: usize = 16;
     /// Slots per side.
@@ -64,8 +73,17 @@ pub mod layout {
     pub const OWNER: usize = 0;
     /// In a side record: bumped at every attach.
     pub const EPOCH: usize = 8;
-    /// In a side record: the position in the peer's ring where this owner started reading.
-    pub const ATTACH_POS: usize = 16;
+    /// In a side record: the owner's endpoint incarnation.
+    pub const INCARNATION: usize = 16;
+    /// In a side record: how the owner runs: [`MODE_RAW`], [`MODE_RPP`] or
+    /// [`MODE_NATIVE`].
+    pub const MODE: usize = 24;
+    /// Mode word: raw datagrams.
+    pub const MODE_RAW: u64 = 1;
+    /// Mode word: RPP over the rings.
+    pub const MODE_RPP: u64 = 2;
+    /// Mode word: the backend's native reliability.
+    pub const MODE_NATIVE: u64 = 3;
     /// Bytes of the header.
     pub const HEADER: usize = 4096;
 
@@ -79,6 +97,12 @@ pub mod layout {
         n.div_ceil(4096) * 4096
     }
 }
+
+/// Bytes of a descriptor: slot and flags (u32), length (u32), the sender's epoch (u32),
+/// the epoch of the receiver it is meant for (u32).
+const DESCRIPTOR: usize = 16;
+/// Descriptor flag (in the slot word): more fragments of this message follow.
+pub(crate) const MORE: u32 = 1 << 31;
 
 /// Directory of regions.
 fn dir() -> PathBuf {
@@ -96,14 +120,23 @@ fn my_owner() -> u64 {
     (pid << 32) | start_time(std::process::id()).unwrap_or(0) & 0xffff_ffff
 }
 
-/// The start time (clock ticks since boot) of process `pid`, if it exists.
-fn start_time(pid: u32) -> Option<u64> {
+/// The state letter and start time (clock ticks since boot) of process `pid`, if it
+/// exists.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().nth(19)?.parse().ok()
+    let mut after = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = after.next()?.chars().next()?;
+    Some((state, after.nth(18)?.parse().ok()?))
 }
 
-/// Whether the process an owner word names is alive.
+/// The start time of process `pid`, if it exists.
+fn start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(_, t)| t)
+}
+
+/// Whether the process an owner word names is alive: it exists, started when the word
+/// says, and is neither a zombie (`Z`: exited, not yet reaped by its parent) nor dead
+/// (`X`).
 fn alive(owner: u64) -> bool {
     if owner == 0 {
         return false;
@@ -112,7 +145,9 @@ fn alive(owner: u64) -> bool {
         return true;
     }
     let pid = (owner >> 32) as u32;
-    start_time(pid).is_some_and(|t| t & 0xffff_ffff == owner & 0xffff_ffff)
+    proc_stat(pid).is_some_and(|(state, t)| {
+        t & 0xffff_ffff == owner & 0xffff_ffff && state != 'Z' && state != 'X'
+    })
 }
 
 /// Hands a received slot back to its owner: stores 0 in its state word.
@@ -170,17 +205,30 @@ pub(crate) struct ShmBackend {
     rx: Consumer,
     mine: Arc<SlotArea>,
     theirs: Arc<SlotArea>,
-    /// Ring position after each of my slots' last descriptor.
-    sent_pos: Vec<u64>,
     cursor: usize,
-    /// The peer's owner and epoch as last seen.
+    /// This side's epoch (the attach count of the side, this attach included).
+    my_epoch: u64,
+    /// The peer's owner, epoch, incarnation and mode as last seen.
     peer_owner: u64,
     peer_epoch: u64,
+    peer_incarnation: u64,
+    /// A live owner of the other side has been seen (in its current epoch).
+    peer_seen: bool,
     peer_reported_gone: bool,
     last_check: u64,
     epoch: Instant,
     events: Vec<BackendEvent>,
     counters: BackendCounters,
+    /// A message whose fragments are arriving.
+    assembling: Option<Vec<u8>>,
+    /// Reassembly buffers given back ([`Backend::recycle`]).
+    spare: Vec<Vec<u8>>,
+    /// Longest message reassembled; longer ones are dropped as malformed.
+    max_message: usize,
+    /// Dropping the rest of a message that grew too long.
+    skipping: bool,
+    /// Native reliability's state (`None` in raw and RPP modes).
+    native: Option<native::NativeTx>,
 }
 
 fn bad(name: &str, why: impl Into<String>) -> Error {
@@ -190,6 +238,38 @@ fn bad(name: &str, why: impl Into<String>) -> Error {
     }
 }
 
+/// How an endpoint uses its side of a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShmMode {
+    /// Raw datagrams.
+    Raw,
+    /// RPP over the rings.
+    Rpp,
+    /// Native reliability ([`native`]), with this longest message.
+    Native {
+        /// Longest message sent or reassembled.
+        max_message: usize,
+    },
+}
+
+impl ShmMode {
+    fn word(self) -> u64 {
+        match self {
+            ShmMode::Raw => layout::MODE_RAW,
+            ShmMode::Rpp => layout::MODE_RPP,
+            ShmMode::Native { .. } => layout::MODE_NATIVE,
+        }
+    }
+}
+
+/// Who opens a side: the owner word, the endpoint's incarnation and its mode.
+#[derive(Clone, Copy)]
+struct Opener {
+    owner: u64,
+    incarnation: u64,
+    mode: ShmMode,
+}
+
 impl ShmBackend {
     fn word(&self, at: usize) -> &AtomicU64 {
         self.region
@@ -197,10 +277,16 @@ impl ShmBackend {
             .expect("header words lie in the checked region")
     }
 
-    /// Opens (or creates) region `name` and takes a free side.
-    pub(crate) fn open(name: &str) -> Result<ShmBackend, Error> {
+    /// Opens (or creates) region `name` and takes a free side, for an endpoint of
+    /// `incarnation` running in `mode`.
+    pub(crate) fn open(name: &str, incarnation: u64, mode: ShmMode) -> Result<ShmBackend, Error> {
         let path = region_path(name);
         let owner = my_owner();
+        let me = Opener {
+            owner,
+            incarnation,
+            mode,
+        };
         for _ in 0..3 {
             let file = match OpenOptions::new()
                 .read(true)
@@ -210,14 +296,19 @@ impl ShmBackend {
             {
                 Ok(f) => {
                     let mut region = create(&f, name)?;
-                    region.write_at(side_word(0, layout::OWNER), &owner.to_le_bytes());
-                    region.write_at(side_word(0, layout::EPOCH), &1u64.to_le_bytes());
+                    let put = |r: &mut Region, field, v: u64| {
+                        r.write_at(side_word(0, field), &v.to_le_bytes())
+                    };
+                    put(&mut region, layout::OWNER, owner);
+                    put(&mut region, layout::INCARNATION, incarnation);
+                    put(&mut region, layout::MODE, mode.word());
+                    put(&mut region, layout::EPOCH, 1);
                     let region = Arc::new(region);
                     region
                         .word(layout::MAGIC_AT)
                         .expect("in bounds")
                         .store(layout::MAGIC, Ordering::Release);
-                    return ShmBackend::attach(name, path, region, 0, owner, true);
+                    return ShmBackend::attach(name, path, region, 0, me, true);
                 }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                     match OpenOptions::new().read(true).write(true).open(&path) {
@@ -246,7 +337,7 @@ impl ShmBackend {
                     && w.compare_exchange(cur, owner, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                 {
-                    return ShmBackend::attach(name, path, region, side, owner, false);
+                    return ShmBackend::attach(name, path, region, side, me, false);
                 }
             }
             return Err(Error::AddrInUse(format!(
@@ -264,7 +355,7 @@ impl ShmBackend {
         path: PathBuf,
         region: Arc<Region>,
         side: usize,
-        owner: u64,
+        me: Opener,
         fresh: bool,
     ) -> Result<ShmBackend, Error> {
         let ring_err = |e: raw::RingError| bad(name, e.to_string());
@@ -274,64 +365,49 @@ impl ShmBackend {
         let (_, rx) = raw::ring(region.clone(), inc.ring).map_err(ring_err)?;
         let mine = SlotArea::new(region.clone(), out.slab, SLOT_LEN, SLOTS).map_err(ring_err)?;
         let theirs = SlotArea::new(region.clone(), inc.slab, SLOT_LEN, SLOTS).map_err(ring_err)?;
+        let (native, max_message) = match me.mode {
+            ShmMode::Native { max_message } => (Some(native::NativeTx::default()), max_message),
+            _ => (None, SLOT_LEN),
+        };
         let mut b = ShmBackend {
             name: name.to_owned(),
             path,
             region,
             side,
-            owner,
+            owner: me.owner,
             tx,
             rx,
             mine,
             theirs,
-            sent_pos: vec![0; SLOTS],
             cursor: 0,
+            my_epoch: 1,
             peer_owner: 0,
             peer_epoch: 0,
+            peer_incarnation: 0,
+            peer_seen: false,
             peer_reported_gone: false,
             last_check: 0,
             epoch: Instant::now(),
             events: Vec::new(),
             counters: BackendCounters::default(),
+            assembling: None,
+            spare: Vec::new(),
+            max_message,
+            skipping: false,
+            native,
         };
         if !fresh {
-            b.take_over();
+            b.take_over(me);
         }
-        b.peer_owner = b
-            .word(side_word(1 - side, layout::OWNER))
-            .load(Ordering::Acquire);
-        b.peer_epoch = b
-            .word(side_word(1 - side, layout::EPOCH))
-            .load(Ordering::Acquire);
+        b.adopt_peer();
         Ok(b)
     }
 
-    /// Starts this side's life in a region used before: drops what was left for the
-    /// previous owner, says where reading starts, and frees slots nobody can hold.
-    fn take_over(&mut self) {
-        let had_owner = self
-            .word(side_word(self.side, layout::EPOCH))
-            .load(Ordering::Acquire)
-            != 0;
-        // Descriptors the peer queued for a previous owner of this side were meant for
-        // it: give their slots back unread. (On a side never owned, they are for us.)
-        let mut discard = had_owner;
-        while discard {
-            let d = match self.rx.try_read() {
-                Ok(rec) => descriptor(rec.as_slice()),
-                Err(_) => {
-                    discard = false;
-                    None
-                }
-            };
-            if let Some((slot, _)) = d {
-                self.give_back_theirs(slot);
-            }
-        }
-        let inc = direction(1 - self.side);
-        let head = self.word(inc.ring.offset + 64).load(Ordering::Acquire);
-        self.word(side_word(self.side, layout::ATTACH_POS))
-            .store(head, Ordering::Relaxed);
+    /// Starts this side's life in a region used before: says who owns it now, and frees
+    /// slots nobody can hold. What the peer left for an earlier owner is skipped as it is
+    /// read (it names that owner's epoch), without touching its slots: the peer takes them
+    /// back when it learns of the change.
+    fn take_over(&mut self, me: Opener) {
         let peer = self
             .word(side_word(1 - self.side, layout::OWNER))
             .load(Ordering::Acquire);
@@ -341,9 +417,15 @@ impl ShmBackend {
                 self.state(self.side, i).store(0, Ordering::Release);
             }
         }
-        // Release: the attach position is written before the epoch says a new owner came.
-        self.word(side_word(self.side, layout::EPOCH))
-            .fetch_add(1, Ordering::Release);
+        self.word(side_word(self.side, layout::INCARNATION))
+            .store(me.incarnation, Ordering::Relaxed);
+        self.word(side_word(self.side, layout::MODE))
+            .store(me.mode.word(), Ordering::Relaxed);
+        // Release: incarnation and mode are written before the epoch says a new owner came.
+        self.my_epoch = self
+            .word(side_word(self.side, layout::EPOCH))
+            .fetch_add(1, Ordering::Release)
+            .wrapping_add(1);
     }
 
     fn state(&self, side: usize, slot: usize) -> &AtomicU64 {
@@ -356,19 +438,44 @@ impl ShmBackend {
         }
     }
 
-    /// Takes back my slots whose descriptors were read (or dropped) before `pos` by a
-    /// previous owner of the other side.
-    fn reclaim(&mut self, pos: u64) {
+    /// Takes the other side's current owner as the peer (at attach, and when a new one
+    /// came).
+    fn adopt_peer(&mut self) {
+        let other = 1 - self.side;
+        self.peer_epoch = self
+            .word(side_word(other, layout::EPOCH))
+            .load(Ordering::Acquire);
+        self.peer_owner = self
+            .word(side_word(other, layout::OWNER))
+            .load(Ordering::Acquire);
+        self.peer_incarnation = self
+            .word(side_word(other, layout::INCARNATION))
+            .load(Ordering::Relaxed);
+        self.peer_seen = alive(self.peer_owner);
+        self.peer_reported_gone = false;
+        self.assembling = None;
+        self.skipping = false;
+    }
+
+    /// The peer's life ended (`replaced`: seen only as a new process took its side):
+    /// native reliability sorts what it had sent into taken and handed back, then every
+    /// slot of mine is free again (the dead process held some, or never read them).
+    fn peer_lost(&mut self, why: &str, replaced: bool) {
+        self.native_peer_lost();
         for i in 0..SLOTS {
-            let s = self.state(self.side, i);
-            if s.load(Ordering::Acquire) != 0 && self.sent_pos[i] <= pos {
-                s.store(0, Ordering::Release);
-            }
+            self.state(self.side, i).store(0, Ordering::Release);
         }
+        self.assembling = None;
+        self.skipping = false;
+        self.events.push(BackendEvent::PeerGone {
+            addr: RemoteAddr::Shm,
+            why: why.into(),
+            replaced,
+        });
     }
 
     /// Looks at the other side: a dead or departed owner is reported once, a new owner
-    /// makes the slots the old one held free again.
+    /// is adopted (reported as a replacement when there was one before).
     fn check_peer(&mut self) {
         let other = 1 - self.side;
         let epoch = self
@@ -378,41 +485,39 @@ impl ShmBackend {
             .word(side_word(other, layout::OWNER))
             .load(Ordering::Acquire);
         if epoch != self.peer_epoch {
-            let pos = self
-                .word(side_word(other, layout::ATTACH_POS))
-                .load(Ordering::Relaxed);
-            if self.peer_epoch != 0 {
-                if !self.peer_reported_gone {
-                    self.events.push(BackendEvent::PeerGone {
-                        addr: RemoteAddr::Shm,
-                        why: "the peer process was replaced".into(),
-                    });
+            let had_peer = self.peer_seen;
+            if had_peer && !self.peer_reported_gone {
+                self.peer_lost("the peer process was replaced", true);
+            } else if !had_peer {
+                // What was sent before anyone took the other side named an epoch that is
+                // over: the newcomer skips it, so its slots are free again.
+                for i in 0..SLOTS {
+                    self.state(self.side, i).store(0, Ordering::Release);
                 }
+            }
+            self.adopt_peer();
+            if had_peer {
                 self.events.push(BackendEvent::PeerReplaced {
                     addr: RemoteAddr::Shm,
                 });
             }
-            self.reclaim(pos);
-            self.peer_epoch = epoch;
-            self.peer_owner = owner;
-            self.peer_reported_gone = false;
             return;
         }
-        if self.peer_owner != 0 && !self.peer_reported_gone && (owner == 0 || !alive(owner)) {
+        if !self.peer_seen {
+            // An owner that attached in this epoch and is alive (at open it may have been
+            // half-way through attaching).
+            self.peer_seen = owner != 0 && alive(owner);
+            self.peer_owner = owner;
+            return;
+        }
+        if !self.peer_reported_gone && (owner == 0 || !alive(owner)) {
             let why = if owner == 0 {
                 "the peer closed its side of the region"
             } else {
                 "the peer process died"
             };
             self.peer_reported_gone = true;
-            self.events.push(BackendEvent::PeerGone {
-                addr: RemoteAddr::Shm,
-                why: why.into(),
-            });
-            let head = self
-                .word(direction(self.side).ring.offset + 64)
-                .load(Ordering::Acquire);
-            self.reclaim(head);
+            self.peer_lost(why, false);
         }
         self.peer_owner = owner;
     }
@@ -430,33 +535,69 @@ impl ShmBackend {
         None
     }
 
-    /// Publishes slot `slot` (`len` bytes) to the peer.
-    fn publish(&mut self, slot: usize, len: usize) -> Result<(), Error> {
+    /// Publishes slot `slot` (`len` bytes, `more` fragments to follow) to the peer.
+    fn publish(&mut self, slot: usize, len: usize, more: bool) -> Result<(), Error> {
         let state = self
             .region
             .word(direction(self.side).states + slot * 8)
             .ok_or_else(|| bad(&self.name, "slot out of range"))?;
-        let mut g = self.tx.try_reserve(8).map_err(|e| match e {
+        let mut g = self.tx.try_reserve(DESCRIPTOR).map_err(|e| match e {
             raw::RingError::Full => Error::WouldBlock,
             e => bad(&self.name, e.to_string()),
         })?;
-        g.as_mut_slice()[..4].copy_from_slice(&(slot as u32).to_le_bytes());
-        g.as_mut_slice()[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        let d = g.as_mut_slice();
+        let word = slot as u32 | if more { MORE } else { 0 };
+        d[..4].copy_from_slice(&word.to_le_bytes());
+        d[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        d[8..12].copy_from_slice(&(self.my_epoch as u32).to_le_bytes());
+        d[12..16].copy_from_slice(&(self.peer_epoch as u32).to_le_bytes());
         // Ordered before the peer can see the descriptor by the commit's Release.
         state.store(1, Ordering::Relaxed);
-        g.commit(8);
-        let tail = self
-            .word(direction(self.side).ring.offset)
-            .load(Ordering::Relaxed);
-        self.sent_pos[slot] = tail;
+        g.commit(DESCRIPTOR);
         Ok(())
+    }
+
+    /// Whether a live peer is there to take messages (native reliability waits for one).
+    fn peer_present(&self) -> bool {
+        self.peer_seen && !self.peer_reported_gone
+    }
+
+    /// Before a send while no peer has been seen: a process that took the other side
+    /// since is adopted now, so the message names its epoch (one load when nothing
+    /// changed).
+    fn refresh_peer(&mut self) {
+        if !self.peer_seen
+            && self
+                .word(side_word(1 - self.side, layout::EPOCH))
+                .load(Ordering::Acquire)
+                != self.peer_epoch
+        {
+            self.check_peer();
+        }
     }
 }
 
-fn descriptor(rec: &[u8]) -> Option<(usize, usize)> {
-    let slot = u32::from_le_bytes(rec.get(..4)?.try_into().ok()?) as usize;
-    let len = u32::from_le_bytes(rec.get(4..8)?.try_into().ok()?) as usize;
-    Some((slot, len))
+/// A descriptor read from the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Descriptor {
+    slot: usize,
+    len: usize,
+    more: bool,
+    from_epoch: u32,
+    to_epoch: u32,
+}
+
+fn descriptor(rec: &[u8]) -> Option<Descriptor> {
+    let word =
+        |i: usize| -> Option<u32> { Some(u32::from_le_bytes(rec.get(i..i + 4)?.try_into().ok()?)) };
+    let slot = word(0)?;
+    Some(Descriptor {
+        slot: (slot & !MORE) as usize,
+        more: slot & MORE != 0,
+        len: word(4)? as usize,
+        from_epoch: word(8)?,
+        to_epoch: word(12)?,
+    })
 }
 
 /// Sizes a new region and writes its geometry (magic last, by the caller).
@@ -596,6 +737,7 @@ impl Backend for ShmBackend {
     }
 
     fn send(&mut self, _to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
+        self.refresh_peer();
         let len = buf.len();
         if len > SLOT_LEN {
             let error = Error::TooLarge { len, max: SLOT_LEN };
@@ -616,7 +758,7 @@ impl Backend for ShmBackend {
             }
         };
         let index = slot.index();
-        match self.publish(index, len) {
+        match self.publish(index, len, false) {
             Ok(()) => Ok(Sent { copied }),
             Err(error) => {
                 let buf = match buf {
@@ -634,6 +776,7 @@ impl Backend for ShmBackend {
         header: &[u8],
         payload: &[u8],
     ) -> Result<Sent, Error> {
+        self.refresh_peer();
         let len = header.len() + payload.len();
         if len > SLOT_LEN {
             return Err(Error::TooLarge { len, max: SLOT_LEN });
@@ -644,7 +787,7 @@ impl Backend for ShmBackend {
         dst[header.len()..len].copy_from_slice(payload);
         let index = s.index();
         drop(s);
-        self.publish(index, len)?;
+        self.publish(index, len, false)?;
         Ok(Sent { copied: true })
     }
 
@@ -662,7 +805,7 @@ impl Backend for ShmBackend {
             self.check_peer();
         }
         loop {
-            let (slot, len) = {
+            let d = {
                 let rec = match self.rx.try_read() {
                     Ok(r) => r,
                     Err(raw::RingError::Empty) => return None,
@@ -679,18 +822,47 @@ impl Backend for ShmBackend {
                     }
                 }
             };
-            let Some(view) = self.theirs.view(slot, 0, len) else {
+            if d.to_epoch != self.my_epoch as u32 {
+                // Meant for an earlier owner of this side: its sender takes the slot back
+                // when it learns of the change.
+                self.counters.stale += 1;
+                continue;
+            }
+            if d.from_epoch != self.peer_epoch as u32 {
+                // A new owner spoke before this side noticed it: notice it now.
+                self.check_peer();
+            }
+            let over = self.native.is_some() && self.peer_reported_gone;
+            if d.from_epoch != self.peer_epoch as u32 || over {
+                // From a life of the peer that is over (native reliability drops what a
+                // dead process left, as it handed back what that process never took).
+                self.counters.stale += 1;
+                self.give_back_theirs(d.slot);
+                continue;
+            }
+            if d.more || self.assembling.is_some() || self.skipping {
+                match self.fragment(d) {
+                    Some(message) => {
+                        return Some(Incoming {
+                            from: RemoteAddr::Shm,
+                            data: RecvBuf::from_vec(message),
+                        });
+                    }
+                    None => continue,
+                }
+            }
+            let Some(view) = self.theirs.view(d.slot, 0, d.len) else {
                 self.counters.malformed += 1;
-                self.give_back_theirs(slot);
+                self.give_back_theirs(d.slot);
                 continue;
             };
             let give_back = SlotReturn {
                 region: self.region.clone(),
-                state_at: direction(1 - self.side).states + slot * 8,
+                state_at: direction(1 - self.side).states + d.slot * 8,
             };
             return Some(Incoming {
                 from: RemoteAddr::Shm,
-                data: RecvBuf::new(RecvKind::Shm(ShmRecv { view, give_back }), 0..len),
+                data: RecvBuf::new(RecvKind::Shm(ShmRecv { view, give_back }), 0..d.len),
             });
         }
     }
@@ -701,6 +873,7 @@ impl Backend for ShmBackend {
             self.last_check = now.max(1);
             self.check_peer();
         }
+        self.pump();
         !self.events.is_empty()
     }
 
@@ -715,4 +888,47 @@ impl Backend for ShmBackend {
     fn counters(&self) -> BackendCounters {
         self.counters
     }
+
+    fn native_reliable(&self) -> bool {
+        self.native.is_some()
+    }
+
+    fn send_reliable(&mut self, _to: &RemoteAddr, buf: Buf, tag: u64) -> Result<Sent, SendError> {
+        self.native_send(buf, tag)
+    }
+
+    fn native_max_message(&self) -> usize {
+        self.max_message
+    }
+
+    fn poll_acked(&mut self) -> Option<(u64, Buf)> {
+        self.native_poll_acked()
+    }
+
+    fn take_unacked(&mut self) -> Vec<Buf> {
+        self.native
+            .as_mut()
+            .map(|n| std::mem::take(&mut n.handed_back))
+            .unwrap_or_default()
+    }
+
+    fn has_unacked(&self) -> bool {
+        self.native.as_ref().is_some_and(native::NativeTx::busy)
+    }
+
+    fn peer_incarnation(&self) -> Option<u64> {
+        self.peer_present().then_some(self.peer_incarnation)
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_REASSEMBLY_BUFFERS {
+            self.spare.push(buf);
+        }
+    }
 }
+
+/// Reassembly buffers kept for reuse.
+const SPARE_REASSEMBLY_BUFFERS: usize = 4;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,300 @@
+//! `shm://` native reliability (reliable mode with no RPP): fragmentation and reassembly,
+//! acknowledgement when the receiving application drops a message, hand-back of what a
+//! dead peer never took, back-pressure, and the RPP-over-shm option. Both sides live in
+//! this test process, each mapping the region on its own.
+
+mod common;
+
+use common::wait_for;
+use myri_transport::{Buf, Completion, Endpoint, Options, Peer, shm_layout as layout};
+use std::os::unix::fs::FileExt;
+
+fn unique(name: &str) -> String {
+    format!("t{}-n{name}", std::process::id())
+}
+
+/// Two native reliable endpoints on region `name`, each the other's peer.
+fn native_pair(name: &str) -> (Endpoint, Endpoint, Peer, Peer) {
+    let url = format!("shm://{name}");
+    let mut a = Endpoint::open(&url).unwrap();
+    let mut b = Endpoint::open(&url).unwrap();
+    let to_b = a.insert_addr(&url).unwrap();
+    let to_a = b.insert_addr(&url).unwrap();
+    assert!(a.is_native() && b.is_native());
+    (a, b, to_b, to_a)
+}
+
+/// A byte pattern that tells message `i` and its offsets apart.
+fn pattern(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (k.wrapping_mul(31) ^ i) as u8).collect()
+}
+
+#[test]
+fn messages_longer_than_a_slot_are_fragmented_and_reassembled_in_order() {
+    let (mut a, mut b, to_b, to_a) = native_pair(&unique("frag"));
+    let caps = a.capabilities();
+    assert!(caps.reliable && caps.ordered && caps.copy_free);
+    assert!(caps.max_message_size >= 1 << 20, "{caps:?}");
+    let slot = myri_transport::SHM_SLOT_LEN;
+    // Around the slot size, several slots, and the full MiB; small ones in between.
+    let sizes = [
+        0,
+        8,
+        slot - 1,
+        slot,
+        slot + 1,
+        3 * slot + 17,
+        1 << 20,
+        12,
+        (1 << 20) - 5,
+        2 * slot,
+    ];
+    let (mut next, mut got, mut acked) = (0, 0, 0);
+    wait_for(|| {
+        while next < sizes.len() {
+            match a.send(to_b, Buf::from_vec(pattern(next, sizes[next]))) {
+                Ok(id) => {
+                    assert_eq!(id.0, next as u64);
+                    next += 1;
+                }
+                Err(e) if e.error.is_would_block() => {
+                    assert_eq!(e.buf.len(), sizes[next], "the refused buffer comes back");
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        a.progress();
+        while let Some(d) = b.recv() {
+            assert_eq!(d.peer, to_a);
+            assert_eq!(d.data.len(), sizes[got], "message {got}");
+            assert!(d.data[..] == pattern(got, sizes[got])[..], "message {got}");
+            assert_eq!(d.data.is_registered(), sizes[got] <= slot);
+            got += 1;
+            b.recycle(d);
+        }
+        while let Some(c) = a.poll_completion() {
+            if let Completion::Sent { id, buf, .. } = c {
+                assert_eq!(
+                    buf.len(),
+                    sizes[id.0 as usize],
+                    "the sent buffer comes back"
+                );
+                acked += 1;
+            }
+        }
+        (acked == sizes.len()).then_some(())
+    })
+    .expect("all delivered and acknowledged");
+    assert_eq!(got, sizes.len());
+    assert!(!a.has_unacked());
+    let sb = b.stats();
+    assert_eq!(sb.recvs, sizes.len() as u64);
+    assert_eq!(sb.heap_recvs, 5, "the multi-slot messages were reassembled");
+    assert_eq!(sb.stale + sb.malformed, 0);
+}
+
+#[test]
+fn one_slot_messages_are_not_copied_and_the_slot_itself_comes_back_when_dropped() {
+    let (mut a, mut b, to_b, _) = native_pair(&unique("inplace"));
+    let mut m = a.alloc(8);
+    assert!(m.is_registered(), "a slot of the region");
+    m.copy_from_slice(b"8 bytes!");
+    let at = m.as_ptr();
+    let id = a.send(to_b, m).unwrap();
+    let d = b.recv().expect("on the ring at once");
+    assert!(d.data.is_registered(), "a view of the sender's slot");
+    assert_eq!(&d.data[..], b"8 bytes!");
+    // Not acknowledged while the receiver holds it.
+    for _ in 0..100 {
+        assert!(!matches!(
+            a.poll_completion(),
+            Some(Completion::Sent { .. })
+        ));
+    }
+    assert!(a.has_unacked());
+    drop(d);
+    let back = wait_for(|| match a.poll_completion() {
+        Some(Completion::Sent { id: i, buf, .. }) => Some((i, buf)),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(back.0, id);
+    assert!(back.1.is_registered());
+    assert_eq!(back.1.as_ptr(), at, "the very slot comes back");
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.registered_sends, sa.copied_sends), (1, 0));
+    assert_eq!((sb.registered_recvs, sb.heap_recvs), (1, 0));
+}
+
+#[test]
+fn back_pressure_when_the_slots_run_out_and_while_a_long_message_is_going_out() {
+    let (mut a, mut b, to_b, _) = native_pair(&unique("bp"));
+    // The receiver holds every message: the slots run out.
+    let mut held = Vec::new();
+    let refused = loop {
+        let mut m = a.alloc(4);
+        m.copy_from_slice(&(held.len() as u32).to_le_bytes());
+        match a.send(to_b, m) {
+            Ok(_) => held.push(b.recv().expect("there")),
+            Err(e) => break e,
+        }
+    };
+    assert!(refused.error.is_would_block(), "{}", refused.error);
+    assert_eq!(held.len(), myri_transport::SHM_SLOTS);
+    assert_eq!(
+        &refused.buf[..],
+        &64u32.to_le_bytes(),
+        "the buffer comes back intact"
+    );
+    assert_eq!(a.stats().would_block, 1);
+    // Three slots come back: a message of 5 slots goes out part-way and the next send
+    // waits for it.
+    held.drain(..3);
+    // Their buffers come back in Sent completions; dropped, the slots are free.
+    while a.poll_completion().is_some() {}
+    let slot = myri_transport::SHM_SLOT_LEN;
+    let long = pattern(7, 5 * slot);
+    a.send(to_b, Buf::from_vec(long.clone())).unwrap();
+    let e = a.send(to_b, Buf::copy_of(b"after")).unwrap_err();
+    assert!(
+        e.error.is_would_block(),
+        "one long message part-way out at a time"
+    );
+    assert!(b.recv().is_none(), "not whole yet");
+    held.clear();
+    let d = wait_for(|| {
+        while a.poll_completion().is_some() {}
+        b.recv()
+    })
+    .unwrap();
+    assert!(d.data[..] == long[..]);
+    a.send(to_b, e.buf).unwrap();
+    assert_eq!(&wait_for(|| b.recv()).unwrap().data[..], b"after");
+}
+
+#[test]
+fn a_send_waits_for_a_process_on_the_other_side() {
+    let name = unique("alone");
+    let url = format!("shm://{name}");
+    let mut a = Endpoint::open(&url).unwrap();
+    let to_b = a.insert_addr(&url).unwrap();
+    let e = a.send(to_b, Buf::copy_of(b"early")).unwrap_err();
+    assert!(e.error.is_would_block(), "{}", e.error);
+    let mut b = Endpoint::open(&url).unwrap();
+    b.insert_addr(&url).unwrap();
+    a.send(to_b, e.buf).unwrap();
+    assert_eq!(&wait_for(|| b.recv()).unwrap().data[..], b"early");
+    let c = wait_for(|| match a.poll_completion() {
+        Some(Completion::Connected {
+            peer,
+            peer_incarnation,
+        }) => Some((peer, peer_incarnation)),
+        _ => None,
+    });
+    assert_eq!(c, Some((to_b, b.incarnation())));
+}
+
+/// Makes side `side` of region `name` look owned by a process that does not exist.
+fn forge_dead_owner(name: &str, side: usize) {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(myri_transport::shm_region_path(name))
+        .unwrap();
+    let dead_pid: u64 = 0x7fff_fff0; // above any pid_max
+    let at = layout::SIDE_AT + side * layout::SIDE_LEN + layout::OWNER;
+    f.write_all_at(&((dead_pid << 32) | 1).to_le_bytes(), at as u64)
+        .unwrap();
+}
+
+#[test]
+fn a_dead_peer_hands_back_every_message_it_did_not_take() {
+    let name = unique("death");
+    let (mut a, mut b, to_b, _) = native_pair(&name);
+    let big = pattern(3, 3 * myri_transport::SHM_SLOT_LEN + 5);
+    // m0 taken and dropped (acknowledged); m1 read and held; m2, m3 (3 slots) and m4 unread.
+    a.inject(to_b, b"m0").unwrap();
+    drop(b.recv().unwrap());
+    a.inject(to_b, b"m1").unwrap();
+    let held = b.recv().unwrap();
+    a.inject(to_b, b"m2").unwrap();
+    a.send(to_b, Buf::from_vec(big.clone())).unwrap();
+    a.inject(to_b, b"m4").unwrap();
+    forge_dead_owner(&name, 1);
+    let mut sent = Vec::new();
+    let (why, unsent) = wait_for(|| match a.poll_completion() {
+        Some(Completion::Sent { id, .. }) => {
+            sent.push(id.0);
+            None
+        }
+        Some(Completion::PeerFailed { peer, why, unsent }) if peer == to_b => Some((why, unsent)),
+        _ => None,
+    })
+    .expect("the death is noticed");
+    assert_eq!(sent, [0], "what it took came back before");
+    assert!(why.contains("died"), "{why}");
+    let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
+    assert_eq!(
+        back,
+        [&b"m1"[..], b"m2", &big[..], b"m4"],
+        "in send order, intact"
+    );
+    assert!(
+        a.send(to_b, Buf::copy_of(b"x")).is_err(),
+        "a failed peer takes no sends"
+    );
+    assert_eq!(a.stats().peer_failures, 1);
+    // Every slot is free again (the handed-back ones once dropped): a full window fits.
+    drop(unsent);
+    drop(held);
+    drop(b);
+    let mut c = Endpoint::open(&format!("shm://{name}")).unwrap();
+    c.insert_addr(&format!("shm://{name}")).unwrap();
+    c.inject(Peer(0), b"new").unwrap();
+    assert_eq!(&wait_for(|| a.recv()).unwrap().data[..], b"new");
+    assert!(
+        matches!(a.poll_completion(), Some(Completion::PeerRestarted { peer, incarnation, unacked }) if peer == to_b && incarnation == c.incarnation() && unacked.is_empty())
+    );
+    assert!(c.recv().is_none(), "nothing meant for the dead one");
+    for i in 0..myri_transport::SHM_SLOTS {
+        let m = a.alloc(8);
+        assert!(m.is_registered(), "slot {i} came back");
+        assert_eq!(
+            a.send(to_b, m).unwrap().0,
+            i as u64,
+            "ids start again at zero"
+        );
+        drop(wait_for(|| c.recv()).unwrap());
+        while a.poll_completion().is_some() {}
+    }
+}
+
+#[test]
+fn rpp_over_shm_stays_available_as_an_option() {
+    let name = unique("rpp");
+    let url = format!("shm://{name}");
+    let options = || Options {
+        rpp_over_shm: true,
+        ..Options::default()
+    };
+    let mut a = Endpoint::open_with(&url, options()).unwrap();
+    let mut b = Endpoint::open_with(&url, options()).unwrap();
+    assert!(a.is_reliable() && !a.is_native());
+    let to_b = a.insert_addr(&url).unwrap();
+    b.insert_addr(&url).unwrap();
+    let sizes = [8, 100_000, 1 << 20, 3];
+    for (i, &len) in sizes.iter().enumerate() {
+        a.send(to_b, Buf::from_vec(pattern(i, len))).unwrap();
+        let d = wait_for(|| {
+            a.progress();
+            b.recv()
+        })
+        .unwrap();
+        assert!(d.data[..] == pattern(i, len)[..], "message {i}");
+    }
+    assert!(a.peer_stats(to_b).is_some(), "RPP runs");
+    assert!(
+        a.stats().transmit_copies > 0,
+        "RPP's packets are copied into slots"
+    );
+}
