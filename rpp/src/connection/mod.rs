@@ -644,7 +644,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
             if gone(self.timeouts) {
                 return self.fail(now, ConnectionError::PeerUnreachable { retries });
             }
-            let lost = self.send.on_timeout(now, self.rtt.rto_nanos());
+            let lost = self
+                .send
+                .on_timeout(now, self.rtt.rto_nanos(), self.timeouts);
             self.stats.lost += u64::from(lost);
             self.rtt.back_off();
             self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));

@@ -391,11 +391,15 @@ impl RecvState {
     }
 
     /// The packet at `rcv_nxt` has been taken (its slot, if any, already removed): move
-    /// the cumulative ack.
+    /// the cumulative ack. The acknowledgement is due at once every `ack_every` packets,
+    /// and once the peer has used half the credit last advertised (so that a window
+    /// smaller than `ack_every` never waits for the ack timer).
     fn advance(&mut self, now: Instant, ack_every: u32, immediately: bool) {
         self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
         self.unacked_packets += 1;
-        let due = immediately || self.unacked_packets >= ack_every;
+        let due = immediately
+            || self.unacked_packets >= ack_every
+            || self.unacked_packets.saturating_mul(2) >= self.advertised_credit;
         self.owe_ack(now, due);
     }
 

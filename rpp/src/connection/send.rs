@@ -252,9 +252,20 @@ impl<B: AsRef<[u8]>> SendState<B> {
             .push_back(self.snd_una.wrapping_add(i as u32));
     }
 
-    /// The retransmission timer fired at `now`: every packet in flight for at least `rto`
-    /// is declared lost, and at least the oldest one in flight. Returns how many.
-    pub(crate) fn on_timeout(&mut self, now: Instant, rto: u64) -> u32 {
+    /// The retransmission timer fired at `now`, the `nth` time in a row without an
+    /// acknowledgement of new data. The first time, only the oldest transmission in
+    /// flight is declared lost, so that its resend probes the peer (as QUIC's probe
+    /// timeout does); after that, every packet in flight for at least `rto` is, and at
+    /// least the oldest one. Returns how many.
+    ///
+    /// A single timeout is weak evidence: a peer whose host did not run it for a while
+    /// looks exactly like a lost window, and resending the window for it would double
+    /// the traffic just when the peer is behind. The probe's acknowledgement settles it:
+    /// the peer acknowledges what it has, and what it lacks, sent before the probe and
+    /// out for longer than the time threshold, is lost by that evidence and resent at
+    /// once ([`SendState::on_ack`]). A probe that goes unanswered too makes a lossy path
+    /// likelier than a slow peer, and the window goes again.
+    pub(crate) fn on_timeout(&mut self, now: Instant, rto: u64, nth: u32) -> u32 {
         let mut lost = 0;
         let mut oldest: Option<(u64, usize)> = None;
         for i in 0..self.unacked.len() {
@@ -262,7 +273,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             if !s.in_flight {
                 continue;
             }
-            if now.nanos_since(s.sent_at) >= rto {
+            if nth > 1 && now.nanos_since(s.sent_at) >= rto {
                 self.declare_lost(i);
                 lost += 1;
             } else if oldest.is_none_or(|(order, _)| s.order < order) {

@@ -187,6 +187,35 @@ fn acks_are_coalesced_every_k_packets() {
 }
 
 #[test]
+fn an_ack_goes_at_once_when_half_the_credit_is_used() {
+    // A window smaller than `ack_every`: the sender could not fill `ack_every` packets, so
+    // half the advertised credit brings the acknowledgement without the timer.
+    let small = Config {
+        recv_window: 4,
+        ack_every: 16,
+        ..config()
+    };
+    let (mut a, mut b) = (conn(small.clone(), 1), conn(small, 2));
+    for p in transmit(&mut a, at(0)) {
+        b.handle_packet(at(0), &p);
+    }
+    for p in transmit(&mut b, at(0)) {
+        a.handle_packet(at(0), &p);
+    }
+    for i in 0..4u8 {
+        a.send(vec![i]).unwrap();
+    }
+    let ps = transmit(&mut a, at(10));
+    assert_eq!(ps.len(), 4, "the credit lets four go");
+    b.handle_packet(at(11), &ps[0]);
+    assert!(transmit(&mut b, at(11)).is_empty(), "a quarter: held");
+    b.handle_packet(at(11), &ps[1]);
+    let acks = transmit(&mut b, at(11));
+    assert_eq!(acks.len(), 1, "half the credit: acked at once");
+    assert_eq!(header(&acks[0]).ack, 2);
+}
+
+#[test]
 fn a_gap_triggers_an_immediate_ack_with_sack() {
     let (mut a, mut b) = established();
     for i in 0..3u8 {
@@ -260,6 +289,91 @@ fn the_retransmission_timeout_backs_off_exponentially() {
         assert_eq!(w[1], w[0] * 2, "{waits:?}");
     }
     assert_eq!(a.stats().rto_expirations, 5);
+}
+
+#[test]
+fn a_first_timeout_probes_with_one_packet_and_a_second_resends_the_window() {
+    let (mut a, mut b) = established();
+    for i in 0..4u8 {
+        a.send(vec![i; 10]).unwrap();
+    }
+    let window = transmit(&mut a, at(10));
+    assert_eq!(window.len(), 4);
+    // The peer is slow, not gone: the first timeout sends only the oldest packet.
+    let t = a.poll_timeout().unwrap();
+    a.handle_timeout(t);
+    let probe = transmit(&mut a, t);
+    assert_eq!(probe.len(), 1, "one probe, not the window");
+    assert_eq!(header(&probe[0]).seq, 0);
+    // The peer had everything: its acknowledgement of the probe acknowledges the rest,
+    // and nothing more goes.
+    for p in window.iter().chain(&probe) {
+        b.handle_packet(t, p);
+    }
+    assert_eq!(messages(&mut b).len(), 4);
+    for p in transmit(&mut b, t) {
+        a.handle_packet(t, &p);
+    }
+    assert!(transmit(&mut a, t).is_empty());
+    assert!(!a.has_pending());
+    assert_eq!(a.stats().retransmitted, 1);
+
+    // Now the window is lost for real, and the probe too: the second timeout in a row
+    // resends everything that has been out for the timeout.
+    for i in 0..4u8 {
+        a.send(vec![i; 10]).unwrap();
+    }
+    let now = t + us(10);
+    assert_eq!(transmit(&mut a, now).len(), 4);
+    let t1 = a.poll_timeout().unwrap();
+    a.handle_timeout(t1);
+    assert_eq!(transmit(&mut a, t1).len(), 1, "the probe");
+    let t2 = a.poll_timeout().unwrap();
+    a.handle_timeout(t2);
+    let again = transmit(&mut a, t2);
+    let seqs: Vec<u32> = again.iter().map(|p| header(p).seq).collect();
+    assert_eq!(seqs.len(), 4, "the window again: {seqs:?}");
+    assert_eq!(a.stats().rto_expirations, 3);
+}
+
+#[test]
+fn a_probe_whose_ack_shows_losses_resends_them_without_another_timeout() {
+    let (mut a, mut b) = established();
+    // A first exchange measures the round trip.
+    a.send(b"warm".to_vec()).unwrap();
+    for p in transmit(&mut a, at(5)) {
+        b.handle_packet(at(6), &p);
+    }
+    let acked_at = b.poll_timeout().unwrap();
+    for p in transmit(&mut b, acked_at) {
+        a.handle_packet(acked_at + us(1), &p);
+    }
+    assert!(!a.has_pending() && a.stats().srtt < us(100));
+    for i in 0..4u8 {
+        a.send(vec![i; 10]).unwrap();
+    }
+    let window = transmit(&mut a, at(100));
+    assert_eq!(window.len(), 4);
+    let t = a.poll_timeout().unwrap();
+    a.handle_timeout(t);
+    let probe = transmit(&mut a, t);
+    assert_eq!(probe.len(), 1);
+    // Only the probe arrives (its acknowledgement waits for the ack delay): the
+    // acknowledgement shows 1..3 missing, sent long before.
+    b.handle_packet(t + us(1), &probe[0]);
+    let acked_at = b.poll_timeout().unwrap();
+    assert!(acked_at < a.poll_timeout().unwrap());
+    for p in transmit(&mut b, acked_at) {
+        a.handle_packet(acked_at, &p);
+    }
+    let again = transmit(&mut a, acked_at);
+    let seqs: Vec<u32> = again.iter().map(|p| header(p).seq).collect();
+    assert_eq!(seqs, vec![2, 3, 4], "lost by the probe's evidence");
+    assert_eq!(a.stats().rto_expirations, 1);
+    for p in &again {
+        b.handle_packet(acked_at, p);
+    }
+    assert_eq!(messages(&mut b).len(), 5);
 }
 
 #[test]
