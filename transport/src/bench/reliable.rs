@@ -175,6 +175,7 @@ pub fn pingpong(
     let mut baseline_rtts = Vec::new();
     let mode = setup.mode;
     let ((pinger, settled), echo) = with_server(&mut pair, mode, echo, |api, clock, set| {
+        pinger.clock = Some(*clock);
         for r in 0..rounds {
             let chunk = iters / rounds + u64::from(r < iters % rounds);
             set(RUN);
@@ -305,6 +306,7 @@ pub fn stream(
             let mut round = 0;
             loop {
                 let mut sender = RppStreamSender::new(link, size, count, round);
+                sender.clock = Some(*clock);
                 set(RUN);
                 drive(api, clock, &mut sender, mode);
                 let (sender, _) = settle_here(api, clock, sender, &sink_idle, ROUND_QUIET, mode);

@@ -31,15 +31,21 @@ use std::time::Duration;
 /// The RPP configuration the board benchmarks use: the channel's largest payload as the
 /// MTU, in-place delivery, and timers for a cluster link.
 ///
-/// Acknowledgements are coalesced over 8 packets (every ack is a packet through both
-/// boards); a gap is still acked at once. Retries are generous because a host thread on a
-/// busy two-core machine can be descheduled for milliseconds: a slow peer is not a dead
-/// one here.
+/// Acknowledgements are coalesced over 16 packets or 100 µs (every ack is a packet
+/// through both boards, as costly to the hosts as a data packet short of its bytes); a
+/// gap is still acked at once, and so is half the advertised credit used. At most 64
+/// messages are held (queued or unacknowledged, 512 KiB of 8 KiB ones) before `send`
+/// says it would block: a writer faster than the link waits, as on a socket with a
+/// bounded send buffer, and the messages RPP hands back for reuse stay in the cache.
+/// Retries are generous because a host thread on a busy two-core machine can be
+/// descheduled for milliseconds: a slow peer is not a dead one here.
 pub fn board_config() -> Config {
     Config {
         mtu: myri_mcp::hcb::MAX_PAYLOAD,
         in_place_delivery: true,
-        ack_every: 8,
+        ack_every: 16,
+        ack_delay: Duration::from_micros(100),
+        max_queued_messages: 64,
         rto_min: Duration::from_micros(100),
         max_retries: 30,
         ..Config::default()

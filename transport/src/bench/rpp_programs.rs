@@ -5,6 +5,7 @@
 
 use super::programs::{Program, Step};
 use super::rpp_link::BoardConnection;
+use myri_device::run::Clock;
 use myri_device::time::Time;
 use myri_mcp::Api;
 use std::collections::VecDeque;
@@ -44,6 +45,11 @@ pub struct RppPinger {
     pub rtts: Vec<Duration>,
     /// Answers that were not the awaited one (wrong sequence number or length).
     pub mismatched: u64,
+    /// The real clock round trips are timed with (inline and threaded runs), as the raw
+    /// [`Pinger`](super::programs::Pinger) times them: read right before each send and
+    /// right after its answer is delivered. Without one (virtual time) the step's `now`
+    /// is used.
+    pub clock: Option<Clock>,
     waiting: Option<(u64, Time)>,
 }
 
@@ -57,6 +63,7 @@ impl RppPinger {
             done: 0,
             rtts: Vec::with_capacity(iters as usize),
             mismatched: 0,
+            clock: None,
             waiting: None,
         }
     }
@@ -68,7 +75,8 @@ impl RppPinger {
             progressed = true;
             match (self.waiting, word(d.bytes(), 0)) {
                 (Some((seq, sent_at)), Some(got)) if got == seq && d.len() == self.size => {
-                    self.rtts.push(now.saturating_since(sent_at));
+                    let at = self.clock.map_or(now, |c| c.now());
+                    self.rtts.push(at.saturating_since(sent_at));
                     self.waiting = None;
                     self.done += 1;
                 }
@@ -78,11 +86,12 @@ impl RppPinger {
         }
         if self.waiting.is_none() && self.done < self.iters {
             let seq = self.done;
+            let at = self.clock.map_or(now, |c| c.now());
             if self
                 .link
                 .send_with(self.size, |b| b[..8].copy_from_slice(&seq.to_be_bytes()))
             {
-                self.waiting = Some((seq, now));
+                self.waiting = Some((seq, at));
                 progressed = true;
             }
         }
@@ -178,6 +187,11 @@ pub struct RppStreamSender {
     pub sink_count: u64,
     /// Messages received that were not this stream's acknowledgement.
     pub stale: u64,
+    /// The real clock the stream is timed with (inline and threaded runs), as the raw
+    /// [`StreamSender`](super::programs::StreamSender) times it: read right before the
+    /// first message is queued and right after the acknowledgement is delivered. Without
+    /// one (virtual time) the step's `now` is used.
+    pub clock: Option<Clock>,
 }
 
 impl RppStreamSender {
@@ -193,6 +207,7 @@ impl RppStreamSender {
             acked: None,
             sink_count: 0,
             stale: 0,
+            clock: None,
         }
     }
 
@@ -203,7 +218,7 @@ impl RppStreamSender {
             progressed = true;
             let b = d.bytes();
             if word(b, 0) == Some(ACK) && word(b, 2) == Some(self.round) && self.acked.is_none() {
-                self.acked = Some(now);
+                self.acked = Some(self.clock.map_or(now, |c| c.now()));
                 self.sink_count = word(b, 1).unwrap_or(0);
             } else {
                 self.stale += 1;
@@ -212,6 +227,9 @@ impl RppStreamSender {
         }
         while self.acked.is_none() && self.queued < self.count {
             let (seq, count, round) = (self.queued, self.count, self.round);
+            if self.started.is_none() {
+                self.started = Some(self.clock.map_or(now, |c| c.now()));
+            }
             let queued = self.link.send_with(self.size, |b| {
                 b[..8].copy_from_slice(&seq.to_be_bytes());
                 b[8..16].copy_from_slice(&count.to_be_bytes());
@@ -220,7 +238,6 @@ impl RppStreamSender {
             if !queued {
                 break;
             }
-            self.started.get_or_insert(now);
             self.queued += 1;
             progressed = true;
         }
@@ -404,10 +421,15 @@ impl<P: OverRpp> Program for Settling<P> {
 }
 
 macro_rules! over_rpp {
-    ($t:ty) => {
+    ($t:ty, $own_time:expr) => {
         impl Program for $t {
             fn step(&mut self, api: &mut Api, now: Time) -> Step {
                 <$t>::step(self, api, now)
+            }
+
+            fn keeps_own_time(&self) -> bool {
+                let own_time: fn(&$t) -> bool = $own_time;
+                own_time(self)
             }
         }
         impl OverRpp for $t {
@@ -418,7 +440,9 @@ macro_rules! over_rpp {
     };
 }
 
-over_rpp!(RppPinger);
-over_rpp!(RppEcho);
-over_rpp!(RppStreamSender);
-over_rpp!(RppStreamSink);
+// As the raw programs: the timing ones keep their own time when they have a clock, and
+// the echo and the sink time nothing.
+over_rpp!(RppPinger, |p| p.clock.is_some());
+over_rpp!(RppEcho, |_| true);
+over_rpp!(RppStreamSender, |s| s.clock.is_some());
+over_rpp!(RppStreamSink, |_| true);
