@@ -4,23 +4,32 @@
 //! answer), so the figures are the stack's own work and the system calls, not the
 //! scheduling of two spinning processes.
 //!
+//! `shm://` reliable runs the backend's native reliability (no RPP); the old path, RPP
+//! over the rings (`Options::rpp_over_shm`), is measured alongside as `shm+rpp`.
+//!
 //! Wall time per exchange: `cargo bench -p myri-benches --bench transport_cost`.
 //! Instructions per exchange and RPP's share of them (the lead's target):
 //! `valgrind --tool=callgrind --toggle-collect='transport_cost::exchange_transport'
-//!  target/release/deps/transport_cost-* --only udp --exchanges 10000` (or `--only shm`),
+//!  target/release/deps/transport_cost-* --only udp --exchanges 10000` (or `--only shm`,
+//! `--only shm+rpp`; for the bare ring, `--toggle-collect='transport_cost::exchange_ring'
+//! --only ring`),
 //! then `callgrind_annotate --inclusive=yes` and read the `myri_rpp::` entry points
 //! (`handle_packet`, `poll_transmit_gather`, `send`, `poll_timeout`, `handle_timeout`,
 //! `poll_event`) against the total (instructions only: system calls are not counted).
 
 use myri_transport::shm::heap_ring;
-use myri_transport::{Endpoint, Peer};
+use myri_transport::{Endpoint, Options, Peer};
 use std::hint::black_box;
 use std::net::UdpSocket;
 use std::time::Instant;
 
-fn pair(a: &str, b: &str) -> (Endpoint, Endpoint, Peer, Peer) {
-    let mut ea = Endpoint::open(a).expect("open a");
-    let mut eb = Endpoint::open(b).expect("open b");
+fn pair(a: &str, b: &str, rpp_over_shm: bool) -> (Endpoint, Endpoint, Peer, Peer) {
+    let options = || Options {
+        rpp_over_shm,
+        ..Options::default()
+    };
+    let mut ea = Endpoint::open_with(a, options()).expect("open a");
+    let mut eb = Endpoint::open_with(b, options()).expect("open b");
     let to_b = ea.insert_addr(&strip(&eb.local_url())).expect("b");
     let to_a = eb.insert_addr(&strip(&ea.local_url())).expect("a");
     (ea, eb, to_b, to_a)
@@ -92,6 +101,12 @@ fn exchange_ring(
     black_box(r.as_slice());
 }
 
+/// Counts exchanges: true every 8th (when the handed-back buffers are taken).
+fn every_8th(k: &mut u64) -> bool {
+    *k += 1;
+    (*k).is_multiple_of(8)
+}
+
 fn time(name: &str, n: u64, mut f: impl FnMut()) -> f64 {
     for _ in 0..n / 10 {
         f();
@@ -113,13 +128,16 @@ fn main() {
     let n: u64 = arg("--exchanges")
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    // `--only udp` or `--only shm`: the transport's exchanges on one backend, once (for
-    // callgrind); no references.
+    // `--only udp`, `--only shm`, `--only shm+rpp` or `--only ring`: one kind of exchange,
+    // once (for callgrind).
     let only = arg("--only");
     let name = format!("cost-{}", std::process::id());
     let shm = format!("shm://{name}");
-    let (mut sa, mut sb, s_to_b, s_to_a) = pair(&shm, &shm);
-    let (mut ua, mut ub, u_to_b, u_to_a) = pair("udp://127.0.0.1:0", "udp://127.0.0.1:0");
+    let shm_rpp = format!("shm://{name}-rpp");
+    let (mut sa, mut sb, s_to_b, s_to_a) = pair(&shm, &shm, false);
+    assert!(sa.is_native(), "shm reliable runs natively");
+    let (mut ra, mut rb, r_to_b, r_to_a) = pair(&shm_rpp, &shm_rpp, true);
+    let (mut ua, mut ub, u_to_b, u_to_a) = pair("udp://127.0.0.1:0", "udp://127.0.0.1:0", false);
     let (a, b) = (
         UdpSocket::bind("127.0.0.1:0").expect("a"),
         UdpSocket::bind("127.0.0.1:0").expect("b"),
@@ -129,13 +147,14 @@ fn main() {
     a.set_nonblocking(true).expect("nonblocking");
     b.set_nonblocking(true).expect("nonblocking");
     let mut buf = [0u8; 64];
+    let mut k = 0u64;
     let mut ab = heap_ring(1 << 16).expect("ring");
     let mut ba = heap_ring(1 << 16).expect("ring");
     match only.as_deref() {
         Some("udp") => {
             time("udp transport (reliable)", n, || {
                 exchange_transport(&mut ua, &mut ub, u_to_b, u_to_a);
-                if ua.stats().sends % 8 == 0 {
+                if every_8th(&mut k) {
                     completions(&mut ua, &mut ub);
                 }
             });
@@ -144,28 +163,47 @@ fn main() {
         Some("shm") => {
             time("shm transport (reliable)", n, || {
                 exchange_transport(&mut sa, &mut sb, s_to_b, s_to_a);
-                if sa.stats().sends % 8 == 0 {
+                if every_8th(&mut k) {
                     completions(&mut sa, &mut sb);
                 }
             });
             return;
         }
+        Some("shm+rpp") => {
+            time("shm transport (rpp)", n, || {
+                exchange_transport(&mut ra, &mut rb, r_to_b, r_to_a);
+                if every_8th(&mut k) {
+                    completions(&mut ra, &mut rb);
+                }
+            });
+            return;
+        }
+        Some("ring") => {
+            time("shm ring", n, || exchange_ring(&mut ab, &mut ba));
+            return;
+        }
         _ => {}
     }
     // A and B alternate, five times, so drift in the machine's speed hits both alike.
-    let (mut t, mut r) = (vec![[0.0; 2]; 0], vec![[0.0; 2]; 0]);
+    let (mut t, mut r) = (vec![[0.0; 3]; 0], vec![[0.0; 2]; 0]);
     for _ in 0..5 {
         t.push([
             time("udp transport (reliable)", n, || {
                 exchange_transport(&mut ua, &mut ub, u_to_b, u_to_a);
-                if ua.stats().sends % 8 == 0 {
+                if every_8th(&mut k) {
                     completions(&mut ua, &mut ub);
                 }
             }),
             time("shm transport (reliable)", n, || {
                 exchange_transport(&mut sa, &mut sb, s_to_b, s_to_a);
-                if sa.stats().sends % 8 == 0 {
+                if every_8th(&mut k) {
                     completions(&mut sa, &mut sb);
+                }
+            }),
+            time("shm transport (rpp)", n, || {
+                exchange_transport(&mut ra, &mut rb, r_to_b, r_to_a);
+                if every_8th(&mut k) {
+                    completions(&mut ra, &mut rb);
                 }
             }),
         ]);
@@ -179,10 +217,10 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    for (i, what) in ["udp", "shm"].iter().enumerate() {
+    for (i, what) in ["udp", "shm", "shm+rpp"].iter().enumerate() {
         let (x, y) = (
             median(t.iter().map(|p| p[i]).collect()),
-            median(r.iter().map(|p| p[i]).collect()),
+            median(r.iter().map(|p| p[i.min(1)]).collect()),
         );
         println!(
             "{what}: transport {x:.0} ns, reference {y:.0} ns, ratio {:.2}",

@@ -163,7 +163,7 @@ pub(crate) struct ShmRecv {
 
 impl Drop for ShmRecv {
     fn drop(&mut self) {
-        self.give_back.give_back();
+        self.give_back.give_back(&self.view);
     }
 }
 

@@ -11,7 +11,9 @@
 //! | `shm://name`       | a shared-memory region under `/dev/shm`: two processes of one host |
 //!
 //! Each runs *reliable* (RPP, the `myri-rpp` crate, on top: exactly-once, in-order
-//! delivery of messages up to 64 MiB, peer failure and restart detection) or *raw*
+//! delivery of messages up to 64 MiB, peer failure and restart detection; on `shm://`,
+//! whose rings lose nothing and keep order, the backend's own native reliability with
+//! the same contract and no RPP, unless [`Options::rpp_over_shm`]) or *raw*
 //! (datagrams as the backend carries them), as the URL's `reliable=` parameter or
 //! [`Options::reliable`] says. The shape is that of a libfabric provider or an Open MPI
 //! BTL: [`Capabilities`] say what the endpoint can do; peers are small integer handles
@@ -47,9 +49,11 @@
 //! [`Stats::copied_sends`]. Raw mode sends and receives with no copy on every backend.
 //! Reliable mode receives in place (a whole in-order message is a view of the datagram it
 //! came in) and, on UDP, sends with a gathered `sendmsg` straight from the application's
-//! buffer; on sim and shm, whose channels send only from their own memory while RPP keeps
-//! the message for retransmission, each transmitted packet is copied once
-//! ([`Stats::transmit_copies`]).
+//! buffer; on sim (and shm with [`Options::rpp_over_shm`]), whose channels send only from
+//! their own memory while RPP keeps the message for retransmission, each transmitted
+//! packet is copied once ([`Stats::transmit_copies`]). Native reliability on shm sends a
+//! message of one slot from the application's slot and delivers it as a view, with no
+//! copy; a longer one is copied into slots and reassembled once.
 //!
 //! **What this layer does not do**: no connection set-up handshake beyond RPP's
 //! introduction (peers are inserted by address, or accepted with

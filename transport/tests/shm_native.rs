@@ -298,3 +298,33 @@ fn rpp_over_shm_stays_available_as_an_option() {
         "RPP's packets are copied into slots"
     );
 }
+
+#[test]
+fn a_native_endpoint_refuses_a_peer_that_runs_rpp() {
+    let name = unique("mixed");
+    let url = format!("shm://{name}");
+    let mut rpp = Endpoint::open_with(
+        &url,
+        Options {
+            rpp_over_shm: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut native = Endpoint::open(&url).unwrap();
+    let to_rpp = native.insert_addr(&url).unwrap();
+    let to_native = rpp.insert_addr(&url).unwrap();
+    let e = native.send(to_rpp, Buf::copy_of(b"x")).unwrap_err();
+    assert!(
+        e.error.to_string().contains("both sides must agree"),
+        "{}",
+        e.error
+    );
+    // What the RPP side sends is not taken for messages.
+    rpp.inject(to_native, b"hello").unwrap();
+    for _ in 0..100 {
+        rpp.progress();
+        assert!(native.recv().is_none());
+    }
+    assert!(native.stats().stale > 0);
+}

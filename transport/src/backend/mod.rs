@@ -116,6 +116,10 @@ pub(crate) trait Backend: Send {
     fn progress(&mut self) -> bool;
     /// The next event, if any.
     fn poll_event(&mut self) -> Option<BackendEvent>;
+    /// Whether [`Backend::poll_event`] has something (a cheap look).
+    fn has_events(&self) -> bool {
+        true
+    }
     /// Counters.
     fn counters(&self) -> BackendCounters;
     /// Whether the backend gives reliability itself ([`Backend::send_reliable`] and the

@@ -570,13 +570,16 @@ impl Drop for ReadGrant<'_> {
 /// Equal slots in a region: the registered memory of a shared-memory endpoint. Each slot
 /// is either claimed by one writer ([`SlotMut`]) or viewed by readers ([`SlotView`]) in
 /// this process, never both: the handles check it, so a bug in the protocol above is an
-/// error (`None`), not aliasing.
+/// error (`None`), not aliasing. An area made with [`SlotArea::read_only`] (the peer's
+/// slots) is never claimed in this process, so its views need no counting.
 pub struct SlotArea {
     region: Arc<Region>,
     offset: usize,
     slot_len: usize,
     /// Per slot: 0 free, `u32::MAX` claimed for writing, else the number of views.
     users: Box<[std::sync::atomic::AtomicU32]>,
+    /// No slot is ever claimed: views are not counted.
+    read_only: bool,
 }
 
 const CLAIMED: u32 = u32::MAX;
@@ -602,7 +605,27 @@ impl SlotArea {
             users: (0..count)
                 .map(|_| std::sync::atomic::AtomicU32::new(0))
                 .collect(),
+            read_only: false,
         }))
+    }
+
+    /// Like [`SlotArea::new`], for slots this process only reads (another process writes
+    /// them): [`SlotArea::claim`] always refuses, so a view needs no count.
+    pub fn read_only(
+        region: Arc<Region>,
+        offset: usize,
+        slot_len: usize,
+        count: usize,
+    ) -> Result<Arc<SlotArea>, RingError> {
+        let area = SlotArea::new(region, offset, slot_len, count)?;
+        let mut area = Arc::into_inner(area).ok_or(RingError::Corrupt("slot area shared"))?;
+        area.read_only = true;
+        Ok(Arc::new(area))
+    }
+
+    /// The region the slots lie in.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
     }
 
     /// Slots in the area.
@@ -629,6 +652,9 @@ impl SlotArea {
 
     /// Slot `index` to write, if no other handle of this process has it.
     pub fn claim(self: &Arc<SlotArea>, index: usize) -> Option<SlotMut> {
+        if self.read_only {
+            return None;
+        }
         let users = self.users.get(index)?;
         users
             .compare_exchange(
@@ -651,13 +677,15 @@ impl SlotArea {
         if at.checked_add(len).is_none_or(|end| end > self.slot_len) {
             return None;
         }
-        users
-            .fetch_update(
-                std::sync::atomic::Ordering::Acquire,
-                std::sync::atomic::Ordering::Relaxed,
-                |n| (n < CLAIMED - 1).then(|| n + 1),
-            )
-            .ok()?;
+        if !self.read_only {
+            users
+                .fetch_update(
+                    std::sync::atomic::Ordering::Acquire,
+                    std::sync::atomic::Ordering::Relaxed,
+                    |n| (n < CLAIMED - 1).then(|| n + 1),
+                )
+                .ok()?;
+        }
         Some(SlotView {
             area: self.clone(),
             index,
@@ -720,18 +748,26 @@ impl SlotView {
         self.index
     }
 
+    /// The area it belongs to.
+    pub fn area(&self) -> &Arc<SlotArea> {
+        &self.area
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `[at, at + len)` lies in the slot (checked in `view`) and so in the
         // region; no writer handle of this process exists while this view does (`view`
-        // counted it in, `claim` waits for zero).
+        // counted it in and `claim` waits for zero; or the area is read-only and `claim`
+        // never hands out a writer).
         unsafe { core::slice::from_raw_parts(self.area.ptr(self.index, self.at), self.len) }
     }
 }
 
 impl Drop for SlotView {
     fn drop(&mut self) {
-        self.area.users[self.index].fetch_sub(1, std::sync::atomic::Ordering::Release);
+        if !self.area.read_only {
+            self.area.users[self.index].fetch_sub(1, std::sync::atomic::Ordering::Release);
+        }
     }
 }
 

@@ -208,6 +208,31 @@ fn slots_are_written_by_one_handle_or_read_by_views_never_both() {
     assert!(area.claim(1).is_some());
 }
 
+#[test]
+fn a_read_only_area_is_never_claimed_and_its_views_are_bounded() {
+    let region = Arc::new(Region::heap(4096));
+    // Another "process" writes the slots through its own area over the same bytes.
+    let writer = SlotArea::new(region.clone(), 64, 100, 3).unwrap();
+    let reader = SlotArea::read_only(region.clone(), 64, 100, 3).unwrap();
+    assert!(SlotArea::read_only(region.clone(), 4000, 64, 2).is_err());
+    let mut w = writer.claim(2).unwrap();
+    w.as_mut_slice()[..3].copy_from_slice(b"xyz");
+    drop(w);
+    assert!(
+        reader.claim(2).is_none(),
+        "this process only reads these slots"
+    );
+    let v = reader.view(2, 0, 3).unwrap();
+    let v2 = reader.view(2, 1, 2).unwrap();
+    assert_eq!((v.as_slice(), v2.as_slice()), (&b"xyz"[..], &b"yz"[..]));
+    assert!(reader.view(2, 0, 101).is_none(), "past the slot");
+    assert!(reader.view(3, 0, 1).is_none(), "out of range");
+    assert!(Arc::ptr_eq(v.area(), &reader));
+    assert!(Arc::ptr_eq(v.area().region(), &region));
+    drop((v, v2));
+    assert!(reader.claim(2).is_none());
+}
+
 // Miri cannot map files; the heap regions above exercise the same unsafe code under it.
 #[cfg(not(miri))]
 #[test]

@@ -152,13 +152,13 @@ fn alive(owner: u64) -> bool {
 
 /// Hands a received slot back to its owner: stores 0 in its state word.
 pub(crate) struct SlotReturn {
-    region: Arc<Region>,
     state_at: usize,
 }
 
 impl SlotReturn {
-    pub(crate) fn give_back(&self) {
-        if let Some(w) = self.region.word(self.state_at) {
+    /// Gives back the slot `view` is of.
+    pub(crate) fn give_back(&self, view: &crate::shm::raw::SlotView) {
+        if let Some(w) = view.area().region().word(self.state_at) {
             // Release: this side's reads of the slot happen before the owner reuses it.
             w.store(0, Ordering::Release);
         }
@@ -212,6 +212,7 @@ pub(crate) struct ShmBackend {
     peer_owner: u64,
     peer_epoch: u64,
     peer_incarnation: u64,
+    peer_mode: u64,
     /// A live owner of the other side has been seen (in its current epoch).
     peer_seen: bool,
     peer_reported_gone: bool,
@@ -227,6 +228,12 @@ pub(crate) struct ShmBackend {
     max_message: usize,
     /// Dropping the rest of a message that grew too long.
     skipping: bool,
+    /// Native reliability's clock discipline: progress passes since the peer was last
+    /// looked at, idle passes since the clock was last read, and whether this pass
+    /// received something.
+    passes_since_check: u32,
+    idle_passes: u32,
+    received_this_pass: bool,
     /// Native reliability's state (`None` in raw and RPP modes).
     native: Option<native::NativeTx>,
 }
@@ -364,7 +371,8 @@ impl ShmBackend {
         let (tx, _) = raw::ring(region.clone(), out.ring).map_err(ring_err)?;
         let (_, rx) = raw::ring(region.clone(), inc.ring).map_err(ring_err)?;
         let mine = SlotArea::new(region.clone(), out.slab, SLOT_LEN, SLOTS).map_err(ring_err)?;
-        let theirs = SlotArea::new(region.clone(), inc.slab, SLOT_LEN, SLOTS).map_err(ring_err)?;
+        let theirs =
+            SlotArea::read_only(region.clone(), inc.slab, SLOT_LEN, SLOTS).map_err(ring_err)?;
         let (native, max_message) = match me.mode {
             ShmMode::Native { max_message } => (Some(native::NativeTx::default()), max_message),
             _ => (None, SLOT_LEN),
@@ -384,6 +392,7 @@ impl ShmBackend {
             peer_owner: 0,
             peer_epoch: 0,
             peer_incarnation: 0,
+            peer_mode: 0,
             peer_seen: false,
             peer_reported_gone: false,
             last_check: 0,
@@ -394,6 +403,9 @@ impl ShmBackend {
             spare: Vec::new(),
             max_message,
             skipping: false,
+            passes_since_check: 0,
+            idle_passes: 0,
+            received_this_pass: false,
             native,
         };
         if !fresh {
@@ -450,6 +462,9 @@ impl ShmBackend {
             .load(Ordering::Acquire);
         self.peer_incarnation = self
             .word(side_word(other, layout::INCARNATION))
+            .load(Ordering::Relaxed);
+        self.peer_mode = self
+            .word(side_word(other, layout::MODE))
             .load(Ordering::Relaxed);
         self.peer_seen = alive(self.peer_owner);
         self.peer_reported_gone = false;
@@ -555,6 +570,35 @@ impl ShmBackend {
         state.store(1, Ordering::Relaxed);
         g.commit(DESCRIPTOR);
         Ok(())
+    }
+
+    /// Looks at the peer if `CHECK_EVERY_NANOS` passed since last time.
+    fn timed_check(&mut self) {
+        self.passes_since_check = 0;
+        let now = self.now();
+        if now.saturating_sub(self.last_check) >= CHECK_EVERY_NANOS || self.last_check == 0 {
+            self.last_check = now.max(1);
+            self.check_peer();
+        }
+    }
+
+    /// Native reliability: the ring was found empty. On a pass that received nothing, every
+    /// `IDLE_PASSES`th time, the clock is read (and the peer looked at when due).
+    fn idle(&mut self) {
+        if self.native.is_none() || self.received_this_pass {
+            return;
+        }
+        self.idle_passes += 1;
+        if self.idle_passes >= IDLE_PASSES {
+            self.idle_passes = 0;
+            self.timed_check();
+        }
+    }
+
+    /// Native reliability: whether the peer runs RPP over the region (its packets are not
+    /// messages, and it would take messages for packets).
+    fn rpp_peer(&self) -> bool {
+        self.peer_mode == layout::MODE_RPP
     }
 
     /// Whether a live peer is there to take messages (native reliability waits for one).
@@ -684,6 +728,11 @@ impl Drop for ShmBackend {
 
 /// How often a live peer's process is looked up.
 const CHECK_EVERY_NANOS: u64 = 2_000_000;
+/// Native reliability: progress passes that received something, after which the clock is
+/// read anyway.
+const BUSY_PASSES: u32 = 4096;
+/// Native reliability: idle passes (nothing received) between two clock reads.
+const IDLE_PASSES: u32 = 16;
 
 impl Backend for ShmBackend {
     fn scheme(&self) -> Scheme {
@@ -808,7 +857,7 @@ impl Backend for ShmBackend {
             let d = {
                 let rec = match self.rx.try_read() {
                     Ok(r) => r,
-                    Err(raw::RingError::Empty) => return None,
+                    Err(raw::RingError::Empty) => break,
                     Err(_) => {
                         self.counters.malformed += 1;
                         return None;
@@ -832,7 +881,7 @@ impl Backend for ShmBackend {
                 // A new owner spoke before this side noticed it: notice it now.
                 self.check_peer();
             }
-            let over = self.native.is_some() && self.peer_reported_gone;
+            let over = self.native.is_some() && (self.peer_reported_gone || self.rpp_peer());
             if d.from_epoch != self.peer_epoch as u32 || over {
                 // From a life of the peer that is over (native reliability drops what a
                 // dead process left, as it handed back what that process never took).
@@ -843,6 +892,7 @@ impl Backend for ShmBackend {
             if d.more || self.assembling.is_some() || self.skipping {
                 match self.fragment(d) {
                     Some(message) => {
+                        self.received_this_pass = true;
                         return Some(Incoming {
                             from: RemoteAddr::Shm,
                             data: RecvBuf::from_vec(message),
@@ -857,23 +907,36 @@ impl Backend for ShmBackend {
                 continue;
             };
             let give_back = SlotReturn {
-                region: self.region.clone(),
                 state_at: direction(1 - self.side).states + d.slot * 8,
             };
+            self.received_this_pass = true;
             return Some(Incoming {
                 from: RemoteAddr::Shm,
                 data: RecvBuf::new(RecvKind::Shm(ShmRecv { view, give_back }), 0..d.len),
             });
         }
+        self.idle();
+        None
     }
 
     fn progress(&mut self) -> bool {
-        let now = self.now();
-        if now.saturating_sub(self.last_check) >= CHECK_EVERY_NANOS || self.last_check == 0 {
-            self.last_check = now.max(1);
-            self.check_peer();
+        if self.native.is_none() {
+            self.timed_check();
+        } else {
+            // Native reliability reads no clock on a pass that has work: the peer is
+            // looked at when a pass finds nothing to receive (see `recv`), and after
+            // `BUSY_PASSES` busy passes in a row.
+            self.passes_since_check += 1;
+            if self.passes_since_check >= BUSY_PASSES {
+                self.timed_check();
+            }
+            self.received_this_pass = false;
+            self.pump();
         }
-        self.pump();
+        !self.events.is_empty()
+    }
+
+    fn has_events(&self) -> bool {
         !self.events.is_empty()
     }
 

@@ -84,19 +84,27 @@ impl ShmBackend {
             let max = self.max_message;
             return refuse(Error::TooLarge { len, max }, buf);
         }
+        if self.peer_present() && self.rpp_peer() {
+            let why = "the peer runs RPP over the region (Options::rpp_over_shm) and this \
+                       endpoint the backend's native reliability: both sides must agree";
+            return refuse(Error::Config(why.into()), buf);
+        }
         if !self.peer_present() {
             // Nobody to take it yet (or any more: the endpoint refuses sends to a failed
             // peer before asking).
             return refuse(Error::WouldBlock, buf);
         }
-        self.pump();
-        if self
-            .native
-            .as_ref()
-            .and_then(|n| n.outq.back())
-            .is_some_and(Outgoing::partial)
-        {
-            return refuse(Error::WouldBlock, buf);
+        let partial = |b: &ShmBackend| {
+            b.native
+                .as_ref()
+                .and_then(|n| n.outq.back())
+                .is_some_and(Outgoing::partial)
+        };
+        if partial(self) {
+            self.pump();
+            if partial(self) {
+                return refuse(Error::WouldBlock, buf);
+            }
         }
         let out = match buf.kind {
             BufKind::Shm(s) if Arc::ptr_eq(s.area(), &self.mine) => {
@@ -189,7 +197,23 @@ impl ShmBackend {
                 .word(states + slot * 8)
                 .is_none_or(|w| w.load(Ordering::Acquire) == 0)
         };
-        let mut i = 0;
+        // Mostly the oldest goes first.
+        while let Some(o) = n.outq.front_mut() {
+            if !o.held.is_empty() {
+                o.held.retain(|s| !back(s.index()));
+            }
+            let done = match o.in_place {
+                Some(slot) => back(slot),
+                None => !o.partial() && o.held.is_empty(),
+            };
+            if !done {
+                break;
+            }
+            if let Some(o) = n.outq.pop_front() {
+                n.acked.push_back((o.tag, o.buf));
+            }
+        }
+        let mut i = 1;
         while i < n.outq.len() {
             let o = &mut n.outq[i];
             // A fragment's slot is kept (claimed) until seen back, so it cannot be reused

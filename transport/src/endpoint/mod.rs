@@ -1,5 +1,7 @@
 //! The endpoint: what an application or framework holds. See the crate documentation.
 
+mod native;
+
 use crate::backend::shm::{ShmBackend, ShmMode};
 use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
@@ -112,6 +114,10 @@ pub enum Completion {
         peer_incarnation: u64,
     },
     /// Reliable mode: the peer acknowledged the whole message; its buffer comes back.
+    /// With native reliability (`shm://`) acknowledged means the peer's application has
+    /// dropped (or recycled) the message, and a buffer from [`Endpoint::alloc`] comes back
+    /// as the very slot it was sent from, writable again: drop or reuse it soon, as the
+    /// slots of the region are few ([`crate::SHM_SLOTS`]).
     Sent {
         /// To whom.
         peer: Peer,
@@ -142,7 +148,9 @@ pub enum Completion {
         unacked: Vec<Buf>,
     },
     /// The peer failed: unreachable, crashed, or broke the protocol. Sends to it are
-    /// refused from now on; messages not acknowledged come back (reliable mode).
+    /// refused from now on; messages not acknowledged come back (reliable mode; with
+    /// native reliability on `shm://`, every message the dead process had not dropped,
+    /// read or not, in send order).
     PeerFailed {
         /// Which.
         peer: Peer,
@@ -227,6 +235,11 @@ pub struct Endpoint {
     reliable: bool,
     /// Reliable mode given by the backend itself (shm), with no RPP.
     native: bool,
+    /// Native reliability: the peer (the backend has one remote address).
+    native_peer: Option<Peer>,
+    /// Native reliability: messages taken by `recv` without a progress pass since the last
+    /// pass.
+    fast_recvs: u32,
     options: Options,
     rpp: myri_rpp::Config,
     incarnation: u64,
@@ -288,6 +301,8 @@ impl Endpoint {
             backend,
             reliable,
             native,
+            native_peer: None,
+            fast_recvs: 0,
             rpp,
             incarnation,
             peers: Vec::new(),
@@ -445,6 +460,9 @@ impl Endpoint {
             restart_unacked: Vec::new(),
         });
         self.by_addr.insert(addr, peer);
+        if self.native {
+            self.native_peer = Some(peer);
+        }
         peer
     }
 
@@ -456,7 +474,9 @@ impl Endpoint {
     /// (sim, shm with [`Options::rpp_over_shm`]), registered memory is kept for the
     /// channel and this is a heap buffer.
     pub fn alloc(&mut self, len: usize) -> Buf {
-        let registered = if self.reliable && !self.native && self.backend.gather_copies() {
+        let registered = if self.native {
+            self.backend.alloc(len)
+        } else if self.reliable && self.backend.gather_copies() {
             None
         } else {
             self.backend.alloc(len)
@@ -485,26 +505,19 @@ impl Endpoint {
     /// is registered memory of this backend. On refusal the buffer comes back in the
     /// error ([`Error::WouldBlock`]: progress, then retry).
     pub fn send(&mut self, peer: Peer, buf: Buf) -> Result<MsgId, SendError> {
+        if self.native
+            && let Some(p) = self.peers.get(peer.0 as usize)
+            && !p.failed
+        {
+            let addr = p.addr;
+            return self.send_native(peer, addr, buf);
+        }
         let addr = match self.slot(peer) {
             Ok(p) => p.addr,
             Err(error) => return Err(SendError { error, buf }),
         };
         let registered = buf.is_registered();
-        let id = if self.native {
-            let slot = &mut self.peers[peer.0 as usize];
-            let id = slot.next_id;
-            match self.backend.send_reliable(&addr, buf, id) {
-                Ok(sent) => {
-                    self.stats.copied_sends += u64::from(sent.copied);
-                    slot.next_id += 1;
-                }
-                Err(e) => {
-                    self.stats.would_block += u64::from(e.error.is_would_block());
-                    return Err(e);
-                }
-            }
-            MsgId(id)
-        } else if self.reliable {
+        let id = if self.reliable {
             let conn = self.peers[peer.0 as usize]
                 .conn
                 .as_mut()
@@ -575,8 +588,12 @@ impl Endpoint {
     // ---- Receiving and completions ---------------------------------------------------
 
     /// The next message received, if any (runs [`Endpoint::progress`] once when none is
-    /// waiting).
+    /// waiting; with native reliability, a message already on the ring is taken without a
+    /// whole progress pass, and a pass runs at least every few dozen messages).
     pub fn recv(&mut self) -> Option<Delivery> {
+        if self.native {
+            return self.recv_native();
+        }
         if self.deliveries.is_empty() {
             self.progress();
         }
@@ -616,6 +633,9 @@ impl Endpoint {
     /// Does the endpoint's work: steps the backend, takes arrived datagrams, runs RPP's
     /// timers and sends what it has to. Returns whether anything happened.
     pub fn progress(&mut self) -> bool {
+        if self.native {
+            return self.progress_native();
+        }
         let mut worked = self.backend.progress();
         worked |= self.backend_events();
         let now = myri_rpp::Instant::from_nanos(self.backend.now());
@@ -624,11 +644,6 @@ impl Endpoint {
                 break;
             };
             worked = true;
-            if self.native {
-                // A restart the backend saw while reading is told before the new life's
-                // messages.
-                self.backend_events();
-            }
             let peer = match self.by_addr.get(&inc.from) {
                 Some(&p) => p,
                 None if self.options.accept_unknown_peers => {
@@ -667,9 +682,7 @@ impl Endpoint {
             }
             self.drain_events(peer);
         }
-        if self.native {
-            worked |= self.native_completions();
-        } else if self.reliable {
+        if self.reliable {
             for i in 0..self.peers.len() {
                 let Some(conn) = self.peers[i].conn.as_mut() else {
                     continue;
@@ -836,73 +849,6 @@ impl Endpoint {
             incarnation: 0,
             unacked: Vec::new(),
         });
-    }
-
-    /// Native reliability: the peer's process is gone. Messages it took are acknowledged
-    /// first; the rest come back in [`Completion::PeerFailed`], or, when a new process
-    /// already took its place, in the [`Completion::PeerRestarted`] that follows.
-    fn native_peer_gone(&mut self, peer: Peer, why: String, replaced: bool) {
-        self.native_completions();
-        let unsent = self.backend.take_unacked();
-        let slot = &mut self.peers[peer.0 as usize];
-        if replaced {
-            slot.restart_unacked.extend(unsent);
-            return;
-        }
-        if slot.failed {
-            return;
-        }
-        slot.failed = true;
-        self.stats.peer_failures += 1;
-        self.completions
-            .push_back(Completion::PeerFailed { peer, why, unsent });
-    }
-
-    /// Native reliability: a new process took the peer's side: a new incarnation, ids
-    /// from zero, and the handle works again.
-    fn native_peer_replaced(&mut self, peer: Peer) {
-        let incarnation = self.backend.peer_incarnation().unwrap_or(0);
-        let slot = &mut self.peers[peer.0 as usize];
-        slot.failed = false;
-        slot.next_id = 0;
-        slot.announced = Some(incarnation);
-        let unacked = std::mem::take(&mut slot.restart_unacked);
-        self.completions.push_back(Completion::PeerRestarted {
-            peer,
-            incarnation,
-            unacked,
-        });
-    }
-
-    /// Native reliability: acknowledged messages become [`Completion::Sent`], and a peer
-    /// process first seen becomes [`Completion::Connected`]. Returns whether there was
-    /// anything.
-    fn native_completions(&mut self) -> bool {
-        let Some(&peer) = self.by_addr.get(&RemoteAddr::Shm) else {
-            return false;
-        };
-        let mut worked = false;
-        while let Some((id, buf)) = self.backend.poll_acked() {
-            worked = true;
-            self.completions.push_back(Completion::Sent {
-                peer,
-                id: MsgId(id),
-                buf,
-            });
-        }
-        let slot = &mut self.peers[peer.0 as usize];
-        if slot.announced.is_none()
-            && !slot.failed
-            && let Some(peer_incarnation) = self.backend.peer_incarnation()
-        {
-            slot.announced = Some(peer_incarnation);
-            self.completions.push_back(Completion::Connected {
-                peer,
-                peer_incarnation,
-            });
-            worked = true;
-        }
-        worked
     }
 
     /// A datagram from a failed peer (reliable mode): when it comes from a later

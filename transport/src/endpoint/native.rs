@@ -1,0 +1,185 @@
+//! Reliable mode on a backend that is reliable itself (`shm://`): no RPP, the backend
+//! sends straight on its channel, acknowledges what the peer's application took and hands
+//! back what a dead peer never took. See [`Options::rpp_over_shm`](super::Options) for
+//! the contract, and `backend::shm::native` for how the region does it.
+
+use super::{Completion, Delivery, Endpoint, MsgId, Peer};
+use crate::backend::RemoteAddr;
+use crate::buffer::Buf;
+use crate::error::SendError;
+
+/// Messages [`Endpoint::recv`] takes off the ring between two progress passes.
+const FAST_RECVS: u32 = 32;
+
+impl Endpoint {
+    /// Sends `buf` to `peer` (at `addr`) with the backend's own reliability.
+    pub(super) fn send_native(
+        &mut self,
+        peer: Peer,
+        addr: RemoteAddr,
+        buf: Buf,
+    ) -> Result<MsgId, SendError> {
+        let slot = &mut self.peers[peer.0 as usize];
+        let id = slot.next_id;
+        let registered = buf.is_registered();
+        match self.backend.send_reliable(&addr, buf, id) {
+            Ok(sent) => {
+                slot.next_id += 1;
+                let s = &mut self.stats;
+                s.sends += 1;
+                s.copied_sends += u64::from(sent.copied);
+                if registered {
+                    s.registered_sends += 1;
+                } else {
+                    s.heap_sends += 1;
+                }
+                Ok(MsgId(id))
+            }
+            Err(e) => {
+                self.stats.would_block += u64::from(e.error.is_would_block());
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Endpoint::recv`] with native reliability: a message on the ring from the live
+    /// peer is handed out at once (after any event the backend learned while reading it);
+    /// a whole progress pass runs when the ring is empty, when the peer is not known yet,
+    /// and after `FAST_RECVS` messages (fragments to push out, acknowledgements to
+    /// collect).
+    pub(super) fn recv_native(&mut self) -> Option<Delivery> {
+        if let Some(d) = self.deliveries.pop_front() {
+            return Some(d);
+        }
+        if self.fast_recvs < FAST_RECVS
+            && let Some(peer) = self.native_peer
+            && !self.peers[peer.0 as usize].failed
+            && let Some(inc) = self.backend.recv()
+        {
+            self.fast_recvs += 1;
+            if self.backend.has_events() {
+                self.backend_events();
+            }
+            if self.peers[peer.0 as usize].failed {
+                self.stats.stale += 1;
+                return None;
+            }
+            self.stats.recvs += 1;
+            if inc.data.is_registered() {
+                self.stats.registered_recvs += 1;
+            } else {
+                self.stats.heap_recvs += 1;
+            }
+            return Some(Delivery {
+                peer,
+                data: inc.data,
+            });
+        }
+        self.progress_native();
+        self.deliveries.pop_front()
+    }
+
+    /// [`Endpoint::progress`] with native reliability: takes what arrived (a restart the
+    /// backend saw while reading is told before the new life's messages) and what was
+    /// acknowledged. No clock, no timer.
+    pub(super) fn progress_native(&mut self) -> bool {
+        self.fast_recvs = 0;
+        let mut worked = self.backend.progress();
+        worked |= self.backend_events();
+        while self.deliveries.len() < self.options.max_pending_deliveries {
+            let Some(inc) = self.backend.recv() else {
+                break;
+            };
+            worked = true;
+            self.backend_events();
+            let peer = match self.native_peer {
+                Some(p) => p,
+                None if self.options.accept_unknown_peers => {
+                    let peer = self.peer_for(inc.from);
+                    let addr = self.backend.addr_url(&inc.from);
+                    self.completions
+                        .push_back(Completion::NewPeer { peer, addr });
+                    peer
+                }
+                None => {
+                    self.stats.unknown_source += 1;
+                    continue;
+                }
+            };
+            if self.peers[peer.0 as usize].failed {
+                self.stats.stale += 1;
+                continue;
+            }
+            self.deliver(peer, inc.data);
+        }
+        worked |= self.native_completions();
+        worked
+    }
+
+    /// Native reliability: the peer's process is gone. Messages it took are acknowledged
+    /// first; the rest come back in [`Completion::PeerFailed`], or, when a new process
+    /// already took its place, in the [`Completion::PeerRestarted`] that follows.
+    pub(super) fn native_peer_gone(&mut self, peer: Peer, why: String, replaced: bool) {
+        self.native_completions();
+        let unsent = self.backend.take_unacked();
+        let slot = &mut self.peers[peer.0 as usize];
+        if replaced {
+            slot.restart_unacked.extend(unsent);
+            return;
+        }
+        if slot.failed {
+            return;
+        }
+        slot.failed = true;
+        self.stats.peer_failures += 1;
+        self.completions
+            .push_back(Completion::PeerFailed { peer, why, unsent });
+    }
+
+    /// Native reliability: a new process took the peer's side: a new incarnation, ids
+    /// from zero, and the handle works again.
+    pub(super) fn native_peer_replaced(&mut self, peer: Peer) {
+        let incarnation = self.backend.peer_incarnation().unwrap_or(0);
+        let slot = &mut self.peers[peer.0 as usize];
+        slot.failed = false;
+        slot.next_id = 0;
+        slot.announced = Some(incarnation);
+        let unacked = std::mem::take(&mut slot.restart_unacked);
+        self.completions.push_back(Completion::PeerRestarted {
+            peer,
+            incarnation,
+            unacked,
+        });
+    }
+
+    /// Native reliability: acknowledged messages become [`Completion::Sent`], and a peer
+    /// process first seen becomes [`Completion::Connected`]. Returns whether there was
+    /// anything.
+    fn native_completions(&mut self) -> bool {
+        let Some(peer) = self.native_peer else {
+            return false;
+        };
+        let mut worked = false;
+        while let Some((id, buf)) = self.backend.poll_acked() {
+            worked = true;
+            self.completions.push_back(Completion::Sent {
+                peer,
+                id: MsgId(id),
+                buf,
+            });
+        }
+        let slot = &mut self.peers[peer.0 as usize];
+        if slot.announced.is_none()
+            && !slot.failed
+            && let Some(peer_incarnation) = self.backend.peer_incarnation()
+        {
+            slot.announced = Some(peer_incarnation);
+            self.completions.push_back(Completion::Connected {
+                peer,
+                peer_incarnation,
+            });
+            worked = true;
+        }
+        worked
+    }
+}
