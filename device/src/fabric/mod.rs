@@ -36,7 +36,7 @@ use link::{Carried, InTransit, LinkState};
 pub use link::{LinkCounters, LinkModel};
 use smallvec::SmallVec;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use thiserror::Error;
 use trace::{Event, EventKind, PacketId, Place, TraceHash};
@@ -272,12 +272,23 @@ struct HostPort {
     recv: Padded<RecvSide>,
     /// Emptied packet buffers, reused for the next packet this port's board sends. The
     /// boards that received this port's packets give them back here.
-    spare: Padded<Mutex<Vec<Vec<u8>>>>,
+    spare: Padded<Spares>,
     waker: Mutex<Option<std::thread::Thread>>,
 }
 
 /// Spare packet buffers kept per port.
 const SPARES: usize = 16;
+
+/// A port's spare packet buffers, the last given back on top.
+#[derive(Default)]
+struct Spares {
+    bufs: Mutex<Vec<Vec<u8>>>,
+    /// How many `bufs` holds, stored under its lock after every change: a full pool
+    /// (a receiving port that sends little) or an empty one is passed by with one load
+    /// instead of a lock round trip. A stale value only costs a wasted lock or a buffer
+    /// not kept.
+    len: AtomicUsize,
+}
 
 impl RecvSide {
     fn publish(&self, rx: &RxQueue) {
@@ -653,7 +664,13 @@ impl Fabric {
     pub fn take_buffer(&self, at: PortId) -> Vec<u8> {
         self.hosts
             .get(at.0 as usize)
-            .and_then(|h| lock(&h.spare).pop())
+            .filter(|h| h.spare.len.load(Ordering::Relaxed) != 0)
+            .and_then(|h| {
+                let mut bufs = lock(&h.spare.bufs);
+                let buf = bufs.pop();
+                h.spare.len.store(bufs.len(), Ordering::Relaxed);
+                buf
+            })
             .unwrap_or_else(|| Vec::with_capacity(256))
     }
 
@@ -667,9 +684,13 @@ impl Fabric {
         buf.clear();
         for port in [at, from] {
             if let Some(h) = self.hosts.get(port.0 as usize) {
-                let mut spare = lock(&h.spare);
-                if spare.len() < SPARES {
-                    spare.push(buf);
+                if h.spare.len.load(Ordering::Relaxed) >= SPARES {
+                    continue;
+                }
+                let mut bufs = lock(&h.spare.bufs);
+                if bufs.len() < SPARES {
+                    bufs.push(buf);
+                    h.spare.len.store(bufs.len(), Ordering::Relaxed);
                     return;
                 }
             }
