@@ -399,7 +399,8 @@ impl Endpoint {
     }
 
     /// Whether messages are still held by RPP or the backend (queued or not
-    /// acknowledged).
+    /// acknowledged). With native reliability, as of the last progress pass (which
+    /// [`Endpoint::poll_completion`] runs when it has nothing to give).
     pub fn has_unacked(&self) -> bool {
         if self.native {
             return self.backend.has_unacked();

@@ -12,7 +12,12 @@
 //! - **Peer death** (or a clean close): every message whose slots are not all back is
 //!   handed back, in send order, from this side's own memory (a slot, or the original
 //!   heap buffer), whether the dead process had read it or not. Its slots are free again.
-//!   What the dead process had sent and this side had not read yet is dropped.
+//!   The peer is looked at when a progress pass finds the ring empty (at most every
+//!   2 ms, and after 4096 busy passes in a row), so what it published before dying is
+//!   normally delivered first; what is still on the ring once its death is known is
+//!   dropped, as RPP drops a failed peer's packets. A process that wants its last
+//!   messages taken waits for their `Sent` (or for `has_unacked` to turn false) before
+//!   closing.
 //! - **A message longer than a slot** goes as fragments, one slot each, all but the last
 //!   flagged `MORE`; the receiver copies them into one buffer in order and frees each
 //!   slot as it copies. Only one message at a time is part-way out: its remaining
@@ -187,7 +192,12 @@ impl ShmBackend {
     /// Moves the messages whose slots have all come back to the acknowledged list.
     fn collect_acks(&mut self) {
         let states = direction(self.side).states;
-        let ShmBackend { region, native, .. } = self;
+        let ShmBackend {
+            region,
+            native,
+            cursor,
+            ..
+        } = self;
         let Some(n) = native.as_mut() else {
             return;
         };
@@ -210,6 +220,11 @@ impl ShmBackend {
                 break;
             }
             if let Some(o) = n.outq.pop_front() {
+                // The next alloc looks first at the slot that came back last: its cache
+                // lines are likely still near (a ping-pong keeps using one or two slots).
+                if let Some(slot) = o.in_place {
+                    *cursor = slot;
+                }
                 n.acked.push_back((o.tag, o.buf));
             }
         }
