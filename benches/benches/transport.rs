@@ -1,6 +1,7 @@
 //! The transport over real sockets and shared memory against the plain references, in
 //! the same run: `udp://` reliable 8 B ping-pong against a bare UDP socket ping-pong,
-//! `shm://` reliable 8 B ping-pong against a bare shared-memory ring, and `udp://`
+//! `shm://` reliable 8 B ping-pong (the shm backend's native reliability, no RPP)
+//! against a bare shared-memory ring, and `udp://`
 //! reliable streaming of 64 KiB messages against the same bytes over TCP loopback (and a
 //! bare UDP socket). A `myri serve` runs on a thread of this process; each reference is
 //! measured before the transport's client connects, so no session sits idle while the
