@@ -176,9 +176,9 @@ impl Common {
 /// Arguments of `myri pingpong`.
 #[derive(Args, Debug)]
 pub struct PingPongArgs {
-    /// Message sizes in bytes, comma-separated: 8 to 8192 with --raw (one packet each);
-    /// over RPP up to 64 MiB (RPP fragments a message to the channel's 8192-byte packets,
-    /// less its header).
+    /// Message sizes in bytes, comma-separated: up to 12288 with --raw (one packet each);
+    /// over RPP up to 64 MiB (RPP fragments a message to the channel's 12288-byte packets,
+    /// less its header, so an 8192-byte message takes one).
     #[arg(long, value_delimiter = ',', default_value = "8,64,512,1024,4096,8192")]
     pub sizes: Vec<usize>,
     /// Exchanges per size.
@@ -191,9 +191,9 @@ pub struct PingPongArgs {
 /// Arguments of `myri stream`.
 #[derive(Args, Debug)]
 pub struct StreamArgs {
-    /// Message size in bytes: 8 to 8192 with --raw (one packet each); over RPP up to
-    /// 64 MiB (RPP fragments a message to the channel's 8192-byte packets, less its
-    /// header, so an 8192-byte message takes two).
+    /// Message size in bytes: up to 12288 with --raw (one packet each); over RPP up to
+    /// 64 MiB (RPP fragments a message to the channel's 12288-byte packets, less its
+    /// header, so an 8192-byte message takes one).
     #[arg(long, default_value_t = 8192)]
     pub size: usize,
     /// Messages per stream.
