@@ -662,10 +662,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 return self.fail(now, ConnectionError::PeerUnreachable { retries });
             }
             self.hello_due = true;
+            // The first introduction waits one timeout for its answer, each repeat twice
+            // as long as the one before.
             let wait = self
                 .rtt
                 .rto_nanos()
-                .saturating_mul(1 << self.hellos.min(16))
+                .saturating_mul(1 << (self.hellos - 1).min(16))
                 .min(self.timers.rto_max);
             self.hello_deadline = Some(now.add_nanos(wait));
         }
