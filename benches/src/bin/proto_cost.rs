@@ -286,29 +286,11 @@ fn rpp(exchanges: u64, hop: Duration, in_place: bool) -> Result<u64, String> {
             &mut scratch,
             &mut take,
         )?;
-        now += hop;
-        rpp_turn(
-            now,
-            &mut b,
-            &mut a_to_b,
-            &mut b_to_a,
-            &mut scratch,
-            &mut echo,
-        )?;
-        now += hop;
-        rpp_turn(
-            now,
-            &mut a,
-            &mut b_to_a,
-            &mut a_to_b,
-            &mut scratch,
-            &mut take,
-        )?;
-        // The first ping waits for the handshake: RPP sends no data before it knows the
-        // peer's incarnation, so it takes a round trip or two more (a fixed set-up cost,
-        // which `compare` subtracts with the other set-up work).
-        let mut extra = 0;
-        while i == 0 && got.get() == 0 && extra < 8 {
+        // The first ping also waits for the handshake: RPP sends no data before it knows
+        // the peer's incarnation, so it takes a round trip or two more (a fixed set-up
+        // cost, which `compare` subtracts with the other set-up work).
+        let round_trips = if i == 0 { 8 } else { 1 };
+        for _ in 0..round_trips {
             now += hop;
             rpp_turn(
                 now,
@@ -327,7 +309,9 @@ fn rpp(exchanges: u64, hop: Duration, in_place: bool) -> Result<u64, String> {
                 &mut scratch,
                 &mut take,
             )?;
-            extra += 1;
+            if got.get() == i + 1 {
+                break;
+            }
         }
         if got.get() != i + 1 {
             return Err(format!(
