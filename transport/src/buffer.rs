@@ -173,6 +173,18 @@ pub(crate) enum RecvKind {
     Pool(PoolSlot),
     Shm(ShmRecv),
     Heap(Vec<u8>),
+    /// A short message copied out of a ring descriptor (shm's inline messages).
+    Inline(InlineBytes),
+}
+
+/// Longest message a [`RecvBuf`] holds in itself (shm's inline messages).
+pub(crate) const INLINE_MAX: usize = 64;
+
+/// Up to [`INLINE_MAX`] bytes held in place, no allocation.
+#[derive(Clone, Copy)]
+pub(crate) struct InlineBytes {
+    len: u8,
+    bytes: [u8; INLINE_MAX],
 }
 
 /// A received message: a view of the memory the backend received it into. Dropping it
@@ -195,12 +207,27 @@ impl RecvBuf {
         RecvBuf::new(RecvKind::Heap(v), 0..len)
     }
 
+    /// A copy of `data` held in place (at most [`INLINE_MAX`] bytes; longer is cut).
+    pub(crate) fn inline(data: &[u8]) -> RecvBuf {
+        let len = data.len().min(INLINE_MAX);
+        let mut bytes = [0; INLINE_MAX];
+        bytes[..len].copy_from_slice(&data[..len]);
+        RecvBuf {
+            kind: RecvKind::Inline(InlineBytes {
+                len: len as u8,
+                bytes,
+            }),
+            range: 0..len,
+        }
+    }
+
     fn storage(&self) -> &[u8] {
         match &self.kind {
             RecvKind::Board(b) => b.as_slice(),
             RecvKind::Pool(p) => p.as_slice(),
             RecvKind::Shm(s) => s.view.as_slice(),
             RecvKind::Heap(v) => v,
+            RecvKind::Inline(i) => &i.bytes[..usize::from(i.len)],
         }
     }
 
@@ -224,7 +251,7 @@ impl RecvBuf {
 
     /// Whether the bytes are in the backend's registered memory (a view, not a copy).
     pub fn is_registered(&self) -> bool {
-        !matches!(self.kind, RecvKind::Heap(_))
+        !matches!(self.kind, RecvKind::Heap(_) | RecvKind::Inline(_))
     }
 
     /// The message as a vector (a copy unless it already is one).
@@ -259,6 +286,7 @@ impl core::fmt::Debug for RecvBuf {
             RecvKind::Pool(_) => "slab",
             RecvKind::Shm(_) => "shm",
             RecvKind::Heap(_) => "heap",
+            RecvKind::Inline(_) => "inline",
         };
         write!(f, "RecvBuf({kind}, {} bytes)", self.len())
     }

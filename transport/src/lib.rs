@@ -53,7 +53,9 @@
 //! their own memory while RPP keeps the message for retransmission, each transmitted
 //! packet is copied once ([`Stats::transmit_copies`]). Native reliability on shm sends a
 //! message of one slot from the application's slot and delivers it as a view, with no
-//! copy; a longer one is copied into slots and reassembled once.
+//! copy; a longer one is copied into slots and reassembled once; a short one (at most
+//! [`Capabilities::inject_size`], 64 bytes) is copied into its ring record, as
+//! libfabric's inject does, so the receiver reads the ring alone.
 //!
 //! **What this layer does not do**: no connection set-up handshake beyond RPP's
 //! introduction (peers are inserted by address, or accepted with

@@ -1,5 +1,6 @@
 //! `shm://` native reliability (reliable mode with no RPP): fragmentation and reassembly,
-//! acknowledgement when the receiving application drops a message, hand-back of what a
+//! acknowledgement when the receiving application drops a message (or, for a message
+//! carried inline in the ring, when the receiving endpoint takes it), hand-back of what a
 //! dead peer never took, back-pressure, and the RPP-over-shm option. Both sides live in
 //! this test process, each mapping the region on its own.
 
@@ -24,6 +25,16 @@ fn native_pair(name: &str) -> (Endpoint, Endpoint, Peer, Peer) {
     (a, b, to_b, to_a)
 }
 
+/// Longer than an inline message: goes through a slot.
+const SLOT_MESSAGE: usize = 100;
+
+/// `tag` padded to [`SLOT_MESSAGE`] bytes.
+fn slot_message(tag: &[u8]) -> Vec<u8> {
+    let mut v = tag.to_vec();
+    v.resize(SLOT_MESSAGE, b'.');
+    v
+}
+
 /// A byte pattern that tells message `i` and its offsets apart.
 fn pattern(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (k.wrapping_mul(31) ^ i) as u8).collect()
@@ -35,6 +46,7 @@ fn messages_longer_than_a_slot_are_fragmented_and_reassembled_in_order() {
     let caps = a.capabilities();
     assert!(caps.reliable && caps.ordered && caps.copy_free);
     assert!(caps.max_message_size >= 1 << 20, "{caps:?}");
+    assert_eq!(caps.inject_size, 64, "short messages travel in the ring");
     let slot = myri_transport::SHM_SLOT_LEN;
     // Around the slot size, several slots, and the full MiB; small ones in between.
     let sizes = [
@@ -69,7 +81,8 @@ fn messages_longer_than_a_slot_are_fragmented_and_reassembled_in_order() {
             assert_eq!(d.peer, to_a);
             assert_eq!(d.data.len(), sizes[got], "message {got}");
             assert!(d.data[..] == pattern(got, sizes[got])[..], "message {got}");
-            assert_eq!(d.data.is_registered(), sizes[got] <= slot);
+            let in_slot = sizes[got] > caps.inject_size && sizes[got] <= slot;
+            assert_eq!(d.data.is_registered(), in_slot, "message {got}");
             got += 1;
             b.recycle(d);
         }
@@ -90,21 +103,24 @@ fn messages_longer_than_a_slot_are_fragmented_and_reassembled_in_order() {
     assert!(!a.has_unacked());
     let sb = b.stats();
     assert_eq!(sb.recvs, sizes.len() as u64);
-    assert_eq!(sb.heap_recvs, 5, "the multi-slot messages were reassembled");
+    assert_eq!(
+        sb.heap_recvs, 8,
+        "the multi-slot messages were reassembled, the 3 short ones copied out of the ring"
+    );
     assert_eq!(sb.stale + sb.malformed, 0);
 }
 
 #[test]
 fn one_slot_messages_are_not_copied_and_the_slot_itself_comes_back_when_dropped() {
     let (mut a, mut b, to_b, _) = native_pair(&unique("inplace"));
-    let mut m = a.alloc(8);
+    let mut m = a.alloc(SLOT_MESSAGE);
     assert!(m.is_registered(), "a slot of the region");
-    m.copy_from_slice(b"8 bytes!");
+    m.copy_from_slice(&slot_message(b"in place"));
     let at = m.as_ptr();
     let id = a.send(to_b, m).unwrap();
     let d = b.recv().expect("on the ring at once");
     assert!(d.data.is_registered(), "a view of the sender's slot");
-    assert_eq!(&d.data[..], b"8 bytes!");
+    assert_eq!(&d.data[..], slot_message(b"in place"));
     // Not acknowledged while the receiver holds it.
     for _ in 0..100 {
         assert!(!matches!(
@@ -133,8 +149,8 @@ fn back_pressure_when_the_slots_run_out_and_while_a_long_message_is_going_out() 
     // The receiver holds every message: the slots run out.
     let mut held = Vec::new();
     let refused = loop {
-        let mut m = a.alloc(4);
-        m.copy_from_slice(&(held.len() as u32).to_le_bytes());
+        let mut m = a.alloc(SLOT_MESSAGE);
+        m[..4].copy_from_slice(&(held.len() as u32).to_le_bytes());
         match a.send(to_b, m) {
             Ok(_) => held.push(b.recv().expect("there")),
             Err(e) => break e,
@@ -143,7 +159,7 @@ fn back_pressure_when_the_slots_run_out_and_while_a_long_message_is_going_out() 
     assert!(refused.error.is_would_block(), "{}", refused.error);
     assert_eq!(held.len(), myri_transport::SHM_SLOTS);
     assert_eq!(
-        &refused.buf[..],
+        &refused.buf[..4],
         &64u32.to_le_bytes(),
         "the buffer comes back intact"
     );
@@ -213,13 +229,13 @@ fn a_dead_peer_hands_back_every_message_it_did_not_take() {
     let (mut a, mut b, to_b, _) = native_pair(&name);
     let big = pattern(3, 3 * myri_transport::SHM_SLOT_LEN + 5);
     // m0 taken and dropped (acknowledged); m1 read and held; m2, m3 (3 slots) and m4 unread.
-    a.inject(to_b, b"m0").unwrap();
+    a.inject(to_b, &slot_message(b"m0")).unwrap();
     drop(b.recv().unwrap());
-    a.inject(to_b, b"m1").unwrap();
+    a.inject(to_b, &slot_message(b"m1")).unwrap();
     let held = b.recv().unwrap();
-    a.inject(to_b, b"m2").unwrap();
+    a.inject(to_b, &slot_message(b"m2")).unwrap();
     a.send(to_b, Buf::from_vec(big.clone())).unwrap();
-    a.inject(to_b, b"m4").unwrap();
+    a.inject(to_b, &slot_message(b"m4")).unwrap();
     forge_dead_owner(&name, 1);
     let mut sent = Vec::new();
     let (why, unsent) = wait_for(|| match a.poll_completion() {
@@ -234,9 +250,14 @@ fn a_dead_peer_hands_back_every_message_it_did_not_take() {
     assert_eq!(sent, [0], "what it took came back before");
     assert!(why.contains("died"), "{why}");
     let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
+    let (m1, m2, m4) = (
+        slot_message(b"m1"),
+        slot_message(b"m2"),
+        slot_message(b"m4"),
+    );
     assert_eq!(
         back,
-        [&b"m1"[..], b"m2", &big[..], b"m4"],
+        [&m1[..], &m2[..], &big[..], &m4[..]],
         "in send order, intact"
     );
     assert!(
@@ -327,4 +348,130 @@ fn a_native_endpoint_refuses_a_peer_that_runs_rpp() {
         assert!(native.recv().is_none());
     }
     assert!(native.stats().stale > 0);
+}
+
+#[test]
+fn short_messages_travel_inline_in_order_with_slot_ones_and_are_acknowledged_once_taken() {
+    let (mut a, mut b, to_b, to_a) = native_pair(&unique("inline"));
+    let inject = a.capabilities().inject_size;
+    let sizes = [8, SLOT_MESSAGE, 0, inject, inject + 1, 3, 200, 12];
+    for (i, &len) in sizes.iter().enumerate() {
+        let data = pattern(i, len);
+        let buf = if i.is_multiple_of(2) {
+            let mut m = a.alloc(len);
+            assert!(m.is_registered());
+            m.copy_from_slice(&data);
+            m
+        } else {
+            Buf::from_vec(data)
+        };
+        assert_eq!(a.send(to_b, buf).unwrap().0, i as u64);
+    }
+    // The receiver takes them all, in order, and holds them.
+    let held: Vec<_> = (0..sizes.len())
+        .map(|i| {
+            let d = b.recv().expect("in order, at once");
+            assert_eq!(d.peer, to_a);
+            assert!(d.data[..] == pattern(i, sizes[i])[..], "message {i}");
+            assert_eq!(d.data.is_registered(), sizes[i] > inject, "message {i}");
+            d
+        })
+        .collect();
+    assert!(b.recv().is_none(), "exactly once");
+    // The inline ones are acknowledged though the application still holds them, with
+    // their buffers intact; the slot ones only once dropped.
+    let short: Vec<u64> = (0..sizes.len() as u64)
+        .filter(|&i| sizes[i as usize] <= inject)
+        .collect();
+    let mut sent = Vec::new();
+    let take = |a: &mut Endpoint, sent: &mut Vec<u64>| {
+        while let Some(c) = a.poll_completion() {
+            if let Completion::Sent { id, buf, .. } = c {
+                let i = id.0 as usize;
+                assert!(
+                    buf[..] == pattern(i, sizes[i])[..],
+                    "message {i} comes back"
+                );
+                assert_eq!(buf.is_registered(), i.is_multiple_of(2), "its own buffer");
+                sent.push(id.0);
+            }
+        }
+    };
+    wait_for(|| {
+        take(&mut a, &mut sent);
+        (sent.len() == short.len()).then_some(())
+    })
+    .expect("the inline messages are acknowledged");
+    for _ in 0..1000 {
+        take(&mut a, &mut sent);
+    }
+    assert_eq!(sent, short, "not the ones held in slots");
+    assert!(a.has_unacked());
+    drop(held);
+    wait_for(|| {
+        take(&mut a, &mut sent);
+        (sent.len() == sizes.len()).then_some(())
+    })
+    .expect("all acknowledged");
+    assert!(!a.has_unacked());
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.registered_sends, sa.copied_sends), (4, 4));
+    assert_eq!((sb.recvs, sb.heap_recvs), (8, 5));
+    assert_eq!(sb.stale + sb.malformed, 0);
+}
+
+#[test]
+fn inline_messages_a_dead_peer_did_not_take_come_back_intact_and_its_successor_skips_them() {
+    let name = unique("inline-death");
+    let url = format!("shm://{name}");
+    let (mut a, mut b, to_b, _) = native_pair(&name);
+    // i0 taken (acknowledged though held); s1 taken and held in its slot; i2, s3, i4 unread.
+    a.inject(to_b, b"i0").unwrap();
+    let taken = b.recv().unwrap();
+    a.inject(to_b, &slot_message(b"s1")).unwrap();
+    let held = b.recv().unwrap();
+    a.inject(to_b, b"i2").unwrap();
+    a.inject(to_b, &slot_message(b"s3")).unwrap();
+    let mut m = a.alloc(2);
+    m.copy_from_slice(b"i4");
+    let at = m.as_ptr();
+    a.send(to_b, m).unwrap();
+    // The peer dies and a new process takes its side before the survivor looks: the
+    // newcomer skips what was meant for its predecessor, which does not count as taken.
+    forge_dead_owner(&name, 1);
+    drop((taken, b));
+    let mut c = Endpoint::open(&url).unwrap();
+    c.insert_addr(&url).unwrap();
+    assert!(c.recv().is_none(), "nothing meant for the dead one");
+    let mut sent = Vec::new();
+    let unacked = wait_for(|| match a.poll_completion() {
+        Some(Completion::Sent { id, .. }) => {
+            sent.push(id.0);
+            None
+        }
+        Some(Completion::PeerRestarted { unacked, .. }) => Some(unacked),
+        Some(Completion::PeerFailed { why, .. }) => panic!("seen as a restart: {why}"),
+        _ => None,
+    })
+    .expect("the restart is noticed");
+    assert_eq!(sent, [0], "only what the dead one took");
+    let back: Vec<&[u8]> = unacked.iter().map(|b| &b[..]).collect();
+    let (s1, s3) = (slot_message(b"s1"), slot_message(b"s3"));
+    assert_eq!(
+        back,
+        [&s1[..], b"i2", &s3[..], b"i4"],
+        "in send order, intact"
+    );
+    assert_eq!(unacked[3].as_ptr(), at, "the very slot comes back");
+    drop(unacked);
+    // The new life: nothing stale, messages both ways.
+    c.inject(Peer(0), b"new").unwrap();
+    assert_eq!(&wait_for(|| a.recv()).unwrap().data[..], b"new");
+    a.inject(to_b, b"hello").unwrap();
+    assert_eq!(&wait_for(|| c.recv()).unwrap().data[..], b"hello");
+    assert!(c.recv().is_none() && a.recv().is_none());
+    wait_for(|| matches!(a.poll_completion(), Some(Completion::Sent { .. })).then_some(()))
+        .expect("the new life's message is acknowledged");
+    // (The dead one's view, dropped only now, gave its slot back after the hand-back.)
+    drop(held);
 }

@@ -140,6 +140,11 @@ pub(crate) trait Backend: Send {
     fn native_max_message(&self) -> usize {
         0
     }
+    /// Native reliability: the longest message carried inside the channel's own record
+    /// (acknowledged when taken off the channel).
+    fn native_inject_size(&self) -> usize {
+        0
+    }
     /// Native reliability: a message the remote application has taken, with its tag.
     fn poll_acked(&mut self) -> Option<(u64, Buf)> {
         None

@@ -40,7 +40,11 @@ pub struct Capabilities {
     pub max_message_size: usize,
     /// Largest datagram the backend carries (a larger reliable message is fragmented).
     pub mtu: usize,
-    /// Largest message [`Endpoint::inject`] sends straight from the caller's bytes.
+    /// Largest message [`Endpoint::inject`] sends straight from the caller's bytes. With
+    /// `shm://` native reliability, the longest message carried inside the ring record
+    /// (64 bytes): such a message is acknowledged ([`Completion::Sent`]) once the
+    /// receiving endpoint took it off the ring, and `inject` takes longer ones too,
+    /// through a slot.
     pub inject_size: usize,
     /// Messages are never lost (reliable mode, or a lossless channel).
     pub reliable: bool,
@@ -73,8 +77,10 @@ pub struct Options {
     /// native reliability (false, the default). Native reliability sends straight on the
     /// ring, with no protocol header, no checksum and no timer: the rings lose nothing
     /// and keep order, and a dead peer shows in the region's owner words. A message is
-    /// acknowledged ([`Completion::Sent`]) when the peer's application has dropped it; a
-    /// peer's death hands back every message it had not dropped; messages longer than a
+    /// acknowledged ([`Completion::Sent`]) when the peer's application has dropped it (a
+    /// message of at most [`Capabilities::inject_size`] bytes, carried in the ring record,
+    /// when the peer's endpoint took it off the ring); a peer's death hands back every
+    /// message not acknowledged, intact, in send order; messages longer than a
     /// slot ([`crate::SHM_SLOT_LEN`]) are fragmented and reassembled (one copy), up to
     /// [`myri_rpp::Config::max_message_len`]. Both sides of a region must agree. Other
     /// backends ignore this.
@@ -115,7 +121,9 @@ pub enum Completion {
     },
     /// Reliable mode: the peer acknowledged the whole message; its buffer comes back.
     /// With native reliability (`shm://`) acknowledged means the peer's application has
-    /// dropped (or recycled) the message, and a buffer from [`Endpoint::alloc`] comes back
+    /// dropped (or recycled) the message, except for a message of at most
+    /// [`Capabilities::inject_size`] bytes, which travels inside the ring record and is
+    /// acknowledged once the peer's endpoint took it off the ring; a buffer from [`Endpoint::alloc`] comes back
     /// as the very slot it was sent from, writable again: drop or reuse it soon, as the
     /// slots of the region are few ([`crate::SHM_SLOTS`]).
     Sent {
@@ -237,8 +245,8 @@ pub struct Endpoint {
     native: bool,
     /// Native reliability: the peer (the backend has one remote address).
     native_peer: Option<Peer>,
-    /// Native reliability: messages taken by `recv` without a progress pass since the last
-    /// pass.
+    /// Native reliability: `recv` calls answered without a progress pass since the last
+    /// pass (a message taken off the ring, or an empty ring).
     fast_recvs: u32,
     options: Options,
     rpp: myri_rpp::Config,
@@ -332,7 +340,11 @@ impl Endpoint {
             scheme: self.backend.scheme(),
             max_message_size: max,
             mtu,
-            inject_size: max,
+            inject_size: if self.native {
+                self.backend.native_inject_size()
+            } else {
+                max
+            },
             reliable: self.reliable || self.backend.lossless(),
             ordered: self.reliable || self.backend.ordered(),
             copy_free: true,
@@ -589,8 +601,9 @@ impl Endpoint {
     // ---- Receiving and completions ---------------------------------------------------
 
     /// The next message received, if any (runs [`Endpoint::progress`] once when none is
-    /// waiting; with native reliability, a message already on the ring is taken without a
-    /// whole progress pass, and a pass runs at least every few dozen messages).
+    /// waiting; with native reliability, the ring is looked at without a whole progress
+    /// pass, which runs every few dozen calls: a caller that waits for its
+    /// [`Completion`]s polls [`Endpoint::poll_completion`], which runs one each time).
     pub fn recv(&mut self) -> Option<Delivery> {
         if self.native {
             return self.recv_native();

@@ -8,7 +8,10 @@ use crate::backend::RemoteAddr;
 use crate::buffer::Buf;
 use crate::error::SendError;
 
-/// Messages [`Endpoint::recv`] takes off the ring between two progress passes.
+/// Calls of [`Endpoint::recv`] (a message taken off the ring, or an empty ring) between
+/// two progress passes: a program that spins on `recv` while waiting for a message looks
+/// at the ring at each call, and does the rest of a pass (acknowledgements, events,
+/// fragments) every so often.
 const FAST_RECVS: u32 = 32;
 
 impl Endpoint {
@@ -44,9 +47,9 @@ impl Endpoint {
 
     /// [`Endpoint::recv`] with native reliability: a message on the ring from the live
     /// peer is handed out at once (after any event the backend learned while reading it);
-    /// a whole progress pass runs when the ring is empty, when the peer is not known yet,
-    /// and after `FAST_RECVS` messages (fragments to push out, acknowledgements to
-    /// collect).
+    /// an empty ring answers `None` at once too. A whole progress pass (fragments to push
+    /// out, acknowledgements to collect, the peer to look at) runs when the peer is not
+    /// known yet, when the backend has news, and every `FAST_RECVS` calls.
     pub(super) fn recv_native(&mut self) -> Option<Delivery> {
         if let Some(d) = self.deliveries.pop_front() {
             return Some(d);
@@ -54,9 +57,14 @@ impl Endpoint {
         if self.fast_recvs < FAST_RECVS
             && let Some(peer) = self.native_peer
             && !self.peers[peer.0 as usize].failed
-            && let Some(inc) = self.backend.recv()
         {
             self.fast_recvs += 1;
+            let Some(inc) = self.backend.recv() else {
+                if self.backend.has_events() {
+                    self.progress_native();
+                }
+                return self.deliveries.pop_front();
+            };
             if self.backend.has_events() {
                 self.backend_events();
             }

@@ -122,6 +122,9 @@ pub struct Client {
 
 /// Most heap buffers kept for reuse.
 const SPARE_BUFFERS: usize = 2048;
+/// A ping-pong client waiting for an answer takes its completions every this many
+/// empty receives (and at the first).
+const COMPLETIONS_EVERY_SPINS: u32 = 16;
 
 /// A number for this session: pid and clock, mixed.
 fn session_number() -> u64 {
@@ -498,6 +501,7 @@ impl Client {
             wire::put_header(&mut buf, KIND_PING, round, seq);
             self.send(buf)?;
             let sent_at = Instant::now();
+            let mut spins = 0u32;
             loop {
                 if let Some(d) = self.ep.recv() {
                     let h = wire::header(&d.data);
@@ -506,7 +510,14 @@ impl Client {
                     }
                     continue;
                 }
-                self.completions()?;
+                // Completions (a peer's failure, buffers handed back) at the first spin,
+                // while the answer cannot be there yet, and then now and then: each poll
+                // that finds none runs a whole progress pass, which `recv` does itself as
+                // often as the transport needs.
+                if spins.is_multiple_of(COMPLETIONS_EVERY_SPINS) {
+                    self.completions()?;
+                }
+                spins = spins.wrapping_add(1);
                 let waited = sent_at.elapsed();
                 if !self.reliable && waited > self.config.exchange_timeout {
                     timeouts += 1;

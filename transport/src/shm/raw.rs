@@ -33,8 +33,13 @@ use std::alloc::{self, Layout};
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Bytes before a ring's data: the tail and head, each on its own cache line.
+/// Bytes before a ring's data: the tail and head, each on its own cache line. The words
+/// from [`RING_HEADER_FREE`] to the end of the header (the rest of the head's cache line)
+/// are not used by the ring: its user may keep consumer-side words there.
 pub const RING_HEADER: usize = 128;
+/// Offset in a ring's header of the first word the ring does not use (after the head, on
+/// its cache line).
+pub const RING_HEADER_FREE: usize = 72;
 /// Bytes of a record's header.
 pub const RECORD_HEADER: usize = 8;
 const TAG_DATA: u32 = 0;
@@ -417,6 +422,12 @@ impl Producer {
         self.tail.wrapping_sub(self.head_seen) as usize
     }
 
+    /// Bytes published so far (the ring position after the last committed record; grows
+    /// without wrapping the capacity).
+    pub fn published(&self) -> u64 {
+        self.tail
+    }
+
     /// Copies `data` into the ring as one record.
     pub fn try_send(&mut self, data: &[u8]) -> Result<(), RingError> {
         let mut g = self.try_reserve(data.len())?;
@@ -517,6 +528,12 @@ impl Consumer {
             .shared
             .track(at, g.len, false, || out.extend_from_slice(g.as_slice()));
         Ok(g.len)
+    }
+
+    /// Bytes released so far (the ring position after the last record read and dropped;
+    /// comparable with [`Producer::published`]).
+    pub fn released(&self) -> u64 {
+        self.head
     }
 
     fn release(&mut self, bytes: u64) {

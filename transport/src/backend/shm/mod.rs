@@ -23,12 +23,19 @@
 //!
 //! A message longer than a slot goes as fragments, one slot each, the descriptors of all
 //! but the last flagged [`MORE`]; the receiver copies them into one buffer, in order.
+//! With native reliability a message of at most 64 bytes goes inside its ring record,
+//! after a descriptor flagged [`INLINE`](descriptor::INLINE), and the receiver
+//! publishes how far it took such messages on the ring head's cache line (see
+//! [`native`]).
 //! Reliable mode runs no RPP here (see [`native`]): the ring loses nothing and keeps
 //! order between live processes, and a death is seen through the owner words.
 //!
 //! Layout (all words little-endian u64, offsets in bytes): see [`layout`].
 
+mod descriptor;
 mod native;
+
+use descriptor::{DESCRIPTOR, MORE, descriptor};
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
@@ -57,8 +64,9 @@ pub mod layout {
     pub const MAGIC: u64 = u64::from_le_bytes(*b"MYRISHM1");
     /// Format version.
     pub const VERSION_AT: usize = 8;
-    /// The version this crate writes (2: descriptors carry epochs and a fragment flag).
-    pub const VERSION: u64 = 2;
+    /// The version this crate writes (3: descriptors carry epochs, a fragment flag and
+    /// an inline flag; the receiver publishes how far it took inline messages).
+    pub const VERSION: u64 = 3;
     /// Bytes of a slot.
     pub const SLOT_LEN_AT: usize = 16;
     /// Slots per side.
@@ -97,12 +105,6 @@ pub mod layout {
         n.div_ceil(4096) * 4096
     }
 }
-
-/// Bytes of a descriptor: slot and flags (u32), length (u32), the sender's epoch (u32),
-/// the epoch of the receiver it is meant for (u32).
-const DESCRIPTOR: usize = 16;
-/// Descriptor flag (in the slot word): more fragments of this message follow.
-pub(crate) const MORE: u32 = 1 << 31;
 
 /// Directory of regions.
 fn dir() -> PathBuf {
@@ -556,16 +558,13 @@ impl ShmBackend {
             .region
             .word(direction(self.side).states + slot * 8)
             .ok_or_else(|| bad(&self.name, "slot out of range"))?;
+        let header = self.header();
         let mut g = self.tx.try_reserve(DESCRIPTOR).map_err(|e| match e {
             raw::RingError::Full => Error::WouldBlock,
             e => bad(&self.name, e.to_string()),
         })?;
-        let d = g.as_mut_slice();
         let word = slot as u32 | if more { MORE } else { 0 };
-        d[..4].copy_from_slice(&word.to_le_bytes());
-        d[4..8].copy_from_slice(&(len as u32).to_le_bytes());
-        d[8..12].copy_from_slice(&(self.my_epoch as u32).to_le_bytes());
-        d[12..16].copy_from_slice(&(self.peer_epoch as u32).to_le_bytes());
+        descriptor::encode(g.as_mut_slice(), word, len, header);
         // Ordered before the peer can see the descriptor by the commit's Release.
         state.store(1, Ordering::Relaxed);
         g.commit(DESCRIPTOR);
@@ -619,29 +618,6 @@ impl ShmBackend {
             self.check_peer();
         }
     }
-}
-
-/// A descriptor read from the ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Descriptor {
-    slot: usize,
-    len: usize,
-    more: bool,
-    from_epoch: u32,
-    to_epoch: u32,
-}
-
-fn descriptor(rec: &[u8]) -> Option<Descriptor> {
-    let word =
-        |i: usize| -> Option<u32> { Some(u32::from_le_bytes(rec.get(i..i + 4)?.try_into().ok()?)) };
-    let slot = word(0)?;
-    Some(Descriptor {
-        slot: (slot & !MORE) as usize,
-        more: slot & MORE != 0,
-        len: word(4)? as usize,
-        from_epoch: word(8)?,
-        to_epoch: word(12)?,
-    })
 }
 
 /// Sizes a new region and writes its geometry (magic last, by the caller).
@@ -854,7 +830,7 @@ impl Backend for ShmBackend {
             self.check_peer();
         }
         loop {
-            let d = {
+            let (d, inline) = {
                 let rec = match self.rx.try_read() {
                     Ok(r) => r,
                     Err(raw::RingError::Empty) => break,
@@ -863,13 +839,12 @@ impl Backend for ShmBackend {
                         return None;
                     }
                 };
-                match descriptor(rec.as_slice()) {
-                    Some(d) => d,
-                    None => {
-                        self.counters.malformed += 1;
-                        continue;
-                    }
-                }
+                let Some(d) = descriptor(rec.as_slice()) else {
+                    self.counters.malformed += 1;
+                    continue;
+                };
+                let payload = descriptor::inline_payload(rec.as_slice(), &d);
+                (d, d.inline.then(|| RecvBuf::inline(payload)))
             };
             if d.to_epoch != self.my_epoch as u32 {
                 // Meant for an earlier owner of this side: its sender takes the slot back
@@ -888,6 +863,12 @@ impl Backend for ShmBackend {
                 self.counters.stale += 1;
                 self.give_back_theirs(d.slot);
                 continue;
+            }
+            if let Some(n) = self.native.as_mut() {
+                n.peer_took(d.taken);
+            }
+            if let Some(data) = inline {
+                return Some(self.took_inline(data));
             }
             if d.more || self.assembling.is_some() || self.skipping {
                 match self.fragment(d) {
@@ -962,6 +943,10 @@ impl Backend for ShmBackend {
 
     fn native_max_message(&self) -> usize {
         self.max_message
+    }
+
+    fn native_inject_size(&self) -> usize {
+        crate::buffer::INLINE_MAX
     }
 
     fn poll_acked(&mut self) -> Option<(u64, Buf)> {

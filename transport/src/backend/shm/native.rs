@@ -18,6 +18,20 @@
 //!   dropped, as RPP drops a failed peer's packets. A process that wants its last
 //!   messages taken waits for their `Sent` (or for `has_unacked` to turn false) before
 //!   closing.
+//! - **A short message** (at most [`INLINE_MAX`] bytes, what
+//!   [`Capabilities::inject_size`] reports) is copied into its ring record, after the
+//!   descriptor, so the receiver reads one or two cache lines of the ring and never the
+//!   sender's slot or its state word. The receiver copies it out as it takes the record
+//!   (the delivery holds its bytes in itself) and then publishes how far in the ring it
+//!   has taken messages, in a word on the ring head's cache line (see [`taken_at`]). Such
+//!   a message is **acknowledged when the receiving endpoint took it off the ring** (as a
+//!   fragment is when copied out), not when the application drops the delivery. The
+//!   sender keeps the buffer `send` took (its own slot, or the heap buffer) until that
+//!   word passes the message's record; `Sent` then hands it back. On peer death, what
+//!   the word does not cover is handed back with its bytes intact, exactly: a process
+//!   that takes the dead one's side skips (without counting as taken) what was meant for
+//!   its predecessor, and the survivor sorts its messages before it addresses the
+//!   newcomer.
 //! - **A message longer than a slot** goes as fragments, one slot each, all but the last
 //!   flagged `MORE`; the receiver copies them into one buffer in order and frees each
 //!   slot as it copies. Only one message at a time is part-way out: its remaining
@@ -28,12 +42,15 @@
 //!   and the buffer.
 //!
 //! [`Backend::alloc`]: crate::backend::Backend::alloc
+//! [`Capabilities::inject_size`]: crate::Capabilities::inject_size
 
-use super::{Descriptor, SLOT_LEN, ShmBackend, direction};
-use crate::backend::Sent;
-use crate::buffer::{Buf, BufKind};
+use super::descriptor::{self, DESCRIPTOR, Descriptor, Header, INLINE};
+use super::{SLOT_LEN, ShmBackend, bad, direction};
+use crate::backend::{Incoming, RemoteAddr, Sent};
+use crate::buffer::{Buf, BufKind, INLINE_MAX, RecvBuf};
 use crate::error::{Error, SendError};
 use crate::shm::raw::SlotMut;
+use crate::shm::raw::{self, RING_HEADER_FREE};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -52,9 +69,37 @@ struct Outgoing {
     started: bool,
     /// Slots holding published fragments the peer has not given back yet.
     held: Vec<SlotMut>,
+    /// `Some(end)`: sent inline, its record ends at ring position `end` (acknowledged
+    /// when the receiver's taken word reaches it).
+    inline_end: Option<u64>,
+    /// The slot of this side `buf` is, if it is one (where the next alloc looks first).
+    own_slot: Option<usize>,
+}
+
+/// Offset in the region of the word where the receiver of side `sender`'s ring publishes
+/// the ring position after the last inline message it took: on the ring head's cache
+/// line, which the receiver writes anyway as it takes a record.
+pub(super) fn taken_at(sender: usize) -> usize {
+    direction(sender).ring.offset + RING_HEADER_FREE
+}
+
+/// Whether ring position `taken` is at or past `end` (positions grow without bound, and
+/// wrap only after 2^64 bytes).
+fn reached(taken: u64, end: u64) -> bool {
+    taken.wrapping_sub(end) < 1 << 63
 }
 
 impl Outgoing {
+    /// Whether the peer took all of it: the receiver's taken word reached an inline
+    /// message, or its slots are back.
+    fn done(&self, taken: u64, back: &impl Fn(usize) -> bool) -> bool {
+        match (self.inline_end, self.in_place) {
+            (Some(end), _) => reached(taken, end),
+            (None, Some(slot)) => back(slot),
+            (None, None) => !self.partial() && self.held.is_empty(),
+        }
+    }
+
     /// Whether fragments remain to publish.
     fn partial(&self) -> bool {
         self.in_place.is_none() && (!self.started || self.sent < self.buf.len())
@@ -70,9 +115,36 @@ pub(super) struct NativeTx {
     acked: VecDeque<(u64, Buf)>,
     /// Handed back when the peer was lost, waiting for the endpoint.
     pub(super) handed_back: Vec<Buf>,
+    /// How far the peer has taken this side's inline messages, as its descriptors said
+    /// (or its taken word, when looked at).
+    peer_taken: u64,
+    /// How far this side has taken the peer's inline messages (what its taken word
+    /// says), carried in every descriptor sent.
+    my_taken: u64,
+    /// Acknowledgement passes since the peer's taken word was last read while an inline
+    /// message waited.
+    waiting_passes: u32,
+    /// Where the record of the last inline message sent ends.
+    last_inline_end: u64,
 }
 
+/// Acknowledgement passes an inline message waits for the peer's descriptors to say it
+/// was taken before the peer's taken word is read (reading it every pass would pull its
+/// cache line, which the receiver writes as it takes each message, back and forth).
+const WORD_AFTER_PASSES: u32 = 256;
+/// Messages waiting (an inline one among them), from which the taken word is read at
+/// every pass (a stream with nothing coming back).
+const WORD_AT_WAITING: usize = 16;
+
 impl NativeTx {
+    /// A descriptor from the peer said it has taken this side's inline messages up to
+    /// ring position `taken`.
+    pub(super) fn peer_took(&mut self, taken: u64) {
+        if reached(taken, self.peer_taken) {
+            self.peer_taken = taken;
+        }
+    }
+
     /// Whether messages are out and not acknowledged.
     pub(super) fn busy(&self) -> bool {
         !self.outq.is_empty()
@@ -112,6 +184,32 @@ impl ShmBackend {
             }
         }
         let out = match buf.kind {
+            kind if len <= INLINE_MAX => {
+                let own_slot = match &kind {
+                    BufKind::Shm(s) if Arc::ptr_eq(s.area(), &self.mine) => Some(s.index()),
+                    _ => None,
+                };
+                let buf = Buf::new(kind, len);
+                let end = match self.publish_inline(&buf) {
+                    Ok(end) => end,
+                    Err(error) => return refuse(error, buf),
+                };
+                let copied = own_slot.is_none();
+                if let Some(n) = self.native.as_mut() {
+                    n.last_inline_end = end;
+                    n.outq.push_back(Outgoing {
+                        tag,
+                        buf,
+                        in_place: None,
+                        sent: len,
+                        started: true,
+                        held: Vec::new(),
+                        inline_end: Some(end),
+                        own_slot,
+                    });
+                }
+                return Ok(Sent { copied });
+            }
             BufKind::Shm(s) if Arc::ptr_eq(s.area(), &self.mine) => {
                 let index = s.index();
                 let buf = Buf::new(BufKind::Shm(s), len);
@@ -125,6 +223,8 @@ impl ShmBackend {
                     sent: len,
                     started: true,
                     held: Vec::new(),
+                    inline_end: None,
+                    own_slot: Some(index),
                 }
             }
             kind => {
@@ -135,6 +235,8 @@ impl ShmBackend {
                     sent: 0,
                     started: false,
                     held: Vec::new(),
+                    inline_end: None,
+                    own_slot: None,
                 };
                 self.publish_fragments(&mut out);
                 if !out.started {
@@ -148,6 +250,49 @@ impl ShmBackend {
             n.outq.push_back(out);
         }
         Ok(Sent { copied })
+    }
+
+    /// What this side's descriptors say besides slot, length and flags.
+    pub(super) fn header(&self) -> Header {
+        Header {
+            from_epoch: self.my_epoch,
+            to_epoch: self.peer_epoch,
+            taken: self.native.as_ref().map_or(0, |n| n.my_taken),
+        }
+    }
+
+    /// Copies `buf` (at most [`INLINE_MAX`] bytes) into a ring record after its
+    /// descriptor and publishes it. Returns the ring position after the record.
+    fn publish_inline(&mut self, buf: &[u8]) -> Result<u64, Error> {
+        let len = buf.len();
+        let header = self.header();
+        let mut g = self.tx.try_reserve(DESCRIPTOR + len).map_err(|e| match e {
+            raw::RingError::Full => Error::WouldBlock,
+            e => bad(&self.name, e.to_string()),
+        })?;
+        let rec = g.as_mut_slice();
+        descriptor::encode(rec, INLINE, len, header);
+        rec[DESCRIPTOR..].copy_from_slice(buf);
+        g.commit(DESCRIPTOR + len);
+        Ok(self.tx.published())
+    }
+
+    /// An inline message was taken off the ring (its record is released): says so to the
+    /// sender, and hands it out.
+    pub(super) fn took_inline(&mut self, data: RecvBuf) -> Incoming {
+        let taken = self.rx.released();
+        if let Some(n) = self.native.as_mut() {
+            n.my_taken = taken;
+        }
+        if let Some(w) = self.region.word(taken_at(1 - self.side)) {
+            // Release: this side is done with the record before the sender sees it taken.
+            w.store(taken, Ordering::Release);
+        }
+        self.received_this_pass = true;
+        Incoming {
+            from: RemoteAddr::Shm,
+            data,
+        }
     }
 
     /// Copies and publishes as many of `out`'s remaining fragments as there are free
@@ -190,12 +335,15 @@ impl ShmBackend {
     }
 
     /// Moves the messages whose slots have all come back to the acknowledged list.
-    fn collect_acks(&mut self) {
+    /// With `force`, reads the peer's taken word even if its descriptors said enough
+    /// lately.
+    fn collect_acks(&mut self, force: bool) {
         let states = direction(self.side).states;
         let ShmBackend {
             region,
             native,
             cursor,
+            side,
             ..
         } = self;
         let Some(n) = native.as_mut() else {
@@ -207,22 +355,32 @@ impl ShmBackend {
                 .word(states + slot * 8)
                 .is_none_or(|w| w.load(Ordering::Acquire) == 0)
         };
+        // Records end in send order: the last inline message sent is the last one taken.
+        if !n.outq.is_empty() && !reached(n.peer_taken, n.last_inline_end) {
+            n.waiting_passes += 1;
+            if force || n.outq.len() >= WORD_AT_WAITING || n.waiting_passes >= WORD_AFTER_PASSES {
+                n.waiting_passes = 0;
+                // Acquire: the receiver is done with the records before this side reuses
+                // the buffers.
+                let word = region
+                    .word(taken_at(*side))
+                    .map_or(0, |w| w.load(Ordering::Acquire));
+                n.peer_took(word);
+            }
+        }
+        let taken = n.peer_taken;
         // Mostly the oldest goes first.
         while let Some(o) = n.outq.front_mut() {
             if !o.held.is_empty() {
                 o.held.retain(|s| !back(s.index()));
             }
-            let done = match o.in_place {
-                Some(slot) => back(slot),
-                None => !o.partial() && o.held.is_empty(),
-            };
-            if !done {
+            if !o.done(taken, &back) {
                 break;
             }
             if let Some(o) = n.outq.pop_front() {
                 // The next alloc looks first at the slot that came back last: its cache
                 // lines are likely still near (a ping-pong keeps using one or two slots).
-                if let Some(slot) = o.in_place {
+                if let Some(slot) = o.own_slot {
                     *cursor = slot;
                 }
                 n.acked.push_back((o.tag, o.buf));
@@ -234,11 +392,9 @@ impl ShmBackend {
             // A fragment's slot is kept (claimed) until seen back, so it cannot be reused
             // (and published again) before this looks.
             o.held.retain(|s| !back(s.index()));
-            let done = match o.in_place {
-                Some(slot) => back(slot),
-                None => !o.partial() && o.held.is_empty(),
-            };
-            if done && let Some(o) = n.outq.remove(i) {
+            if o.done(taken, &back)
+                && let Some(o) = n.outq.remove(i)
+            {
                 n.acked.push_back((o.tag, o.buf));
             } else {
                 i += 1;
@@ -249,7 +405,7 @@ impl ShmBackend {
     /// The next acknowledged message, if any.
     pub(super) fn native_poll_acked(&mut self) -> Option<(u64, Buf)> {
         if self.native.as_ref()?.acked.is_empty() {
-            self.collect_acks();
+            self.collect_acks(false);
         }
         self.native.as_mut()?.acked.pop_front()
     }
@@ -257,7 +413,7 @@ impl ShmBackend {
     /// The peer is gone: what it gave back is acknowledged, the rest handed back (the
     /// caller frees every slot next).
     pub(super) fn native_peer_lost(&mut self) {
-        self.collect_acks();
+        self.collect_acks(true);
         let Some(n) = self.native.as_mut() else {
             return;
         };
