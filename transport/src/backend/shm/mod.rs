@@ -844,6 +844,20 @@ impl Backend for ShmBackend {
                     continue;
                 };
                 let payload = descriptor::inline_payload(rec.as_slice(), &d);
+                let current = d.to_epoch == self.my_epoch as u32
+                    && d.from_epoch == self.peer_epoch as u32
+                    && !(self.native.is_some()
+                        && (self.peer_reported_gone || self.peer_mode == layout::MODE_RPP));
+                if d.inline && current {
+                    // The common case, built in place: a short message of the live peer.
+                    let inc = Incoming {
+                        from: RemoteAddr::Shm,
+                        data: RecvBuf::inline(payload),
+                    };
+                    drop(rec);
+                    self.took_inline(d.taken);
+                    return Some(inc);
+                }
                 (d, d.inline.then(|| RecvBuf::inline(payload)))
             };
             if d.to_epoch != self.my_epoch as u32 {
@@ -864,11 +878,15 @@ impl Backend for ShmBackend {
                 self.give_back_theirs(d.slot);
                 continue;
             }
+            if let Some(data) = inline {
+                self.took_inline(d.taken);
+                return Some(Incoming {
+                    from: RemoteAddr::Shm,
+                    data,
+                });
+            }
             if let Some(n) = self.native.as_mut() {
                 n.peer_took(d.taken);
-            }
-            if let Some(data) = inline {
-                return Some(self.took_inline(data));
             }
             if d.more || self.assembling.is_some() || self.skipping {
                 match self.fragment(d) {

@@ -46,8 +46,8 @@
 
 use super::descriptor::{self, DESCRIPTOR, Descriptor, Header, INLINE};
 use super::{SLOT_LEN, ShmBackend, bad, direction};
-use crate::backend::{Incoming, RemoteAddr, Sent};
-use crate::buffer::{Buf, BufKind, INLINE_MAX, RecvBuf};
+use crate::backend::Sent;
+use crate::buffer::{Buf, BufKind, INLINE_MAX};
 use crate::error::{Error, SendError};
 use crate::shm::raw::SlotMut;
 use crate::shm::raw::{self, RING_HEADER_FREE};
@@ -277,11 +277,13 @@ impl ShmBackend {
         Ok(self.tx.published())
     }
 
-    /// An inline message was taken off the ring (its record is released): says so to the
-    /// sender, and hands it out.
-    pub(super) fn took_inline(&mut self, data: RecvBuf) -> Incoming {
+    /// An inline message was taken off the ring (its record is released), its
+    /// descriptor saying the peer took this side's up to `peer_taken`: says so to the
+    /// sender.
+    pub(super) fn took_inline(&mut self, peer_taken: u64) {
         let taken = self.rx.released();
         if let Some(n) = self.native.as_mut() {
+            n.peer_took(peer_taken);
             n.my_taken = taken;
         }
         if let Some(w) = self.region.word(taken_at(1 - self.side)) {
@@ -289,10 +291,6 @@ impl ShmBackend {
             w.store(taken, Ordering::Release);
         }
         self.received_this_pass = true;
-        Incoming {
-            from: RemoteAddr::Shm,
-            data,
-        }
     }
 
     /// Copies and publishes as many of `out`'s remaining fragments as there are free
