@@ -65,24 +65,27 @@ pub(crate) fn recv_batch<B: AsMut<[u8]>>(
     if n == 0 {
         return Ok(0);
     }
-    // SAFETY: all-zero is a valid value of these C structs (null pointers, zero lengths).
-    let mut addrs: [libc::sockaddr_storage; MAX_BATCH] =
-        unsafe { MaybeUninit::zeroed().assume_init() };
-    // SAFETY: as above.
-    let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
-    // SAFETY: as above.
-    let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
+    // Only the first `n` entries are used, so only they are initialized (an empty poll of
+    // a ping-pong would otherwise zero some 3 KiB of headers per call).
+    let mut addrs = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; MAX_BATCH];
+    let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_BATCH];
+    let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_BATCH];
     for i in 0..n {
         let b = bufs[i].as_mut();
-        iovs[i] = libc::iovec {
+        addrs[i] = MaybeUninit::zeroed();
+        iovs[i].write(libc::iovec {
             iov_base: b.as_mut_ptr().cast(),
             iov_len: b.len(),
-        };
-        msgs[i].msg_hdr.msg_name = (&raw mut addrs[i]).cast();
-        msgs[i].msg_hdr.msg_namelen =
-            std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        msgs[i].msg_hdr.msg_iov = &raw mut iovs[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
+        });
+        let m = msgs[i].write(
+            // SAFETY: all-zero is a valid value of this C struct (null pointers, zero
+            // lengths); the fields that matter are set next.
+            unsafe { MaybeUninit::zeroed().assume_init() },
+        );
+        m.msg_hdr.msg_name = addrs[i].as_mut_ptr().cast();
+        m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        m.msg_hdr.msg_iov = iovs[i].as_mut_ptr();
+        m.msg_hdr.msg_iovlen = 1;
     }
     // SAFETY: `msgs[..n]` point at `n` iovecs, each covering one of the caller's buffers
     // (borrowed mutably for this call, so nothing else reads or writes them), and at `n`
@@ -91,7 +94,7 @@ pub(crate) fn recv_batch<B: AsMut<[u8]>>(
     let got = unsafe {
         libc::recvmmsg(
             socket.as_raw_fd(),
-            msgs.as_mut_ptr(),
+            msgs.as_mut_ptr().cast::<libc::mmsghdr>(),
             n as libc::c_uint,
             libc::MSG_DONTWAIT,
             std::ptr::null_mut(),
@@ -102,6 +105,9 @@ pub(crate) fn recv_batch<B: AsMut<[u8]>>(
     }
     let got = got as usize;
     for (index, (m, a)) in msgs.iter().zip(&addrs).take(got).enumerate() {
+        // SAFETY: `got <= n` and the first `n` entries were initialized above (the kernel
+        // only wrote within them since).
+        let (m, a) = unsafe { (m.assume_init_ref(), a.assume_init_ref()) };
         let Some(from) = socket_addr(a) else { continue };
         out.push(Received {
             index,

@@ -253,6 +253,9 @@ pub struct Endpoint {
     incarnation: u64,
     peers: Vec<PeerSlot>,
     by_addr: HashMap<RemoteAddr, Peer>,
+    /// The peer the last datagram came from, looked at before `by_addr` (a ping-pong or a
+    /// stream hears from one peer many times in a row; entries of `by_addr` never change).
+    last_sender: Option<(RemoteAddr, Peer)>,
     deliveries: VecDeque<Delivery>,
     completions: VecDeque<Completion>,
     stats: Stats,
@@ -315,6 +318,7 @@ impl Endpoint {
             incarnation,
             peers: Vec::new(),
             by_addr: HashMap::new(),
+            last_sender: None,
             deliveries: VecDeque::new(),
             completions: VecDeque::new(),
             stats: Stats::default(),
@@ -658,8 +662,15 @@ impl Endpoint {
                 break;
             };
             worked = true;
-            let peer = match self.by_addr.get(&inc.from) {
-                Some(&p) => p,
+            let known = match self.last_sender {
+                Some((addr, p)) if addr == inc.from => Some(p),
+                _ => self.by_addr.get(&inc.from).copied(),
+            };
+            let peer = match known {
+                Some(p) => {
+                    self.last_sender = Some((inc.from, p));
+                    p
+                }
                 None if self.options.accept_unknown_peers => {
                     let peer = self.peer_for(inc.from);
                     let addr = self.backend.addr_url(&inc.from);
