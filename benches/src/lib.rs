@@ -4,4 +4,5 @@
 //! Speed targets are checked here, never in timed unit tests: each figure is reported as
 //! a ratio to a plain reference measured in the same run.
 
+pub mod cost;
 pub mod rpp_kcp;

@@ -11,48 +11,23 @@
 //! A third argument `idle` instead runs that many idle polls (progress and an empty
 //! receive on one board, as a host waiting for a packet does), to count the cost of one.
 
-use myri_device::board::{Board, BoardConfig};
-use myri_device::fabric::topology::star;
-use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
+use myri_benches::cost::InlinePair;
 use myri_device::time::Time;
-use myri_mcp::{Api, ChanRequest, InitOptions, Mode, RouteId, RouteSlot, Unit};
-use std::sync::Arc;
+use myri_mcp::RouteId;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let iters: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let size: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
     let idle = args.next().is_some_and(|a| a == "idle");
-    let mut fb = FabricBuilder::new(1);
-    let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).expect("topology");
-    let fabric = Arc::new(fb.build());
-    let mut apis: Vec<Api> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let mut board = Board::new(BoardConfig::pci64b(i as u32));
-            board.attach_link(fabric.clone(), p);
-            let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline);
-            Api::init(&unit, InitOptions::default()).expect("init")
-        })
-        .collect();
-    for (i, api) in apis.iter_mut().enumerate() {
-        api.add_route(
-            RouteSlot::Id(1),
-            &fabric.route(ports[i], ports[1 - i]).expect("route"),
-        )
-        .expect("add");
-    }
-    let chans: Vec<_> = apis
-        .iter_mut()
-        .map(|api| {
-            let c = api.get_chan(ChanRequest::Specific(1)).expect("chan");
-            api.init_recv_chan(&c).expect("init chan");
-            c
-        })
-        .collect();
-    let (a, b) = apis.split_at_mut(1);
-    let (a, b) = (&mut a[0], &mut b[0]);
+    let InlinePair {
+        a: mut board_a,
+        b: mut board_b,
+        chan_a,
+        chan_b,
+    } = InlinePair::new();
+    let chans = [chan_a, chan_b];
+    let (a, b) = (&mut board_a, &mut board_b);
     let now = Time::from_micros(1_000_000);
     if idle {
         let mut found = 0u64;

@@ -21,11 +21,10 @@
 //! estimators run as they would on a link; KCP's clock ticks in microseconds.
 
 use kcp::Kcp;
+use myri_benches::cost::{self, CallgrindError};
 use myri_rpp::{Config, Connection, Event, Instant, Received};
 use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::rc::Rc;
 use std::time::Duration;
 use thiserror::Error;
@@ -39,12 +38,8 @@ const USAGE: &str = "usage: proto_cost rpp|rpp-inplace|kcp EXCHANGES [HOP_NS]\n 
 enum CostError {
     #[error("{0}\n{USAGE}")]
     Usage(String),
-    #[error("cannot run valgrind: {0} (is valgrind installed?)")]
-    Valgrind(io::Error),
-    #[error("valgrind failed on `{0}`")]
-    ValgrindFailed(String),
-    #[error("no instruction total in {0}")]
-    NoTotal(PathBuf),
+    #[error(transparent)]
+    Callgrind(#[from] CallgrindError),
     #[error("the {0} exchange went wrong: {1}")]
     Exchange(&'static str, String),
 }
@@ -81,12 +76,7 @@ fn main() {
 }
 
 fn number(arg: Option<&String>, default: u64, what: &str) -> Result<u64, CostError> {
-    match arg {
-        None => Ok(default),
-        Some(a) => a
-            .parse()
-            .map_err(|_| CostError::Usage(format!("{what} must be a whole number, not {a:?}"))),
-    }
+    cost::number(arg, default, what).map_err(CostError::Usage)
 }
 
 fn run(args: Vec<String>) -> Result<(), CostError> {
@@ -125,9 +115,8 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
 /// Runs each mode under callgrind with `small` and `large` exchanges and prints the
 /// instructions per exchange.
 fn compare(small: u64, large: u64, hop: u64) -> Result<(), CostError> {
-    let exe = std::env::current_exe().map_err(CostError::Valgrind)?;
-    let dir = std::env::temp_dir().join("myri-proto-cost");
-    std::fs::create_dir_all(&dir).map_err(CostError::Valgrind)?;
+    let exe = std::env::current_exe().map_err(CallgrindError::from)?;
+    let dir = cost::profile_dir("myri-proto-cost")?;
     println!(
         "instructions per exchange (8 B ping + 8 B echo), ({large} - {small}) exchanges, hop {hop} ns:"
     );
@@ -136,7 +125,8 @@ fn compare(small: u64, large: u64, hop: u64) -> Result<(), CostError> {
         let mut totals = [0u64; 2];
         for (total, n) in totals.iter_mut().zip([small, large]) {
             let out = dir.join(format!("callgrind.{}.{n}.out", mode.name()));
-            *total = callgrind(&exe, &out, mode, n, hop)?;
+            let args = [mode.name().to_string(), n.to_string(), hop.to_string()];
+            *total = cost::instructions(&exe, &out, &args, &[])?;
         }
         let cost = (totals[1] as f64 - totals[0] as f64) / (large - small) as f64;
         println!(
@@ -160,29 +150,6 @@ fn compare(small: u64, large: u64, hop: u64) -> Result<(), CostError> {
         }
     }
     Ok(())
-}
-
-fn callgrind(exe: &Path, out: &Path, mode: Mode, n: u64, hop: u64) -> Result<u64, CostError> {
-    let status = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(exe)
-        .args([mode.name().to_string(), n.to_string(), hop.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map_err(CostError::Valgrind)?;
-    if !status.success() {
-        return Err(CostError::ValgrindFailed(format!("{} {n}", mode.name())));
-    }
-    let text = std::fs::read_to_string(out).map_err(CostError::Valgrind)?;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| CostError::NoTotal(out.to_path_buf()))
 }
 
 // ---- The channel ----------------------------------------------------------------------

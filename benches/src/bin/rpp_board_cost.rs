@@ -28,22 +28,16 @@
 //!   largest payload per packet.
 //!
 //! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
-//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction.
+//! [`FLAT_COPIES`](myri_benches::cost::FLAT_COPIES)): callgrind would count each byte they move as an instruction.
 //!
 //! Virtual time moves 1 µs per hop, so RPP's timers and round-trip estimate run as on a
 //! fast link; nothing is lost, so nothing is retransmitted (the run checks).
 
-use myri_device::board::{Board, BoardConfig};
-use myri_device::fabric::topology::star;
-use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
+use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair};
 use myri_device::time::Time;
-use myri_mcp::{Api, ChanRequest, Channel, InitOptions, Mode, RouteId, RouteSlot, Unit};
+use myri_mcp::{Api, Channel, RouteId};
 use myri_transport::bench::rpp_link::{BoardConnection, board_config};
 use std::collections::VecDeque;
-use std::io;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -57,12 +51,8 @@ const USAGE: &str = "usage: rpp_board_cost MODE COUNT\n       \
 enum CostError {
     #[error("{0}\n{USAGE}")]
     Usage(String),
-    #[error("cannot run valgrind: {0} (is valgrind installed?)")]
-    Valgrind(io::Error),
-    #[error("valgrind failed on `{0}`")]
-    ValgrindFailed(String),
-    #[error("no instruction total in {0}")]
-    NoTotal(PathBuf),
+    #[error(transparent)]
+    Callgrind(#[from] CallgrindError),
     #[error("the {0} run went wrong: {1}")]
     Run(&'static str, String),
 }
@@ -120,12 +110,7 @@ fn main() {
 }
 
 fn number(arg: Option<&String>, default: u64, what: &str) -> Result<u64, CostError> {
-    match arg {
-        None => Ok(default),
-        Some(a) => a
-            .parse()
-            .map_err(|_| CostError::Usage(format!("{what} must be a whole number, not {a:?}"))),
-    }
+    cost::number(arg, default, what).map_err(CostError::Usage)
 }
 
 fn run(args: Vec<String>) -> Result<(), CostError> {
@@ -156,16 +141,16 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
 }
 
 fn compare(small: u64, large: u64) -> Result<(), CostError> {
-    let exe = std::env::current_exe().map_err(CostError::Valgrind)?;
-    let dir = std::env::temp_dir().join("myri-rpp-board-cost");
-    std::fs::create_dir_all(&dir).map_err(CostError::Valgrind)?;
+    let exe = std::env::current_exe().map_err(CallgrindError::from)?;
+    let dir = cost::profile_dir("myri-rpp-board-cost")?;
     println!("instructions per exchange (ping-pong) or per message (stream), ({large} - {small}):");
     let mut per = Vec::new();
     for which in Which::ALL {
         let mut totals = [0u64; 2];
         for (total, n) in totals.iter_mut().zip([small, large]) {
             let out = dir.join(format!("callgrind.{}.{n}.out", which.name()));
-            *total = callgrind(&exe, &out, which, n)?;
+            let args = [which.name().to_string(), n.to_string()];
+            *total = cost::instructions(&exe, &out, &args, &[("GLIBC_TUNABLES", FLAT_COPIES)])?;
         }
         let cost = (totals[1] as f64 - totals[0] as f64) / (large - small) as f64;
         println!(
@@ -185,37 +170,6 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
     Ok(())
 }
 
-/// Callgrind counts every byte a `rep movsb` (or `rep stosb`) moves as one instruction,
-/// and glibc switches its memcpy (memset) to those above a few KiB: an 8192-byte copy
-/// would count some 30 times what an 8052-byte one does. These tunables keep glibc on its
-/// vector loops at every size, so counts stay proportional to the work.
-const FLAT_COPIES: &str =
-    "glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295";
-
-fn callgrind(exe: &Path, out: &Path, which: Which, n: u64) -> Result<u64, CostError> {
-    let status = Command::new("valgrind")
-        .env("GLIBC_TUNABLES", FLAT_COPIES)
-        .arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(exe)
-        .args([which.name().to_string(), n.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map_err(CostError::Valgrind)?;
-    if !status.success() {
-        return Err(CostError::ValgrindFailed(format!("{} {n}", which.name())));
-    }
-    let text = std::fs::read_to_string(out).map_err(CostError::Valgrind)?;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| CostError::NoTotal(out.to_path_buf()))
-}
-
 /// Virtual time per hop.
 const HOP: Duration = Duration::from_micros(1);
 /// Steps one exchange or one message may take before the run calls itself stuck.
@@ -232,36 +186,17 @@ struct Boards {
 
 impl Boards {
     fn new() -> Boards {
-        let mut fb = FabricBuilder::new(1);
-        let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).expect("topology");
-        let fabric = Arc::new(fb.build());
-        let mut apis: Vec<Api> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| {
-                let mut board = Board::new(BoardConfig::pci64b(i as u32));
-                board.attach_link(fabric.clone(), p);
-                let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline);
-                Api::init(&unit, InitOptions::default()).expect("init")
-            })
-            .collect();
-        let mut chans = Vec::new();
-        for (i, api) in apis.iter_mut().enumerate() {
-            let route = fabric.route(ports[i], ports[1 - i]).expect("route");
-            api.add_route(RouteSlot::Id(1), &route).expect("add route");
-            let chan = api.get_chan(ChanRequest::Specific(1)).expect("chan");
-            api.init_recv_chan(&chan).expect("init chan");
-            chans.push(Some(chan));
-        }
-        let b = apis.pop().expect("board b");
-        let a = apis.pop().expect("board a");
-        let chan_b = chans.pop().flatten();
-        let chan_a = chans.pop().flatten();
-        Boards {
+        let InlinePair {
             a,
             b,
             chan_a,
             chan_b,
+        } = InlinePair::new();
+        Boards {
+            a,
+            b,
+            chan_a: Some(chan_a),
+            chan_b: Some(chan_b),
             now: Time::from_micros(1_000_000),
         }
     }

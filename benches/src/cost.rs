@@ -1,0 +1,167 @@
+//! What the cost harnesses (`src/bin/*_cost.rs`) share: two inline boards to run on, and
+//! running a harness under callgrind to count its instructions.
+//!
+//! A harness runs its workload at a small and a large count, each under callgrind; the
+//! difference of the two totals over the difference of the counts is the cost of one
+//! unit of work, with set-up and tear-down cancelled out.
+
+use myri_device::board::{Board, BoardConfig};
+use myri_device::fabric::topology::star;
+use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
+use myri_mcp::{Api, ChanRequest, Channel, InitOptions, Mode, RouteSlot, Unit};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Two simulated boards on one 8-port switch, each run inline by its host (stepped by
+/// its progress calls), route 1 on each leading to the other and channel 1 open on both.
+pub struct InlinePair {
+    /// The first board's API.
+    pub a: Api,
+    /// The second board's API.
+    pub b: Api,
+    /// Channel 1 of the first board.
+    pub chan_a: Channel,
+    /// Channel 1 of the second board.
+    pub chan_b: Channel,
+}
+
+impl InlinePair {
+    /// Builds the fabric and brings both boards up.
+    ///
+    /// # Panics
+    /// If the fixed topology cannot be built (a bug, not an input).
+    pub fn new() -> InlinePair {
+        let mut fb = FabricBuilder::new(1);
+        let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).expect("topology");
+        let fabric = Arc::new(fb.build());
+        let up = |i: usize| {
+            let mut board = Board::new(BoardConfig::pci64b(i as u32));
+            board.attach_link(fabric.clone(), ports[i]);
+            let unit = Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline);
+            let mut api = Api::init(&unit, InitOptions::default()).expect("init");
+            let route = fabric.route(ports[i], ports[1 - i]).expect("route");
+            api.add_route(RouteSlot::Id(1), &route).expect("add route");
+            let chan = api.get_chan(ChanRequest::Specific(1)).expect("chan");
+            api.init_recv_chan(&chan).expect("init chan");
+            (api, chan)
+        };
+        let (a, chan_a) = up(0);
+        let (b, chan_b) = up(1);
+        InlinePair {
+            a,
+            b,
+            chan_a,
+            chan_b,
+        }
+    }
+}
+
+impl Default for InlinePair {
+    fn default() -> InlinePair {
+        InlinePair::new()
+    }
+}
+
+/// Callgrind counts every byte a `rep movsb` (or `rep stosb`) moves as one instruction,
+/// and glibc switches its memcpy (memset) to those above a few KiB: an 8192-byte copy
+/// would count some 30 times what an 8052-byte one does. These tunables (for
+/// `GLIBC_TUNABLES`) keep glibc on its vector loops at every size, so counts stay
+/// proportional to the work.
+pub const FLAT_COPIES: &str =
+    "glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295";
+
+/// Why a callgrind run gave no count.
+#[derive(Debug, Error)]
+pub enum CallgrindError {
+    /// Valgrind could not be started, or its output or directory not used.
+    #[error("cannot run valgrind: {0} (is valgrind installed?)")]
+    Io(#[from] io::Error),
+    /// Valgrind ran, but the harness under it failed.
+    #[error("valgrind failed on `{0}`")]
+    Failed(String),
+    /// The output file has no instruction total.
+    #[error("no instruction total in {0}")]
+    NoTotal(PathBuf),
+}
+
+/// Runs `exe args` under callgrind, writing the profile to `out` (with `env` set), and
+/// returns the instructions it counted.
+pub fn instructions(
+    exe: &Path,
+    out: &Path,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Result<u64, CallgrindError> {
+    let status = Command::new("valgrind")
+        .envs(env.iter().copied())
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(exe)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if !status.success() {
+        return Err(CallgrindError::Failed(args.join(" ")));
+    }
+    let text = std::fs::read_to_string(out)?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| CallgrindError::NoTotal(out.to_path_buf()))
+}
+
+/// A directory for profiles under the system's temporary directory.
+pub fn profile_dir(name: &str) -> Result<PathBuf, CallgrindError> {
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// A whole-number argument, `default` when absent; the error names `what`.
+pub fn number(arg: Option<&String>, default: u64, what: &str) -> Result<u64, String> {
+    match arg {
+        None => Ok(default),
+        Some(a) => a
+            .parse()
+            .map_err(|_| format!("{what} must be a whole number, not {a:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_default_parse_and_name_what_is_wrong() {
+        assert_eq!(number(None, 7, "N"), Ok(7));
+        assert_eq!(number(Some(&"42".to_string()), 7, "N"), Ok(42));
+        let e = number(Some(&"4x".to_string()), 7, "COUNT").unwrap_err();
+        assert!(e.contains("COUNT") && e.contains("4x"), "{e}");
+    }
+
+    #[test]
+    fn the_pair_carries_a_packet_each_way_on_route_one() {
+        let mut p = InlinePair::new();
+        let now = myri_device::time::Time::from_micros(1_000_000);
+        let buf = p.a.get_send_buffer().expect("buffer");
+        p.a.send_and_release(1, myri_mcp::RouteId(1), buf, 8)
+            .expect("send");
+        let mut got = None;
+        for _ in 0..100 {
+            p.a.progress(now);
+            p.b.progress(now);
+            got = p.b.recv(&p.chan_b).expect("recv");
+            if got.is_some() {
+                break;
+            }
+        }
+        assert_eq!(got.expect("arrived").len(), 8);
+    }
+}
