@@ -4,9 +4,8 @@
 
 mod common;
 
-use common::wait_for;
-use myri_transport::{Buf, Completion, Endpoint, Error, shm_layout as layout};
-use std::os::unix::fs::FileExt;
+use common::{forge_dead_owner, wait_for};
+use myri_transport::{Buf, Completion, Endpoint, Error};
 
 /// A region name no other test or concurrent run uses.
 fn unique(name: &str) -> String {
@@ -143,18 +142,6 @@ fn reliable_messages_of_any_size_arrive_in_order() {
         b.stats().registered_recvs > 0,
         "whole messages are views of the slot"
     );
-}
-
-/// Makes side `side` of region `name` look owned by a process that does not exist.
-fn forge_dead_owner(name: &str, side: usize) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(myri_transport::shm_region_path(name))
-        .unwrap();
-    let dead_pid: u64 = 0x7fff_fff0; // above any pid_max
-    let at = layout::SIDE_AT + side * layout::SIDE_LEN + layout::OWNER;
-    f.write_all_at(&((dead_pid << 32) | 1).to_le_bytes(), at as u64)
-        .unwrap();
 }
 
 #[test]

@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::wait_for;
-use myri_transport::{Buf, Completion, Endpoint, Options, Peer, shm_layout as layout};
-use std::os::unix::fs::FileExt;
+use common::{forge_dead_owner, wait_for};
+use myri_transport::{Buf, Completion, Endpoint, Options, Peer};
 
 fn unique(name: &str) -> String {
     format!("t{}-n{name}", std::process::id())
@@ -209,18 +208,6 @@ fn a_send_waits_for_a_process_on_the_other_side() {
         _ => None,
     });
     assert_eq!(c, Some((to_b, b.incarnation())));
-}
-
-/// Makes side `side` of region `name` look owned by a process that does not exist.
-fn forge_dead_owner(name: &str, side: usize) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(myri_transport::shm_region_path(name))
-        .unwrap();
-    let dead_pid: u64 = 0x7fff_fff0; // above any pid_max
-    let at = layout::SIDE_AT + side * layout::SIDE_LEN + layout::OWNER;
-    f.write_all_at(&((dead_pid << 32) | 1).to_le_bytes(), at as u64)
-        .unwrap();
 }
 
 #[test]

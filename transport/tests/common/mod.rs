@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use myri_transport::{Endpoint, Peer};
+use myri_transport::{Endpoint, Peer, shm_layout as layout};
+use std::os::unix::fs::FileExt;
 
 /// Opens two endpoints and makes each the other's peer.
 #[track_caller]
@@ -43,4 +44,16 @@ pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
         }
         std::thread::yield_now();
     }
+}
+
+/// Makes side `side` of shm region `name` look owned by a process that does not exist.
+pub fn forge_dead_owner(name: &str, side: usize) {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(myri_transport::shm_region_path(name))
+        .unwrap();
+    let dead_pid: u64 = 0x7fff_fff0; // above any pid_max
+    let at = layout::SIDE_AT + side * layout::SIDE_LEN + layout::OWNER;
+    f.write_all_at(&((dead_pid << 32) | 1).to_le_bytes(), at as u64)
+        .unwrap();
 }
