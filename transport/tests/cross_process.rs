@@ -189,6 +189,32 @@ fn a_server_takes_clients_one_after_another_in_both_modes_and_reports_each() {
     }
 }
 
+/// A short ping-pong and a short 64 KiB stream against the server at `url`, each with
+/// its baseline: the last JSON result of each.
+fn baselines(url: &str) -> (Value, Value) {
+    let mut results = Vec::new();
+    for (test, args) in [
+        (
+            "pingpong",
+            ["--sizes", "8", "--iters", "400", "--interleave", "4"],
+        ),
+        (
+            "stream",
+            ["--size", "65536", "--count", "40", "--rounds", "2"],
+        ),
+    ] {
+        let mut all = vec![test, "--transport", url];
+        all.extend(args);
+        all.extend(["--baseline", "--json"]);
+        let (status, lines, stderr) = run(&all);
+        assert!(status.success(), "{test}: {stderr}");
+        results.push(last(&lines, "test", test).clone());
+    }
+    let s = results.pop().expect("stream");
+    let p = results.pop().expect("pingpong");
+    (p, s)
+}
+
 #[test]
 fn baselines_are_measured_in_the_same_run_and_give_ratios() {
     let (udp, listening) = serve("udp://127.0.0.1:0", &[]);
@@ -198,38 +224,9 @@ fn baselines_are_measured_in_the_same_run_and_give_ratios() {
         refs["udp_port"].is_u64() && refs["tcp_port"].is_u64(),
         "{refs}"
     );
-    let (status, lines, stderr) = run(&[
-        "pingpong",
-        "--transport",
-        &url,
-        "--sizes",
-        "8",
-        "--iters",
-        "400",
-        "--interleave",
-        "4",
-        "--baseline",
-        "--json",
-    ]);
-    assert!(status.success(), "{stderr}");
-    let p = last(&lines, "test", "pingpong");
+    let (p, s) = baselines(&url);
     assert_eq!(p["baseline"], "udp socket");
     assert!(p["ratio"].as_f64().unwrap() > 0.0, "{p}");
-    let (status, lines, stderr) = run(&[
-        "stream",
-        "--transport",
-        &url,
-        "--size",
-        "65536",
-        "--count",
-        "40",
-        "--rounds",
-        "2",
-        "--baseline",
-        "--json",
-    ]);
-    assert!(status.success(), "{stderr}");
-    let s = last(&lines, "test", "stream");
     assert!(s["tcp_mb_per_s"].as_f64().unwrap() > 0.0, "{s}");
     assert!(s["ratio_tcp"].as_f64().unwrap() > 0.0, "{s}");
     assert!(s["baseline_mb_per_s"].as_f64().unwrap() > 0.0, "{s}");
@@ -250,36 +247,8 @@ fn baselines_are_measured_in_the_same_run_and_give_ratios() {
         .unwrap()
         .to_owned();
     assert!(std::path::Path::new(&ring).exists());
-    let (status, lines, stderr) = run(&[
-        "pingpong",
-        "--transport",
-        &url,
-        "--sizes",
-        "8",
-        "--iters",
-        "400",
-        "--interleave",
-        "4",
-        "--baseline",
-        "--json",
-    ]);
-    assert!(status.success(), "{stderr}");
-    assert_eq!(last(&lines, "test", "pingpong")["baseline"], "shm ring");
-    let (status, lines, stderr) = run(&[
-        "stream",
-        "--transport",
-        &url,
-        "--size",
-        "65536",
-        "--count",
-        "40",
-        "--rounds",
-        "2",
-        "--baseline",
-        "--json",
-    ]);
-    assert!(status.success(), "{stderr}");
-    let s = last(&lines, "test", "stream");
+    let (p, s) = baselines(&url);
+    assert_eq!(p["baseline"], "shm ring");
     assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
     assert_eq!(s["baseline_lost"], 0, "a ring loses nothing");
     shm.signal(libc::SIGTERM);
