@@ -458,6 +458,21 @@ impl Endpoint {
         Ok(self.peer_for(addr))
     }
 
+    /// A datagram came from `from`, which is no peer: with
+    /// [`Options::accept_unknown_peers`] it becomes one (and the application hears of it);
+    /// otherwise it is counted and `None` says to drop the datagram.
+    fn unknown_sender(&mut self, from: RemoteAddr) -> Option<Peer> {
+        if !self.options.accept_unknown_peers {
+            self.stats.unknown_source += 1;
+            return None;
+        }
+        let peer = self.peer_for(from);
+        let addr = self.backend.addr_url(&from);
+        self.completions
+            .push_back(Completion::NewPeer { peer, addr });
+        Some(peer)
+    }
+
     fn peer_for(&mut self, addr: RemoteAddr) -> Peer {
         if let Some(&p) = self.by_addr.get(&addr) {
             return p;
@@ -671,17 +686,10 @@ impl Endpoint {
                     self.last_sender = Some((inc.from, p));
                     p
                 }
-                None if self.options.accept_unknown_peers => {
-                    let peer = self.peer_for(inc.from);
-                    let addr = self.backend.addr_url(&inc.from);
-                    self.completions
-                        .push_back(Completion::NewPeer { peer, addr });
-                    peer
-                }
-                None => {
-                    self.stats.unknown_source += 1;
-                    continue;
-                }
+                None => match self.unknown_sender(inc.from) {
+                    Some(p) => p,
+                    None => continue,
+                },
             };
             if self.peers[peer.0 as usize].failed {
                 // The backend may have just learned that the peer came back.

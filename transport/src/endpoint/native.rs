@@ -100,19 +100,8 @@ impl Endpoint {
             };
             worked = true;
             self.backend_events();
-            let peer = match self.native_peer {
-                Some(p) => p,
-                None if self.options.accept_unknown_peers => {
-                    let peer = self.peer_for(inc.from);
-                    let addr = self.backend.addr_url(&inc.from);
-                    self.completions
-                        .push_back(Completion::NewPeer { peer, addr });
-                    peer
-                }
-                None => {
-                    self.stats.unknown_source += 1;
-                    continue;
-                }
+            let Some(peer) = self.native_peer.or_else(|| self.unknown_sender(inc.from)) else {
+                continue;
             };
             if self.peers[peer.0 as usize].failed {
                 self.stats.stale += 1;
