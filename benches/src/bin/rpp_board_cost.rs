@@ -28,7 +28,7 @@
 //!   largest payload per packet.
 //!
 //! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
-//! [`FLAT_COPIES`](myri_benches::cost::FLAT_COPIES)): callgrind would count each byte they move as an instruction.
+//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction.
 //!
 //! Virtual time moves 1 µs per hop, so RPP's timers and round-trip estimate run as on a
 //! fast link; nothing is lost, so nothing is retransmitted (the run checks).
