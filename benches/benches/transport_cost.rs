@@ -16,6 +16,13 @@
 //! then `callgrind_annotate --inclusive=yes` and read the `myri_rpp::` entry points
 //! (`handle_packet`, `poll_transmit_gather`, `send`, `poll_timeout`, `handle_timeout`,
 //! `poll_event`) against the total (instructions only: system calls are not counted).
+//!
+//! More single modes for callgrind or a quick look: `--only bare-udp` (the connected
+//! socket pair the exchange is compared with), `--only bare-udp-unconnected` (the same
+//! with `sendto`/`recvfrom` to an address, as an endpoint with many peers must send),
+//! `--only udp-idle` (one progress pass of a waiting udp endpoint, `--toggle-collect=
+//! 'transport_cost::idle_pass'`: its own work delays the sight of the next datagram) and
+//! `--only bare-idle` (an empty `recv` on a bare socket).
 
 use myri_transport::shm::heap_ring;
 use myri_transport::{Endpoint, Options, Peer};
@@ -64,6 +71,12 @@ fn exchange_transport(a: &mut Endpoint, b: &mut Endpoint, to_b: Peer, to_a: Peer
         }
         b.progress();
     }
+}
+
+/// One progress pass of an endpoint with nothing arriving.
+#[inline(never)]
+fn idle_pass(a: &mut Endpoint) {
+    black_box(a.recv().is_none());
 }
 
 /// Takes the handed-back buffers, as an application does now and then (each call that
@@ -180,6 +193,44 @@ fn main() {
         }
         Some("ring") => {
             time("shm ring", n, || exchange_ring(&mut ab, &mut ba));
+            return;
+        }
+        // What a waiting endpoint does between arrivals: each pass's own work adds to
+        // the delay before it sees the next datagram (`--toggle-collect` on `idle_pass`).
+        Some("udp-idle") => {
+            exchange_transport(&mut ua, &mut ub, u_to_b, u_to_a);
+            completions(&mut ua, &mut ub);
+            time("udp idle progress pass", n, || idle_pass(&mut ua));
+            return;
+        }
+        Some("bare-udp") => {
+            time("udp socket", n, || exchange_udp(&a, &b, &mut buf));
+            return;
+        }
+        Some("bare-udp-unconnected") => {
+            let (c, d) = (
+                UdpSocket::bind("127.0.0.1:0").expect("c"),
+                UdpSocket::bind("127.0.0.1:0").expect("d"),
+            );
+            c.set_nonblocking(true).expect("nonblocking");
+            d.set_nonblocking(true).expect("nonblocking");
+            let (ca, da) = (c.local_addr().expect("c"), d.local_addr().expect("d"));
+            time("udp socket, unconnected", n, || {
+                c.send_to(&[1; 8], da).expect("send");
+                let (n, _) = loop {
+                    if let Ok(r) = d.recv_from(&mut buf) {
+                        break r;
+                    }
+                };
+                d.send_to(&buf[..n], ca).expect("send");
+                while c.recv_from(&mut buf).is_err() {}
+            });
+            return;
+        }
+        Some("bare-idle") => {
+            time("bare udp empty recv", n, || {
+                black_box(a.recv(&mut buf).is_err());
+            });
             return;
         }
         _ => {}
