@@ -905,6 +905,13 @@ impl<B: AsRef<[u8]>> Connection<B> {
         })
     }
 
+    /// Whether [`Connection::poll_event`] has something: a cheap test for a driver that
+    /// looks after every packet.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event<B>> {
         let e = self.events.pop_front()?;

@@ -709,6 +709,7 @@ impl Endpoint {
                     let data = inc.data.narrow(payload);
                     self.drain_events(peer);
                     self.deliver(peer, data);
+                    continue;
                 }
                 Received::Dropped(_) => self.stats.rpp_dropped += 1,
                 Received::Accepted | Received::Duplicate => {}
@@ -810,7 +811,7 @@ impl Endpoint {
 
     fn drain_events(&mut self, peer: Peer) {
         let slot = &mut self.peers[peer.0 as usize];
-        let Some(conn) = slot.conn.as_mut() else {
+        let Some(conn) = slot.conn.as_mut().filter(|c| c.has_events()) else {
             return;
         };
         while let Some(ev) = conn.poll_event() {
