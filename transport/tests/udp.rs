@@ -268,3 +268,69 @@ fn reliable_small_messages_are_sent_gathered_and_received_in_place() {
     );
     assert_eq!((sb.registered_recvs, sb.heap_recvs), (100, 0));
 }
+
+/// A client endpoint with `connect_one_peer`: its socket is connected to the server, so
+/// its sends name no address (small packets put together and `send`, large ones
+/// gathered), a stranger's datagrams never reach it, and a second peer is refused.
+#[test]
+fn a_client_connected_to_its_one_peer_talks_to_it_alone() {
+    for reliable in [true, false] {
+        let server_opts = Options {
+            accept_unknown_peers: true,
+            reliable,
+            ..Options::default()
+        };
+        let mut server = Endpoint::open_with("udp://127.0.0.1:0", server_opts).unwrap();
+        let client_opts = Options {
+            connect_one_peer: true,
+            reliable,
+            ..Options::default()
+        };
+        let mut client = Endpoint::open_with("udp://127.0.0.1:0", client_opts).unwrap();
+        let to_server = client.insert_addr(&server.local_url()).unwrap();
+        assert_eq!(client.insert_addr(&server.local_url()).unwrap(), to_server);
+        let other = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let err = client
+            .insert_addr(&format!("udp://{}", other.local_addr().unwrap()))
+            .unwrap_err();
+        assert!(matches!(err, Error::BadPeerAddr { .. }), "{err}");
+
+        // A stranger writes to the client: the kernel drops it (not delivered, and so
+        // not counted either), and the exchange with the server goes on.
+        let client_addr = client.local_url().trim_start_matches("udp://").to_owned();
+        other.send_to(b"who am i", &client_addr).unwrap();
+
+        // Both sides of SMALL_SEND, and (reliable) a fragmented message.
+        let mut sizes = vec![0usize, 8, 200, 255, 256, 257, 300, 5000];
+        if reliable {
+            sizes.push(200_000);
+        }
+        for (i, &len) in sizes.iter().enumerate() {
+            let mut m = client.alloc(len);
+            m.fill(i as u8);
+            client.send(to_server, m).unwrap();
+            let d = wait_for(|| {
+                client.progress();
+                server.recv()
+            })
+            .expect("the server hears the client");
+            assert_eq!(d.data.len(), len);
+            assert!(d.data.iter().all(|&x| x == i as u8));
+            let mut echo = server.alloc(len);
+            echo.copy_from_slice(&d.data);
+            server.send(d.peer, echo).unwrap();
+            let e = wait_for(|| {
+                server.progress();
+                client.recv()
+            })
+            .expect("the client hears the answer");
+            assert_eq!(e.peer, to_server);
+            assert_eq!(&e.data[..], &d.data[..]);
+        }
+        assert_eq!(client.stats().unknown_source, 0);
+        assert!(
+            client.recv().is_none(),
+            "the stranger's datagram never arrives"
+        );
+    }
+}

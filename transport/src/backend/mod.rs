@@ -164,6 +164,11 @@ pub(crate) trait Backend: Send {
     }
     /// Native reliability: takes back a reassembled message's memory for the next one.
     fn recycle(&mut self, _buf: Vec<u8>) {}
+    /// Sends to `to` only from now on and hears only from it, where the backend can make
+    /// that cheaper (UDP: a connected socket). Others ignore it.
+    fn connect(&mut self, _to: &RemoteAddr) -> Result<(), Error> {
+        Ok(())
+    }
     /// The UDP socket, to register with a caller's `mio::Poll` (UDP only).
     fn udp_socket(&mut self) -> Option<&mut mio::net::UdpSocket> {
         None

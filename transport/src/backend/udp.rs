@@ -44,6 +44,8 @@ pub const SLAB_SLOTS: usize = 64;
 pub const RECV_BUDGET: usize = 16;
 /// Datagrams one `recvmmsg` call takes at most.
 pub const RECV_BATCH: usize = 8;
+/// Gathered packets up to this many bytes are copied together and sent with `sendto`.
+pub const SMALL_SEND: usize = 256;
 
 /// A buffer a batch is received into.
 enum RxBuf {
@@ -91,6 +93,8 @@ pub(crate) struct UdpBackend {
     budget: usize,
     /// Datagrams the next call asks for (1 to [`RECV_BATCH`]).
     batch: usize,
+    /// The one peer the socket is connected to ([`Backend::connect`]), if it is.
+    connected: Option<SocketAddr>,
 }
 
 /// Resolves `host:port` to one socket address (the first the resolver gives).
@@ -143,6 +147,7 @@ impl UdpBackend {
             counters: BackendCounters::default(),
             budget: RECV_BUDGET,
             batch: 1,
+            connected: None,
         })
     }
 
@@ -320,7 +325,11 @@ impl Backend for UdpBackend {
                     max: self.mtu,
                 });
             }
-            let r = self.socket.send_to(&buf, a);
+            let r = if self.connected == Some(a) {
+                self.socket.send(&buf)
+            } else {
+                self.socket.send_to(&buf, a)
+            };
             self.sent(r)
         });
         match r {
@@ -341,8 +350,27 @@ impl Backend for UdpBackend {
         if len > self.mtu {
             return Err(Error::TooLarge { len, max: self.mtu });
         }
+        // A small packet is put together on the stack and sent with `sendto`: cheaper in
+        // the kernel than `sendmsg`'s message header and vector (and the copy is a few
+        // dozen bytes); a large one is gathered by the kernel from where it lies.
+        if len <= SMALL_SEND {
+            let mut packet = [0u8; SMALL_SEND];
+            packet[..header.len()].copy_from_slice(header);
+            packet[header.len()..len].copy_from_slice(payload);
+            let r = if self.connected == Some(a) {
+                self.socket.send(&packet[..len])
+            } else {
+                self.socket.send_to(&packet[..len], a)
+            };
+            return self.sent(r);
+        }
         let iov = [IoSlice::new(header), IoSlice::new(payload)];
-        let r = socket2::SockRef::from(&self.socket).send_to_vectored(&iov, &a.into());
+        let socket = socket2::SockRef::from(&self.socket);
+        let r = if self.connected == Some(a) {
+            socket.send_vectored(&iov)
+        } else {
+            socket.send_to_vectored(&iov, &a.into())
+        };
         self.sent(r)
     }
 
@@ -406,6 +434,15 @@ impl Backend for UdpBackend {
 
     fn counters(&self) -> BackendCounters {
         self.counters
+    }
+
+    fn connect(&mut self, to: &RemoteAddr) -> Result<(), Error> {
+        let a = Self::addr(to)?;
+        self.socket
+            .connect(a)
+            .map_err(Error::io("connecting the udp socket to its one peer"))?;
+        self.connected = Some(a);
+        Ok(())
     }
 
     fn udp_socket(&mut self) -> Option<&mut UdpSocket> {

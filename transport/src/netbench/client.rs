@@ -194,6 +194,8 @@ impl Client {
         let options = Options {
             reliable: config.reliable,
             rpp: super::rpp_config(),
+            // One server, as the bare UDP client the runs are compared with.
+            connect_one_peer: true,
             ..Options::default()
         };
         let mut ep = Endpoint::open_with(&local, options)
