@@ -171,6 +171,9 @@ impl Drop for ShmRecv {
 pub(crate) enum RecvKind {
     Board(myri_mcp::RecvBuf),
     Pool(PoolSlot),
+    /// A slab slot that holds several datagrams (UDP receive coalescing): each view is one
+    /// datagram's range of it, and the slot goes back to the slab when the last view drops.
+    SharedPool(Arc<PoolSlot>),
     Shm(ShmRecv),
     Heap(Vec<u8>),
     /// A short message copied out of a ring descriptor (shm's inline messages).
@@ -188,7 +191,8 @@ pub(crate) struct InlineBytes {
 }
 
 /// A received message: a view of the memory the backend received it into. Dropping it
-/// gives that memory back. See the [module documentation](self).
+/// gives that memory back (a UDP slot that held several coalesced datagrams goes back
+/// when the last of their views drops). See the [module documentation](self).
 pub struct RecvBuf {
     kind: RecvKind,
     range: Range<usize>,
@@ -225,6 +229,7 @@ impl RecvBuf {
         match &self.kind {
             RecvKind::Board(b) => b.as_slice(),
             RecvKind::Pool(p) => p.as_slice(),
+            RecvKind::SharedPool(p) => p.as_slice(),
             RecvKind::Shm(s) => s.view.as_slice(),
             RecvKind::Heap(v) => v,
             RecvKind::Inline(i) => &i.bytes[..usize::from(i.len)],
@@ -284,6 +289,7 @@ impl core::fmt::Debug for RecvBuf {
         let kind = match self.kind {
             RecvKind::Board(_) => "board",
             RecvKind::Pool(_) => "slab",
+            RecvKind::SharedPool(_) => "shared slab",
             RecvKind::Shm(_) => "shm",
             RecvKind::Heap(_) => "heap",
             RecvKind::Inline(_) => "inline",
@@ -387,6 +393,29 @@ mod tests {
         assert!(v.is_registered());
         drop(v);
         assert_eq!(pool.available(), 2);
+    }
+
+    #[test]
+    fn a_shared_slot_comes_back_when_its_last_view_drops() {
+        let pool = SlotPool::new(1, 8);
+        let mut slot = pool.take().unwrap();
+        slot.as_mut_slice()
+            .copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        let shared = Arc::new(slot);
+        let views: Vec<RecvBuf> = [0..3, 3..6, 6..8]
+            .into_iter()
+            .map(|r| RecvBuf::new(RecvKind::SharedPool(shared.clone()), r))
+            .collect();
+        drop(shared);
+        assert_eq!(&views[1][..], &[3, 4, 5]);
+        assert!(views.iter().all(RecvBuf::is_registered));
+        assert_eq!(format!("{:?}", views[2]), "RecvBuf(shared slab, 2 bytes)");
+        let mut views = views.into_iter();
+        let first = views.next().unwrap();
+        drop(views);
+        assert_eq!(pool.available(), 0, "a view still holds the slot");
+        assert_eq!(&first.narrow(1..2)[..], &[1]);
+        assert_eq!(pool.available(), 1);
     }
 
     #[test]

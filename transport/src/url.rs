@@ -10,7 +10,19 @@
 //! param    = "reliable=" ( "1" | "0" | "true" | "false" | "yes" | "no" )   RPP on top or raw datagrams
 //!          | "world=" name                           sim only: which simulated fabric (default "default")
 //!          | "mtu=" 1*DIGIT                          largest datagram the endpoint sends
+//!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
 //! ```
+//!
+//! `udp://` and datagram sizes: without `mtu=`, an endpoint sends datagrams as large as
+//! the path to each peer carries without IP fragmentation (the kernel's route MTU less
+//! the IP and UDP headers: 1472 bytes on a 1500-byte Ethernet link, 65,507 on loopback)
+//! and, where that is less than a UDP datagram, hands the kernel up to 64 of them per
+//! system call (UDP segmentation offload, `UDP_SEGMENT`) and takes coalesced ones back
+//! (`UDP_GRO`), as TCP does with TSO and GRO. `gso=1` forces that on (with `mtu=`, all
+//! datagrams are `mtu` bytes at most, sent in batches), `gso=0` forces it off: then
+//! datagrams are `mtu` bytes (default 65,507) and the IP layer fragments what the path
+//! cannot carry, one system call per datagram. A kernel without segmentation offload
+//! (before Linux 4.18) gets `gso=0`'s behaviour.
 //!
 //! Reliability is chosen by the `reliable` parameter: reliable (RPP) unless the URL says
 //! `reliable=0` (or the endpoint's options say so and the URL says nothing). A URL names
@@ -98,6 +110,9 @@ pub struct Params {
     pub world: Option<String>,
     /// `mtu=`: the largest datagram to send.
     pub mtu: Option<usize>,
+    /// `gso=`: UDP segmentation offload and receive coalescing (udp only): forced on
+    /// (true), off (false), or chosen per path (`None`).
+    pub gso: Option<bool>,
 }
 
 impl Params {
@@ -145,7 +160,7 @@ pub enum UrlError {
     #[error("bad parameter `{0}`: expected key=value")]
     BadParam(String),
     /// A parameter this crate does not know.
-    #[error("unknown parameter `{0}`: expected reliable, world or mtu")]
+    #[error("unknown parameter `{0}`: expected reliable, world, mtu or gso")]
     UnknownParam(String),
     /// A known parameter with a value it cannot take.
     #[error("bad value `{value}` for parameter `{key}`")]
@@ -257,6 +272,17 @@ fn params(scheme: Scheme, query: &str) -> Result<Params, UrlError> {
                     return Err(dup());
                 }
             }
+            "gso" => {
+                if scheme != Scheme::Udp {
+                    return Err(UrlError::ParamNotForScheme {
+                        key: key.to_owned(),
+                        scheme,
+                    });
+                }
+                if p.gso.replace(flag(key, value)?).is_some() {
+                    return Err(dup());
+                }
+            }
             "mtu" => {
                 let bad = || UrlError::BadParamValue {
                     key: key.to_owned(),
@@ -358,6 +384,9 @@ impl fmt::Display for Url {
         if let Some(m) = self.params.mtu {
             put(f, format!("mtu={m}"))?;
         }
+        if let Some(g) = self.params.gso {
+            put(f, format!("gso={}", u8::from(g)))?;
+        }
         Ok(())
     }
 }
@@ -381,6 +410,9 @@ mod tests {
             Url::parse("sim://").unwrap().address,
             Address::Sim { name: None }
         );
+        let u = Url::parse("udp://h:1?gso=yes&mtu=1472").unwrap();
+        assert_eq!((u.params.gso, u.params.mtu), (Some(true), Some(1472)));
+        assert_eq!(u.to_string(), "udp://h:1?mtu=1472&gso=1");
         let u = Url::parse("UDP://[::1]:9000?mtu=1472").unwrap();
         assert_eq!(
             u.address,
@@ -444,6 +476,14 @@ mod tests {
             UrlError::ParamNotForScheme { .. }
         ));
         assert!(matches!(
+            e("sim://a?gso=1"),
+            UrlError::ParamNotForScheme { .. }
+        ));
+        assert_eq!(
+            e("udp://a:1?gso=1&gso=0"),
+            UrlError::DuplicateParam("gso".into())
+        );
+        assert!(matches!(
             e("udp://a:1?mtu=0"),
             UrlError::BadParamValue { .. }
         ));
@@ -484,15 +524,18 @@ mod tests {
                 proptest::option::of(any::<bool>()),
                 proptest::option::of(arb_name()),
                 proptest::option::of(1usize..1 << 20),
+                proptest::option::of(any::<bool>()),
             )
-                .prop_map(|(address, reliable, world, mtu)| {
+                .prop_map(|(address, reliable, world, mtu, gso)| {
                     let world = world.filter(|_| address.scheme() == Scheme::Sim);
+                    let gso = gso.filter(|_| address.scheme() == Scheme::Udp);
                     Url {
                         address,
                         params: Params {
                             reliable,
                             world,
                             mtu,
+                            gso,
                         },
                     }
                 })

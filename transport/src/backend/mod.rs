@@ -73,6 +73,17 @@ pub(crate) struct BackendCounters {
     pub(crate) io_errors: u64,
     /// Datagrams of a peer's earlier life, or for an earlier owner of this side (dropped).
     pub(crate) stale: u64,
+    /// UDP segmentation offload: system calls that sent several datagrams at once.
+    pub(crate) gso_sends: u64,
+    /// Datagrams those calls carried.
+    pub(crate) gso_segments: u64,
+    /// Segmentation-offload sends the kernel refused (segmentation is then off for the
+    /// socket and the datagrams went out one by one).
+    pub(crate) gso_fallbacks: u64,
+    /// UDP receive coalescing: buffers that held more than one datagram.
+    pub(crate) gro_buffers: u64,
+    /// Datagrams those buffers held.
+    pub(crate) gro_segments: u64,
 }
 
 /// The provider interface. See the module documentation.
@@ -109,6 +120,17 @@ pub(crate) trait Backend: Send {
     ) -> Result<Sent, Error>;
     /// Whether a send to `to` would be taken now.
     fn can_send(&mut self, to: &RemoteAddr) -> bool;
+    /// Sends what [`Backend::send_gather`] held back to send together (UDP segmentation
+    /// offload); the endpoint calls it at the end of each transmit pass. `WouldBlock`
+    /// keeps the datagrams for the next call.
+    fn flush(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+    /// The largest datagram to send to `to` when the URL set no `mtu` (UDP: the path's, when
+    /// segmentation offload makes small datagrams cheap). At most [`Backend::mtu`].
+    fn peer_mtu(&mut self, _to: &RemoteAddr) -> usize {
+        self.mtu()
+    }
     /// The next datagram that arrived, if any.
     fn recv(&mut self) -> Option<Incoming>;
     /// Does the backend's own work (steps a simulated board, checks a shm peer's life).

@@ -19,6 +19,24 @@
 //! and a batch of one is a plain `recvfrom`. A waiting endpoint (a ping-pong) then polls
 //! with the cheapest call and sets up no message headers it will not use, which matters
 //! because every pass's own work adds to the delay before it sees the next datagram.
+//!
+//! Segmentation offload (the `gso` URL parameter, see [`crate::url`]). On a link whose
+//! MTU is far below a UDP datagram (1500-byte Ethernet), 64 KiB datagrams are fragmented
+//! by IP, and datagrams that fit the link cost one system call each way per 1.4 KiB. With
+//! segmentation offload on, [`Backend::send_gather`] copies each packet into a staging
+//! buffer instead of sending it, and sends the buffer with one `sendmsg` carrying a
+//! `UDP_SEGMENT` control message (the kernel, or the NIC, cuts it into datagrams of the
+//! first packet's size) when a packet of another size or for another peer comes, when it
+//! holds 64 datagrams or a datagram's worth of bytes, and at the end of the endpoint's
+//! transmit pass ([`Backend::flush`]). The socket has `UDP_GRO` on, so the kernel hands
+//! over a run of datagrams of one flow in one buffer with their size; the buffer (a slab
+//! slot) is split into one view per datagram, shared, back in the slab when the last view
+//! drops. A kernel that refuses the offloaded send (`EINVAL`, `EIO`: no checksum offload,
+//! a segment larger than the route's MTU) gets the staged datagrams one call each, and
+//! the socket sends that way from then on ([`BackendCounters::gso_fallbacks`]). Without
+//! `mtu=`, the datagram size for a peer is the path's ([`Backend::peer_mtu`]), and the
+//! offload is turned on when that is at most half a datagram; on loopback (MTU 64 KiB)
+//! nothing changes.
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, PoolSlot, RecvBuf, RecvKind, SlotPool};
@@ -46,6 +64,99 @@ pub const RECV_BUDGET: usize = 16;
 pub const RECV_BATCH: usize = 8;
 /// Gathered packets up to this many bytes are copied together and sent with `sendto`.
 pub const SMALL_SEND: usize = 256;
+/// Largest datagram held back for a segmentation-offload send: a longer one could not
+/// share a send with another, so it goes out at once, gathered from where it lies.
+pub const MAX_STAGED_DATAGRAM: usize = MAX_DATAGRAM / 2;
+/// Least path payload taken from the kernel's route (IPv6's minimum MTU less headers):
+/// a smaller answer is not believed.
+const MIN_PATH_PAYLOAD: usize = 1232;
+
+/// Datagrams held back to go out with one segmentation-offload send: all of `segment`
+/// bytes but the last, which may be shorter, one after the other, for one peer.
+#[derive(Default)]
+struct Staging {
+    /// The peer, while any datagram is held.
+    to: Option<SocketAddr>,
+    bytes: Vec<u8>,
+    /// The first datagram's length.
+    segment: usize,
+    count: usize,
+    /// The last datagram was shorter than `segment`: nothing more may follow it.
+    closed: bool,
+}
+
+impl Staging {
+    /// Whether a datagram of `len` bytes for `to` may join what is held.
+    fn takes(&self, to: SocketAddr, len: usize) -> bool {
+        self.count == 0
+            || (self.to == Some(to)
+                && !self.closed
+                && len <= self.segment
+                && self.count < sys::MAX_SEGMENTS
+                && self.bytes.len() + len <= MAX_DATAGRAM)
+    }
+
+    fn push(&mut self, to: SocketAddr, header: &[u8], payload: &[u8]) {
+        let len = header.len() + payload.len();
+        if self.count == 0 {
+            self.to = Some(to);
+            self.segment = len;
+        } else if len < self.segment {
+            self.closed = true;
+        }
+        self.bytes.extend_from_slice(header);
+        self.bytes.extend_from_slice(payload);
+        self.count += 1;
+    }
+
+    /// Whether no further datagram could join.
+    fn full(&self) -> bool {
+        self.closed
+            || self.count >= sys::MAX_SEGMENTS
+            || self.bytes.len() + self.segment > MAX_DATAGRAM
+    }
+
+    /// Forgets the first `n` datagrams (sent).
+    fn consume(&mut self, n: usize) {
+        let bytes = (n * self.segment).min(self.bytes.len());
+        self.bytes.drain(..bytes);
+        self.count -= n.min(self.count);
+        if self.count == 0 {
+            self.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.to = None;
+        self.bytes.clear();
+        self.count = 0;
+        self.closed = false;
+    }
+}
+
+/// Whether a failed offloaded send says the kernel or the route cannot segment (not that
+/// the datagrams were bad): then they go out one by one.
+fn gso_refused(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
+    )
+}
+
+/// Sends `data` as one datagram to `to` (on the connected socket's own path when `to` is
+/// its peer).
+fn send_datagram(
+    socket: &UdpSocket,
+    connected: Option<SocketAddr>,
+    to: SocketAddr,
+    data: &[u8],
+) -> std::io::Result<usize> {
+    if connected == Some(to) {
+        socket.send(data)
+    } else {
+        socket.send_to(data, to)
+    }
+}
 
 /// A buffer a batch is received into.
 enum RxBuf {
@@ -95,6 +206,16 @@ pub(crate) struct UdpBackend {
     batch: usize,
     /// The one peer the socket is connected to ([`Backend::connect`]), if it is.
     connected: Option<SocketAddr>,
+    /// The URL set `mtu=` (every peer gets it; no path MTU is asked).
+    explicit_mtu: bool,
+    /// The kernel takes segmentation-offload sends on this socket (and has not refused
+    /// one since).
+    gso_ok: bool,
+    /// Segmentation offload is in use: `send_gather` stages datagrams.
+    gso_on: bool,
+    /// `UDP_GRO` is on: receives read the segment size and split coalesced buffers.
+    gro_on: bool,
+    staging: Staging,
 }
 
 /// Resolves `host:port` to one socket address (the first the resolver gives).
@@ -107,8 +228,13 @@ pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Error> {
 }
 
 impl UdpBackend {
-    /// Binds `host:port`.
-    pub(crate) fn open(host: &str, port: u16, mtu: Option<usize>) -> Result<UdpBackend, Error> {
+    /// Binds `host:port`. `mtu` and `gso` are the URL's parameters (see [`crate::url`]).
+    pub(crate) fn open(
+        host: &str,
+        port: u16,
+        mtu: Option<usize>,
+        gso: Option<bool>,
+    ) -> Result<UdpBackend, Error> {
         let addr = resolve(host, port)?;
         let socket = UdpSocket::bind(addr).map_err(|e| match e.kind() {
             ErrorKind::AddrInUse => Error::AddrInUse(format!("udp://{addr}")),
@@ -123,6 +249,7 @@ impl UdpBackend {
         let local = socket
             .local_addr()
             .map_err(Error::io("reading the bound address"))?;
+        let explicit_mtu = mtu.is_some();
         let mtu = mtu.unwrap_or(MAX_DATAGRAM);
         if mtu > MAX_DATAGRAM {
             return Err(Error::Config(format!(
@@ -133,7 +260,8 @@ impl UdpBackend {
         let sock = socket2::SockRef::from(&socket);
         let _ = sock.set_recv_buffer_size(4 << 20);
         let _ = sock.set_send_buffer_size(4 << 20);
-        Ok(UdpBackend {
+        let gso_ok = gso != Some(false) && sys::gso_supported(&socket);
+        let mut backend = UdpBackend {
             socket,
             local,
             mtu,
@@ -148,7 +276,31 @@ impl UdpBackend {
             budget: RECV_BUDGET,
             batch: 1,
             connected: None,
-        })
+            explicit_mtu,
+            gso_ok,
+            gso_on: false,
+            gro_on: false,
+            staging: Staging::default(),
+        };
+        if gso == Some(true) && !gso_ok {
+            // Asked for, and this kernel has none: datagrams go out one by one.
+            backend.counters.gso_fallbacks += 1;
+        }
+        if gso == Some(true) || (explicit_mtu && mtu <= MAX_STAGED_DATAGRAM) {
+            backend.start_gso();
+        }
+        Ok(backend)
+    }
+
+    /// Turns segmentation offload on (where the kernel has it) and receive coalescing.
+    fn start_gso(&mut self) {
+        if !self.gso_ok || self.gso_on {
+            return;
+        }
+        self.gso_on = true;
+        self.staging.bytes.reserve(MAX_DATAGRAM);
+        // Without it the kernel cuts offloaded datagrams apart for us: slower, not wrong.
+        self.gro_on = sys::set_gro(&self.socket, true).is_ok();
     }
 
     fn addr(to: &RemoteAddr) -> Result<SocketAddr, Error> {
@@ -204,8 +356,9 @@ impl UdpBackend {
     /// `recvfrom`, or one `recvmmsg` for more. A slot holds any UDP datagram, so nothing
     /// `recvfrom` takes is ever cut short.
     fn receive(&mut self, want: usize) -> std::io::Result<usize> {
-        if want != 1 {
-            return sys::recv_batch(&self.socket, &mut self.rx[..want], &mut self.received);
+        if want != 1 || self.gro_on {
+            let rx = &mut self.rx[..want];
+            return sys::recv_batch(&self.socket, rx, &mut self.received, self.gro_on);
         }
         let (len, from) = self.socket.recv_from(self.rx[0].as_mut())?;
         self.received.push(sys::Received {
@@ -213,38 +366,134 @@ impl UdpBackend {
             len,
             truncated: false,
             from,
+            segment: None,
+            bad_control: false,
         });
         Ok(1)
     }
 
-    /// Moves what the last batch received into `ready`, as views of its buffers.
+    /// Moves what the last batch received into `ready`, as views of its buffers: one per
+    /// datagram, several of one buffer when the kernel coalesced them.
     fn hand_out(&mut self) {
         for r in self.received.drain(..) {
-            self.budget = self.budget.saturating_sub(1);
             let Some(b) = self.rx.get_mut(r.index) else {
+                self.budget = self.budget.saturating_sub(1);
                 continue;
             };
-            if r.truncated {
-                // Longer than a slot, which no UDP datagram is: never from a peer of ours.
+            if r.truncated || r.bad_control {
+                // Longer than a slot, which no UDP datagram is, or coalesced datagrams
+                // whose size the kernel did not say right: never from a peer of ours.
+                self.budget = self.budget.saturating_sub(1);
                 self.counters.malformed += 1;
                 continue;
             }
-            let storage = match b {
-                RxBuf::Slot(_) => match std::mem::replace(b, RxBuf::Taken) {
-                    RxBuf::Slot(s) => RecvKind::Pool(s),
-                    _ => continue,
-                },
-                RxBuf::Heap(v) => {
-                    self.counters.recv_heap += 1;
-                    RecvKind::Heap(v[..r.len.min(v.len())].to_vec())
+            let from = RemoteAddr::Udp(r.from);
+            // The segment size, when the buffer holds more than one datagram: every one
+            // comes from `r.from` (the kernel coalesces one flow only).
+            let segment = r.segment.filter(|&s| s < r.len);
+            let count = segment.map_or(1, |s| r.len.div_ceil(s));
+            self.budget = self.budget.saturating_sub(count);
+            if count > 1 {
+                self.counters.gro_buffers += 1;
+                self.counters.gro_segments += count as u64;
+            }
+            let step = segment.unwrap_or(r.len.max(1));
+            let ranges = (0..r.len)
+                .step_by(step)
+                .map(|at| at..(at + step).min(r.len));
+            match b {
+                RxBuf::Slot(_) if count == 1 => {
+                    if let RxBuf::Slot(s) = std::mem::replace(b, RxBuf::Taken) {
+                        self.ready.push_back(Incoming {
+                            from,
+                            data: RecvBuf::new(RecvKind::Pool(s), 0..r.len),
+                        });
+                    }
                 }
-                RxBuf::Taken => continue,
-            };
-            self.ready.push_back(Incoming {
-                from: RemoteAddr::Udp(r.from),
-                data: RecvBuf::new(storage, 0..r.len),
-            });
+                RxBuf::Slot(_) => {
+                    let RxBuf::Slot(s) = std::mem::replace(b, RxBuf::Taken) else {
+                        continue;
+                    };
+                    let shared = Arc::new(s);
+                    for range in ranges {
+                        let kind = RecvKind::SharedPool(shared.clone());
+                        self.ready.push_back(Incoming {
+                            from,
+                            data: RecvBuf::new(kind, range),
+                        });
+                    }
+                }
+                RxBuf::Heap(v) => {
+                    for range in ranges {
+                        self.counters.recv_heap += 1;
+                        let bytes = v.get(range).unwrap_or_default().to_vec();
+                        self.ready.push_back(Incoming {
+                            from,
+                            data: RecvBuf::from_vec(bytes),
+                        });
+                    }
+                }
+                RxBuf::Taken => {}
+            }
         }
+    }
+
+    /// Sends the staged datagrams: with one offloaded send, or (one datagram, or a kernel
+    /// that refuses the offload) one call each. `WouldBlock` keeps what was not sent.
+    fn send_staged(&mut self) -> Result<(), Error> {
+        let Some(to) = self.staging.to else {
+            return Ok(());
+        };
+        if self.staging.count == 1 || !self.gso_ok {
+            return self.send_staged_one_by_one(to);
+        }
+        let dest = (self.connected != Some(to)).then_some(to);
+        let segment = u16::try_from(self.staging.segment).unwrap_or(u16::MAX);
+        loop {
+            match sys::send_segments(&self.socket, dest, &self.staging.bytes, segment) {
+                Ok(_) => {
+                    self.counters.gso_sends += 1;
+                    self.counters.gso_segments += self.staging.count as u64;
+                    self.staging.clear();
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(Error::WouldBlock),
+                Err(e) if gso_refused(&e) => {
+                    self.gso_ok = false;
+                    self.counters.gso_fallbacks += 1;
+                    return self.send_staged_one_by_one(to);
+                }
+                Err(e) => {
+                    // Lost to the channel, counted; RPP sends them again.
+                    self.staging.clear();
+                    return self.sent(Err(e)).map(|_| ());
+                }
+            }
+        }
+    }
+
+    /// Sends the staged datagrams one call each.
+    fn send_staged_one_by_one(&mut self, to: SocketAddr) -> Result<(), Error> {
+        let mut first_error = Ok(());
+        while self.staging.count > 0 {
+            let len = self.staging.segment.min(self.staging.bytes.len());
+            let r = send_datagram(&self.socket, self.connected, to, &self.staging.bytes[..len]);
+            match r {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(Error::WouldBlock),
+                r => {
+                    // An error other than would-block loses this datagram only (counted).
+                    if let Err(e) = self.sent(r)
+                        && first_error.is_ok()
+                    {
+                        first_error = Err(e);
+                    }
+                    self.staging.consume(1);
+                }
+            }
+        }
+        first_error
     }
 }
 
@@ -325,11 +574,9 @@ impl Backend for UdpBackend {
                     max: self.mtu,
                 });
             }
-            let r = if self.connected == Some(a) {
-                self.socket.send(&buf)
-            } else {
-                self.socket.send_to(&buf, a)
-            };
+            // Datagrams staged before this one leave before it.
+            self.send_staged()?;
+            let r = send_datagram(&self.socket, self.connected, a, &buf);
             self.sent(r)
         });
         match r {
@@ -350,6 +597,25 @@ impl Backend for UdpBackend {
         if len > self.mtu {
             return Err(Error::TooLarge { len, max: self.mtu });
         }
+        if self.gso_on && self.gso_ok && len <= MAX_STAGED_DATAGRAM {
+            // Held back to go out with the datagrams around it (one copy, of the kind the
+            // kernel would make anyway).
+            if !self.staging.takes(a, len) {
+                self.send_staged()?;
+            }
+            self.staging.push(a, header, payload);
+            if self.staging.full() {
+                // Would-block keeps them staged ([`Backend::can_send`] says so).
+                match self.send_staged() {
+                    Ok(()) | Err(Error::WouldBlock) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(Sent { copied: false });
+        }
+        if self.staging.count > 0 {
+            self.send_staged()?;
+        }
         // A small packet is put together on the stack and sent with `sendto`: cheaper in
         // the kernel than `sendmsg`'s message header and vector (and the copy is a few
         // dozen bytes); a large one is gathered by the kernel from where it lies.
@@ -357,11 +623,7 @@ impl Backend for UdpBackend {
             let mut packet = [0u8; SMALL_SEND];
             packet[..header.len()].copy_from_slice(header);
             packet[header.len()..len].copy_from_slice(payload);
-            let r = if self.connected == Some(a) {
-                self.socket.send(&packet[..len])
-            } else {
-                self.socket.send_to(&packet[..len], a)
-            };
+            let r = send_datagram(&self.socket, self.connected, a, &packet[..len]);
             return self.sent(r);
         }
         let iov = [IoSlice::new(header), IoSlice::new(payload)];
@@ -375,7 +637,32 @@ impl Backend for UdpBackend {
     }
 
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {
-        true
+        // Datagrams still staged after a full buffer or a would-block go first.
+        !self.staging.full() || self.send_staged().is_ok()
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        self.send_staged()
+    }
+
+    fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
+        if self.explicit_mtu || !self.gso_ok {
+            return self.mtu;
+        }
+        let Ok(a) = Self::addr(to) else {
+            return self.mtu;
+        };
+        match sys::path_payload(self.local, a) {
+            Ok(p) if p >= MIN_PATH_PAYLOAD => {
+                let p = p.min(self.mtu);
+                if p <= MAX_STAGED_DATAGRAM {
+                    self.start_gso();
+                }
+                p
+            }
+            // No route yet, or an answer not to believe: IP fragments what it must.
+            _ => self.mtu,
+        }
     }
 
     fn recv(&mut self) -> Option<Incoming> {
@@ -423,6 +710,10 @@ impl Backend for UdpBackend {
     }
 
     fn progress(&mut self) -> bool {
+        if self.staging.count > 0 {
+            // Left by a would-block: they go first.
+            let _ = self.send_staged();
+        }
         self.budget = RECV_BUDGET;
         self.drained = false;
         false
@@ -478,7 +769,7 @@ mod tests {
 
     #[test]
     fn a_waiting_backend_polls_one_datagram_and_a_stream_grows_the_batch() {
-        let mut b = UdpBackend::open("127.0.0.1", 0, None).unwrap();
+        let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
         let to = b.local;
         // Nothing waiting: a one-datagram poll, and the batch stays at one.
         assert!(pass(&mut b).is_empty());
@@ -501,5 +792,200 @@ mod tests {
         assert!(pass(&mut b).is_empty());
         assert_eq!(b.batch, 1, "an empty socket brings the batch back to one");
         drop(tx);
+    }
+
+    /// Datagram `i` of a test batch: `len` bytes, a 4-byte header `[tag, i, 0, 0]` and a
+    /// payload of `i ^ tag`.
+    fn numbered(tag: u8, i: u8, len: usize) -> (Vec<u8>, Vec<u8>) {
+        (vec![tag, i, 0, 0], vec![i ^ tag; len - 4])
+    }
+
+    /// Sends `lens.len()` numbered datagrams from `b` to `to` through `send_gather`, then
+    /// flushes.
+    fn send_batch(b: &mut UdpBackend, to: SocketAddr, tag: u8, lens: &[usize]) {
+        let to = RemoteAddr::Udp(to);
+        for (i, &len) in lens.iter().enumerate() {
+            assert!(b.can_send(&to));
+            let (h, p) = numbered(tag, i as u8, len);
+            b.send_gather(&to, &h, &p).unwrap();
+        }
+        b.flush().unwrap();
+    }
+
+    /// Whether `d` is datagram `i` of a batch tagged `tag`, of `len` bytes.
+    fn is_numbered(d: &[u8], tag: u8, i: u8, len: usize) -> bool {
+        d.len() == len && d[..4] == [tag, i, 0, 0] && d[4..].iter().all(|&x| x == i ^ tag)
+    }
+
+    /// Ten datagrams of 1000 bytes and a last one of 300.
+    const BATCH: [usize; 11] = [
+        1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 300,
+    ];
+
+    #[test]
+    fn an_offloaded_batch_arrives_as_its_datagrams_intact_and_in_order() {
+        let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        assert!(tx.gso_on, "this kernel offers UDP segmentation offload");
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        send_batch(&mut tx, rx.local_addr().unwrap(), 7, &BATCH);
+        let c = tx.counters;
+        assert_eq!((c.gso_sends, c.gso_segments, c.gso_fallbacks), (1, 11, 0));
+        let mut buf = [0u8; 2048];
+        for (i, &len) in BATCH.iter().enumerate() {
+            let (n, from) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!(from, tx.local);
+            assert!(is_numbered(&buf[..n], 7, i as u8, len), "datagram {i}");
+        }
+        // A datagram of another size, or longer than the first, starts a new send; one
+        // that would exceed 64 segments too.
+        let lens: Vec<usize> = [500, 500, 900, 900, 900]
+            .into_iter()
+            .chain([100; 70])
+            .collect();
+        send_batch(&mut tx, rx.local_addr().unwrap(), 8, &lens);
+        let c = tx.counters;
+        assert_eq!(
+            (c.gso_sends, c.gso_segments),
+            (1 + 4, 11 + 75),
+            "500 x2; 900 x3 and a shorter last 100; 100 x64; 100 x5"
+        );
+        rx.set_nonblocking(true).unwrap();
+        for (i, &len) in lens.iter().enumerate() {
+            let n = rx.recv(&mut buf).unwrap();
+            assert!(is_numbered(&buf[..n], 8, i as u8, len), "datagram {i}");
+        }
+        assert!(rx.recv(&mut buf).is_err(), "nothing more");
+    }
+
+    #[test]
+    fn coalesced_datagrams_are_split_into_views_of_one_slot() {
+        let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        let mut rx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        assert!(rx.gro_on, "this kernel offers UDP receive coalescing");
+        let free = rx.pool.available();
+        send_batch(&mut tx, rx.local, 3, &BATCH);
+        rx.progress();
+        let mut got = Vec::new();
+        while let Some(i) = rx.recv() {
+            assert_eq!(i.from, RemoteAddr::Udp(tx.local));
+            got.push(i.data);
+        }
+        assert_eq!(got.len(), BATCH.len());
+        for (i, (d, &len)) in got.iter().zip(&BATCH).enumerate() {
+            assert!(is_numbered(d, 3, i as u8, len), "datagram {i}");
+            assert!(d.is_registered());
+        }
+        let c = rx.counters;
+        assert!(
+            c.gro_buffers >= 1 && c.gro_segments >= 2,
+            "loopback coalesced the offloaded datagrams: {c:?}"
+        );
+        assert_eq!(c.malformed, 0);
+        // Received into as many slots as there were coalesced buffers; every slot comes
+        // back once its last view is dropped.
+        let in_views = free - rx.pool.available();
+        assert!(in_views < BATCH.len(), "{in_views} slots for 11 datagrams");
+        let last = got.pop().unwrap();
+        drop(got);
+        let held = |rx: &UdpBackend| rx.rx.iter().filter(|b| matches!(b, RxBuf::Slot(_))).count();
+        assert_eq!(
+            rx.pool.available() + held(&rx) + 1,
+            free,
+            "the last view holds one"
+        );
+        drop(last);
+        assert_eq!(rx.pool.available() + held(&rx), free);
+    }
+
+    #[test]
+    fn coalesced_datagrams_of_two_senders_stay_apart() {
+        let mut a = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        let mut b = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        let mut rx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        for round in 0..3 {
+            send_batch(&mut a, rx.local, 1, &BATCH);
+            send_batch(&mut b, rx.local, 2, &BATCH[round..]);
+        }
+        // What each sender sent, in order: (index in its batch, length).
+        let expect = |tag: u8| -> Vec<(u8, usize)> {
+            let skip = |round: usize| if tag == 1 { 0 } else { round };
+            (0..3)
+                .flat_map(|round| {
+                    BATCH[skip(round)..]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &len)| (i as u8, len))
+                })
+                .collect()
+        };
+        let mut got: [Vec<RecvBuf>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..100 {
+            rx.progress();
+            while let Some(i) = rx.recv() {
+                let from = match i.from {
+                    RemoteAddr::Udp(f) if f == a.local => 0,
+                    RemoteAddr::Udp(f) if f == b.local => 1,
+                    other => panic!("from {other:?}"),
+                };
+                got[from].push(i.data);
+            }
+        }
+        for (tag, got) in [(1u8, &got[0]), (2, &got[1])] {
+            let expect = expect(tag);
+            assert_eq!(got.len(), expect.len(), "sender {tag}");
+            for (d, &(i, len)) in got.iter().zip(&expect) {
+                assert!(is_numbered(d, tag, i, len), "sender {tag}, datagram {i}");
+            }
+        }
+        assert!(rx.counters.gro_buffers >= 2, "{:?}", rx.counters);
+    }
+
+    #[test]
+    fn a_refused_offload_sends_one_by_one_and_loses_nothing() {
+        let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+        // Without UDP checksums the kernel refuses segmentation offload (EINVAL).
+        sys::set_no_check(&tx.socket).unwrap();
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        for round in 0..2u8 {
+            send_batch(&mut tx, rx.local_addr().unwrap(), round, &BATCH);
+            for (i, &len) in BATCH.iter().enumerate() {
+                let n = rx.recv(&mut buf).unwrap();
+                assert!(is_numbered(&buf[..n], round, i as u8, len), "{round}: {i}");
+            }
+            assert!(rx.recv(&mut buf).is_err(), "nothing more");
+        }
+        let c = tx.counters;
+        assert_eq!(
+            (c.gso_fallbacks, c.gso_sends, c.io_errors),
+            (1, 0, 0),
+            "refused once, then not tried again"
+        );
+        assert!(!tx.gso_ok);
+    }
+
+    #[test]
+    fn the_path_decides_the_datagram_size_unless_the_url_does() {
+        let peer = RemoteAddr::Udp("127.0.0.1:9".parse().unwrap());
+        // Loopback carries 64 KiB: datagrams stay whole, no offload, no coalescing.
+        let mut auto = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+        assert_eq!(auto.peer_mtu(&peer), MAX_DATAGRAM);
+        assert!(!auto.gso_on && !auto.gro_on);
+        // `mtu=` wins; small datagrams are worth offloading.
+        let mut small = UdpBackend::open("127.0.0.1", 0, Some(1472), None).unwrap();
+        assert_eq!(small.peer_mtu(&peer), 1472);
+        assert!(small.gso_on && small.gro_on);
+        let mut off = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(false)).unwrap();
+        assert_eq!(off.peer_mtu(&peer), 1472);
+        assert!(!off.gso_on && !off.gro_on);
+        // Off: the whole datagram goes out at once, nothing is staged.
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = RemoteAddr::Udp(rx.local_addr().unwrap());
+        let (h, p) = numbered(1, 0, 1000);
+        off.send_gather(&to, &h, &p).unwrap();
+        let mut buf = [0u8; 2048];
+        assert_eq!(rx.recv(&mut buf).unwrap(), 1000);
+        assert_eq!(off.counters.gso_sends, 0);
     }
 }

@@ -230,6 +230,16 @@ pub struct Stats {
     pub stale: u64,
     /// Operating-system errors that did not fail the endpoint.
     pub io_errors: u64,
+    /// `udp://` segmentation offload: system calls that sent several datagrams at once.
+    pub gso_sends: u64,
+    /// Datagrams those calls carried.
+    pub gso_segments: u64,
+    /// Offloaded sends the kernel refused (the socket then sends datagrams one by one).
+    pub gso_fallbacks: u64,
+    /// `udp://` receive coalescing: received buffers that held several datagrams.
+    pub gro_buffers: u64,
+    /// Datagrams those buffers held.
+    pub gro_segments: u64,
 }
 
 struct PeerSlot {
@@ -298,7 +308,12 @@ impl Endpoint {
                 name.as_deref(),
                 url.params.world.as_deref(),
             )?),
-            Address::Udp { host, port } => Box::new(UdpBackend::open(host, *port, url.params.mtu)?),
+            Address::Udp { host, port } => Box::new(UdpBackend::open(
+                host,
+                *port,
+                url.params.mtu,
+                url.params.gso,
+            )?),
             Address::Shm { name } => {
                 let mode = match (reliable, options.rpp_over_shm) {
                     (false, _) => ShmMode::Raw,
@@ -394,6 +409,11 @@ impl Endpoint {
             heap_recvs: self.stats.heap_recvs + b.recv_heap,
             io_errors: self.stats.io_errors + b.io_errors,
             stale: self.stats.stale + b.stale,
+            gso_sends: b.gso_sends,
+            gso_segments: b.gso_segments,
+            gso_fallbacks: b.gso_fallbacks,
+            gro_buffers: b.gro_buffers,
+            gro_segments: b.gro_segments,
             ..self.stats
         }
     }
@@ -496,7 +516,13 @@ impl Endpoint {
         let peer = Peer(self.peers.len() as u32);
         let conn = (self.reliable && !self.native).then(|| {
             let now = myri_rpp::Instant::from_nanos(self.backend.now());
-            Connection::new(self.rpp.clone(), self.incarnation, CONN_ID, now)
+            // The path's datagram size where the backend knows it (udp:// without mtu=).
+            let mut config = self.rpp.clone();
+            config.mtu = config.mtu.min(self.backend.peer_mtu(&addr));
+            if config.validate().is_err() {
+                config.mtu = self.rpp.mtu;
+            }
+            Connection::new(config, self.incarnation, CONN_ID, now)
                 .expect("the config was validated at open and the incarnation is not zero")
         });
         self.peers.push(PeerSlot {
@@ -822,6 +848,11 @@ impl Endpoint {
                 }
             }
         }
+        // What the backend held back to send together goes now (would-block keeps it for
+        // the next pass; other errors the backend counted).
+        if sent {
+            let _ = backend.flush();
+        }
         sent
     }
 
@@ -917,7 +948,8 @@ impl Endpoint {
         if !h.crc_ok() || h.conn_id() != CONN_ID || !newer {
             return false;
         }
-        let Ok(fresh) = Connection::new(self.rpp.clone(), self.incarnation, CONN_ID, now) else {
+        let config = conn.config().clone();
+        let Ok(fresh) = Connection::new(config, self.incarnation, CONN_ID, now) else {
             return false;
         };
         *conn = fresh;
