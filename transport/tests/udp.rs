@@ -334,3 +334,97 @@ fn a_client_connected_to_its_one_peer_talks_to_it_alone() {
         );
     }
 }
+
+/// Sizes of a stream of `n` messages up to `max` bytes, seeded: log-uniform (as many
+/// below 1 KiB as above 256 KiB, a mean of tens of KiB), every thousandth `max`.
+fn random_sizes(seed: u64, n: usize, max: usize) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = move || {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let bits = u64::from(usize::BITS - max.leading_zeros());
+    (0..n)
+        .map(|i| {
+            let r = next();
+            if i % 1000 == 999 {
+                return max;
+            }
+            ((r >> 8) % (1u64 << (r % bits))) as usize
+        })
+        .collect()
+}
+
+/// Byte `j` of message `i`: its place in the stream and in the message, so a byte of
+/// another message or another offset is seen.
+fn pattern_byte(i: usize, j: usize) -> u8 {
+    (i.wrapping_mul(131) ^ j.wrapping_mul(7) ^ (j >> 8)) as u8
+}
+
+/// Segmentation offload end to end: ten thousand messages of random sizes up to a
+/// mebibyte, in datagrams of at most 1472 bytes sent up to 64 to a system call and taken
+/// back coalesced, arrive exactly once and in order with every byte as sent, and every
+/// send completes.
+#[test]
+fn ten_thousand_random_messages_offloaded_and_coalesced_arrive_exactly_once_in_order() {
+    let (mut a, mut b, to_b, to_a) = pair("?gso=1&mtu=1472");
+    assert_eq!(a.capabilities().mtu, 1472);
+    let sizes = random_sizes(5, 10_000, 1 << 20);
+    let total: usize = sizes.iter().sum();
+    assert!(
+        total > 200 << 20,
+        "random sizes average tens of KiB: {total}"
+    );
+    let (mut next, mut got, mut acked) = (0, 0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while got < sizes.len() || acked < sizes.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stuck at {next} sent, {got} received, {acked} acknowledged"
+        );
+        while next < sizes.len() {
+            let mut m = a.alloc(sizes[next]);
+            for (j, x) in m.iter_mut().enumerate() {
+                *x = pattern_byte(next, j);
+            }
+            match a.send(to_b, m) {
+                Ok(_) => next += 1,
+                Err(e) if e.error.is_would_block() => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        a.progress();
+        while let Some(d) = b.recv() {
+            assert_eq!(d.peer, to_a);
+            assert_eq!(d.data.len(), sizes[got], "message {got}");
+            let bad = d
+                .data
+                .iter()
+                .enumerate()
+                .find(|&(j, &x)| x != pattern_byte(got, j));
+            assert_eq!(bad, None, "message {got}: first wrong byte");
+            got += 1;
+        }
+        while let Some(c) = a.poll_completion() {
+            match c {
+                Completion::Sent { .. } => acked += 1,
+                other => assert!(matches!(other, Completion::Connected { .. }), "{other:?}"),
+            }
+        }
+    }
+    let (sa, sb) = (a.stats(), b.stats());
+    assert!(
+        sa.gso_sends > 0 && sa.gso_segments > 2 * sa.gso_sends,
+        "datagrams went out several to a call: {sa:?}"
+    );
+    assert!(
+        sb.gro_buffers > 0 && sb.gro_segments > 2 * sb.gro_buffers,
+        "loopback coalesced them: {sb:?}"
+    );
+    assert_eq!((sa.gso_fallbacks, sb.malformed, sb.io_errors), (0, 0, 0));
+    assert_eq!(sb.recvs, 10_000);
+}

@@ -1,0 +1,248 @@
+//! The UDP backend's tests: adaptive receive batches, segmentation offload and receive
+//! coalescing over loopback.
+
+use super::*;
+
+/// Sends `count` numbered datagrams of 40 bytes to `to` from a plain socket.
+fn burst(to: SocketAddr, first: u8, count: u8) -> std::net::UdpSocket {
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in first..first + count {
+        tx.send_to(&[i; 40], to).unwrap();
+    }
+    tx
+}
+
+/// Everything one progress pass takes.
+fn pass(b: &mut UdpBackend) -> Vec<(u8, usize, SocketAddr)> {
+    b.progress();
+    let mut got = Vec::new();
+    while let Some(i) = b.recv() {
+        let RemoteAddr::Udp(from) = i.from else {
+            panic!("a udp backend hears from udp addresses")
+        };
+        got.push((i.data[0], i.data.len(), from));
+    }
+    got
+}
+
+#[test]
+fn a_waiting_backend_polls_one_datagram_and_a_stream_grows_the_batch() {
+    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    let to = b.local;
+    // Nothing waiting: a one-datagram poll, and the batch stays at one.
+    assert!(pass(&mut b).is_empty());
+    assert_eq!(b.batch, 1);
+    // One datagram (a ping-pong): taken by that poll, with its sender.
+    let tx = burst(to, 0, 1);
+    assert_eq!(pass(&mut b), vec![(0, 40, tx.local_addr().unwrap())]);
+    // A burst: 1, then 2, 4, 8, 8 ... per call until the pass's budget is spent; the
+    // rest in the next pass; every datagram once, in order.
+    let tx = burst(to, 1, 40);
+    let mut seen: Vec<u8> = Vec::new();
+    let first = pass(&mut b);
+    assert_eq!(first.len(), RECV_BUDGET);
+    assert_eq!(b.batch, RECV_BATCH);
+    seen.extend(first.iter().map(|g| g.0));
+    for _ in 0..4 {
+        seen.extend(pass(&mut b).iter().map(|g| g.0));
+    }
+    assert_eq!(seen, (1..41).collect::<Vec<u8>>());
+    assert!(pass(&mut b).is_empty());
+    assert_eq!(b.batch, 1, "an empty socket brings the batch back to one");
+    drop(tx);
+}
+
+/// Datagram `i` of a test batch: `len` bytes, a 4-byte header `[tag, i, 0, 0]` and a
+/// payload of `i ^ tag`.
+fn numbered(tag: u8, i: u8, len: usize) -> (Vec<u8>, Vec<u8>) {
+    (vec![tag, i, 0, 0], vec![i ^ tag; len - 4])
+}
+
+/// Sends `lens.len()` numbered datagrams from `b` to `to` through `send_gather`, then
+/// flushes.
+fn send_batch(b: &mut UdpBackend, to: SocketAddr, tag: u8, lens: &[usize]) {
+    let to = RemoteAddr::Udp(to);
+    for (i, &len) in lens.iter().enumerate() {
+        assert!(b.can_send(&to));
+        let (h, p) = numbered(tag, i as u8, len);
+        b.send_gather(&to, &h, &p).unwrap();
+    }
+    b.flush().unwrap();
+}
+
+/// Whether `d` is datagram `i` of a batch tagged `tag`, of `len` bytes.
+fn is_numbered(d: &[u8], tag: u8, i: u8, len: usize) -> bool {
+    d.len() == len && d[..4] == [tag, i, 0, 0] && d[4..].iter().all(|&x| x == i ^ tag)
+}
+
+/// Ten datagrams of 1000 bytes and a last one of 300.
+const BATCH: [usize; 11] = [
+    1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 300,
+];
+
+#[test]
+fn an_offloaded_batch_arrives_as_its_datagrams_intact_and_in_order() {
+    let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    assert!(tx.gso_on, "this kernel offers UDP segmentation offload");
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    send_batch(&mut tx, rx.local_addr().unwrap(), 7, &BATCH);
+    let c = tx.counters;
+    assert_eq!((c.gso_sends, c.gso_segments, c.gso_fallbacks), (1, 11, 0));
+    let mut buf = [0u8; 2048];
+    for (i, &len) in BATCH.iter().enumerate() {
+        let (n, from) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!(from, tx.local);
+        assert!(is_numbered(&buf[..n], 7, i as u8, len), "datagram {i}");
+    }
+    // A datagram of another size, or longer than the first, starts a new send; one
+    // that would exceed 64 segments too.
+    let lens: Vec<usize> = [500, 500, 900, 900, 900]
+        .into_iter()
+        .chain([100; 70])
+        .collect();
+    send_batch(&mut tx, rx.local_addr().unwrap(), 8, &lens);
+    let c = tx.counters;
+    assert_eq!(
+        (c.gso_sends, c.gso_segments),
+        (1 + 4, 11 + 75),
+        "500 x2; 900 x3 and a shorter last 100; 100 x64; 100 x5"
+    );
+    rx.set_nonblocking(true).unwrap();
+    for (i, &len) in lens.iter().enumerate() {
+        let n = rx.recv(&mut buf).unwrap();
+        assert!(is_numbered(&buf[..n], 8, i as u8, len), "datagram {i}");
+    }
+    assert!(rx.recv(&mut buf).is_err(), "nothing more");
+}
+
+#[test]
+fn coalesced_datagrams_are_split_into_views_of_one_slot() {
+    let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    let mut rx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    assert!(rx.gro_on, "this kernel offers UDP receive coalescing");
+    let free = rx.pool.available();
+    send_batch(&mut tx, rx.local, 3, &BATCH);
+    rx.progress();
+    let mut got = Vec::new();
+    while let Some(i) = rx.recv() {
+        assert_eq!(i.from, RemoteAddr::Udp(tx.local));
+        got.push(i.data);
+    }
+    assert_eq!(got.len(), BATCH.len());
+    for (i, (d, &len)) in got.iter().zip(&BATCH).enumerate() {
+        assert!(is_numbered(d, 3, i as u8, len), "datagram {i}");
+        assert!(d.is_registered());
+    }
+    let c = rx.counters;
+    assert!(
+        c.gro_buffers >= 1 && c.gro_segments >= 2,
+        "loopback coalesced the offloaded datagrams: {c:?}"
+    );
+    assert_eq!(c.malformed, 0);
+    // Received into as many slots as there were coalesced buffers; every slot comes
+    // back once its last view is dropped.
+    let in_views = free - rx.pool.available();
+    assert!(in_views < BATCH.len(), "{in_views} slots for 11 datagrams");
+    let last = got.pop().unwrap();
+    drop(got);
+    let held = |rx: &UdpBackend| rx.rx.iter().filter(|b| matches!(b, RxBuf::Slot(_))).count();
+    assert_eq!(
+        rx.pool.available() + held(&rx) + 1,
+        free,
+        "the last view holds one"
+    );
+    drop(last);
+    assert_eq!(rx.pool.available() + held(&rx), free);
+}
+
+#[test]
+fn coalesced_datagrams_of_two_senders_stay_apart() {
+    let mut a = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    let mut b = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    let mut rx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    for round in 0..3 {
+        send_batch(&mut a, rx.local, 1, &BATCH);
+        send_batch(&mut b, rx.local, 2, &BATCH[round..]);
+    }
+    // What each sender sent, in order: (index in its batch, length).
+    let expect = |tag: u8| -> Vec<(u8, usize)> {
+        let skip = |round: usize| if tag == 1 { 0 } else { round };
+        (0..3)
+            .flat_map(|round| {
+                BATCH[skip(round)..]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &len)| (i as u8, len))
+            })
+            .collect()
+    };
+    let mut got: [Vec<RecvBuf>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..100 {
+        rx.progress();
+        while let Some(i) = rx.recv() {
+            let from = match i.from {
+                RemoteAddr::Udp(f) if f == a.local => 0,
+                RemoteAddr::Udp(f) if f == b.local => 1,
+                other => panic!("from {other:?}"),
+            };
+            got[from].push(i.data);
+        }
+    }
+    for (tag, got) in [(1u8, &got[0]), (2, &got[1])] {
+        let expect = expect(tag);
+        assert_eq!(got.len(), expect.len(), "sender {tag}");
+        for (d, &(i, len)) in got.iter().zip(&expect) {
+            assert!(is_numbered(d, tag, i, len), "sender {tag}, datagram {i}");
+        }
+    }
+    assert!(rx.counters.gro_buffers >= 2, "{:?}", rx.counters);
+}
+
+#[test]
+fn a_refused_offload_sends_one_by_one_and_loses_nothing() {
+    let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    // Without UDP checksums the kernel refuses segmentation offload (EINVAL).
+    sys::set_no_check(&tx.socket).unwrap();
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    for round in 0..2u8 {
+        send_batch(&mut tx, rx.local_addr().unwrap(), round, &BATCH);
+        for (i, &len) in BATCH.iter().enumerate() {
+            let n = rx.recv(&mut buf).unwrap();
+            assert!(is_numbered(&buf[..n], round, i as u8, len), "{round}: {i}");
+        }
+        assert!(rx.recv(&mut buf).is_err(), "nothing more");
+    }
+    let c = tx.counters;
+    assert_eq!(
+        (c.gso_fallbacks, c.gso_sends, c.io_errors),
+        (1, 0, 0),
+        "refused once, then not tried again"
+    );
+    assert!(!tx.gso_ok);
+}
+
+#[test]
+fn the_path_decides_the_datagram_size_unless_the_url_does() {
+    let peer = RemoteAddr::Udp("127.0.0.1:9".parse().unwrap());
+    // Loopback carries 64 KiB: datagrams stay whole, no offload, no coalescing.
+    let mut auto = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    assert_eq!(auto.peer_mtu(&peer), MAX_DATAGRAM);
+    assert!(!auto.gso_on && !auto.gro_on);
+    // `mtu=` wins; small datagrams are worth offloading.
+    let mut small = UdpBackend::open("127.0.0.1", 0, Some(1472), None).unwrap();
+    assert_eq!(small.peer_mtu(&peer), 1472);
+    assert!(small.gso_on && small.gro_on);
+    let mut off = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(false)).unwrap();
+    assert_eq!(off.peer_mtu(&peer), 1472);
+    assert!(!off.gso_on && !off.gro_on);
+    // Off: the whole datagram goes out at once, nothing is staged.
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = RemoteAddr::Udp(rx.local_addr().unwrap());
+    let (h, p) = numbered(1, 0, 1000);
+    off.send_gather(&to, &h, &p).unwrap();
+    let mut buf = [0u8; 2048];
+    assert_eq!(rx.recv(&mut buf).unwrap(), 1000);
+    assert_eq!(off.counters.gso_sends, 0);
+}
