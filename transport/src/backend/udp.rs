@@ -356,9 +356,19 @@ impl UdpBackend {
     /// `recvfrom`, or one `recvmmsg` for more. A slot holds any UDP datagram, so nothing
     /// `recvfrom` takes is ever cut short.
     fn receive(&mut self, want: usize) -> std::io::Result<usize> {
-        if want != 1 || self.gro_on {
-            let rx = &mut self.rx[..want];
-            return sys::recv_batch(&self.socket, rx, &mut self.received, self.gro_on);
+        if self.gro_on {
+            return sys::recv_batch::<true, _>(
+                &self.socket,
+                &mut self.rx[..want],
+                &mut self.received,
+            );
+        }
+        if want != 1 {
+            return sys::recv_batch::<false, _>(
+                &self.socket,
+                &mut self.rx[..want],
+                &mut self.received,
+            );
         }
         let (len, from) = self.socket.recv_from(self.rx[0].as_mut())?;
         self.received.push(sys::Received {
@@ -375,67 +385,126 @@ impl UdpBackend {
     /// Moves what the last batch received into `ready`, as views of its buffers: one per
     /// datagram, several of one buffer when the kernel coalesced them.
     fn hand_out(&mut self) {
-        for r in self.received.drain(..) {
+        for k in 0..self.received.len() {
+            let r = self.received[k];
+            if r.segment.is_some_and(|s| s < r.len) {
+                self.hand_out_coalesced(r);
+                continue;
+            }
+            self.budget = self.budget.saturating_sub(1);
             let Some(b) = self.rx.get_mut(r.index) else {
-                self.budget = self.budget.saturating_sub(1);
                 continue;
             };
             if r.truncated || r.bad_control {
-                // Longer than a slot, which no UDP datagram is, or coalesced datagrams
-                // whose size the kernel did not say right: never from a peer of ours.
-                self.budget = self.budget.saturating_sub(1);
+                // Longer than a slot, which no UDP datagram is, or a coalesced buffer
+                // whose segment size the kernel did not say right: never from a peer of
+                // ours, and not to be split safely.
                 self.counters.malformed += 1;
                 continue;
             }
-            let from = RemoteAddr::Udp(r.from);
-            // The segment size, when the buffer holds more than one datagram: every one
-            // comes from `r.from` (the kernel coalesces one flow only).
-            let segment = r.segment.filter(|&s| s < r.len);
-            let count = segment.map_or(1, |s| r.len.div_ceil(s));
-            self.budget = self.budget.saturating_sub(count);
-            if count > 1 {
-                self.counters.gro_buffers += 1;
-                self.counters.gro_segments += count as u64;
-            }
-            let step = segment.unwrap_or(r.len.max(1));
-            let ranges = (0..r.len)
-                .step_by(step)
-                .map(|at| at..(at + step).min(r.len));
-            match b {
-                RxBuf::Slot(_) if count == 1 => {
-                    if let RxBuf::Slot(s) = std::mem::replace(b, RxBuf::Taken) {
-                        self.ready.push_back(Incoming {
-                            from,
-                            data: RecvBuf::new(RecvKind::Pool(s), 0..r.len),
-                        });
-                    }
-                }
-                RxBuf::Slot(_) => {
-                    let RxBuf::Slot(s) = std::mem::replace(b, RxBuf::Taken) else {
-                        continue;
-                    };
-                    let shared = Arc::new(s);
-                    for range in ranges {
-                        let kind = RecvKind::SharedPool(shared.clone());
-                        self.ready.push_back(Incoming {
-                            from,
-                            data: RecvBuf::new(kind, range),
-                        });
-                    }
-                }
+            let storage = match b {
+                RxBuf::Slot(_) => match std::mem::replace(b, RxBuf::Taken) {
+                    RxBuf::Slot(s) => RecvKind::Pool(s),
+                    _ => continue,
+                },
                 RxBuf::Heap(v) => {
-                    for range in ranges {
-                        self.counters.recv_heap += 1;
-                        let bytes = v.get(range).unwrap_or_default().to_vec();
-                        self.ready.push_back(Incoming {
-                            from,
-                            data: RecvBuf::from_vec(bytes),
-                        });
-                    }
+                    self.counters.recv_heap += 1;
+                    RecvKind::Heap(v[..r.len.min(v.len())].to_vec())
                 }
-                RxBuf::Taken => {}
+                RxBuf::Taken => continue,
+            };
+            self.ready.push_back(Incoming {
+                from: RemoteAddr::Udp(r.from),
+                data: RecvBuf::new(storage, 0..r.len),
+            });
+        }
+        self.received.clear();
+    }
+
+    /// Hands out a buffer of several datagrams of `r.segment` bytes (the last may be
+    /// shorter), coalesced by the kernel from one flow, so all from `r.from`: one view per
+    /// datagram of the slot, shared by them.
+    #[inline(never)]
+    fn hand_out_coalesced(&mut self, r: sys::Received) {
+        let segment = r.segment.unwrap_or(r.len).max(1);
+        let count = r.len.div_ceil(segment);
+        self.budget = self.budget.saturating_sub(count);
+        let Some(b) = self.rx.get_mut(r.index) else {
+            return;
+        };
+        if r.truncated || r.bad_control {
+            self.counters.malformed += 1;
+            return;
+        }
+        self.counters.gro_buffers += 1;
+        self.counters.gro_segments += count as u64;
+        let from = RemoteAddr::Udp(r.from);
+        let ranges = (0..r.len)
+            .step_by(segment)
+            .map(|at| at..(at + segment).min(r.len));
+        match b {
+            RxBuf::Slot(_) => {
+                let RxBuf::Slot(s) = std::mem::replace(b, RxBuf::Taken) else {
+                    return;
+                };
+                let shared = Arc::new(s);
+                for range in ranges {
+                    let kind = RecvKind::SharedPool(shared.clone());
+                    self.ready.push_back(Incoming {
+                        from,
+                        data: RecvBuf::new(kind, range),
+                    });
+                }
+            }
+            RxBuf::Heap(v) => {
+                for range in ranges {
+                    self.counters.recv_heap += 1;
+                    let bytes = v.get(range).unwrap_or_default().to_vec();
+                    self.ready.push_back(Incoming {
+                        from,
+                        data: RecvBuf::from_vec(bytes),
+                    });
+                }
+            }
+            RxBuf::Taken => {}
+        }
+    }
+
+    /// [`Backend::send_gather`] with segmentation offload on: holds the datagram back to go
+    /// out with the ones around it (one copy, of the kind the kernel would make anyway),
+    /// or sends it at once when it is too long to share a send or the kernel refused the
+    /// offload.
+    #[inline(never)]
+    fn stage(&mut self, to: SocketAddr, header: &[u8], payload: &[u8]) -> Result<Sent, Error> {
+        let len = header.len() + payload.len();
+        if !self.staging.takes(to, len) || !self.gso_ok || len > MAX_STAGED_DATAGRAM {
+            self.send_staged()?;
+        }
+        if !self.gso_ok || len > MAX_STAGED_DATAGRAM {
+            let iov = [IoSlice::new(header), IoSlice::new(payload)];
+            let socket = socket2::SockRef::from(&self.socket);
+            let r = if self.connected == Some(to) {
+                socket.send_vectored(&iov)
+            } else {
+                socket.send_to_vectored(&iov, &to.into())
+            };
+            return self.sent(r);
+        }
+        self.staging.push(to, header, payload);
+        if self.staging.full() {
+            // Would-block keeps them staged ([`Backend::can_send`] says so).
+            match self.send_staged() {
+                Ok(()) | Err(Error::WouldBlock) => {}
+                Err(e) => return Err(e),
             }
         }
+        Ok(Sent { copied: false })
+    }
+
+    /// Whether staged datagrams leave room for another: sends them when they are full.
+    #[inline(never)]
+    fn can_send_staged(&mut self) -> bool {
+        !self.staging.full() || self.send_staged().is_ok()
     }
 
     /// Sends the staged datagrams: with one offloaded send, or (one datagram, or a kernel
@@ -597,24 +666,8 @@ impl Backend for UdpBackend {
         if len > self.mtu {
             return Err(Error::TooLarge { len, max: self.mtu });
         }
-        if self.gso_on && self.gso_ok && len <= MAX_STAGED_DATAGRAM {
-            // Held back to go out with the datagrams around it (one copy, of the kind the
-            // kernel would make anyway).
-            if !self.staging.takes(a, len) {
-                self.send_staged()?;
-            }
-            self.staging.push(a, header, payload);
-            if self.staging.full() {
-                // Would-block keeps them staged ([`Backend::can_send`] says so).
-                match self.send_staged() {
-                    Ok(()) | Err(Error::WouldBlock) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            return Ok(Sent { copied: false });
-        }
-        if self.staging.count > 0 {
-            self.send_staged()?;
+        if self.gso_on {
+            return self.stage(a, header, payload);
         }
         // A small packet is put together on the stack and sent with `sendto`: cheaper in
         // the kernel than `sendmsg`'s message header and vector (and the copy is a few
@@ -636,12 +689,16 @@ impl Backend for UdpBackend {
         self.sent(r)
     }
 
+    #[inline]
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {
         // Datagrams still staged after a full buffer or a would-block go first.
-        !self.staging.full() || self.send_staged().is_ok()
+        self.staging.count == 0 || self.can_send_staged()
     }
 
     fn flush(&mut self) -> Result<(), Error> {
+        if self.staging.count == 0 {
+            return Ok(());
+        }
         self.send_staged()
     }
 
