@@ -47,6 +47,7 @@ use mio::net::UdpSocket;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, IoSlice};
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -132,6 +133,15 @@ impl Staging {
         self.count = 0;
         self.closed = false;
     }
+}
+
+/// The datagrams of a coalesced buffer of `len` bytes: `segment` bytes each (at least
+/// one), the last shorter when `len` is no multiple of it.
+fn segment_ranges(len: usize, segment: usize) -> impl Iterator<Item = Range<usize>> {
+    let segment = segment.max(1);
+    (0..len)
+        .step_by(segment)
+        .map(move |at| at..(at + segment).min(len))
 }
 
 /// Whether a failed offloaded send says the kernel or the route cannot segment (not that
@@ -439,9 +449,7 @@ impl UdpBackend {
         self.counters.gro_buffers += 1;
         self.counters.gro_segments += count as u64;
         let from = RemoteAddr::Udp(r.from);
-        let ranges = (0..r.len)
-            .step_by(segment)
-            .map(|at| at..(at + segment).min(r.len));
+        let ranges = segment_ranges(r.len, segment);
         match b {
             RxBuf::Slot(_) => {
                 let RxBuf::Slot(s) = std::mem::replace(b, RxBuf::Taken) else {

@@ -199,6 +199,43 @@ fn coalesced_datagrams_of_two_senders_stay_apart() {
 }
 
 #[test]
+fn a_connected_socket_sends_its_batches_to_its_peer() {
+    let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = rx.local_addr().unwrap();
+    tx.connect(&RemoteAddr::Udp(to)).unwrap();
+    send_batch(&mut tx, to, 4, &BATCH);
+    assert_eq!(tx.counters.gso_sends, 1);
+    let mut buf = [0u8; 2048];
+    for (i, &len) in BATCH.iter().enumerate() {
+        let n = rx.recv(&mut buf).unwrap();
+        assert!(is_numbered(&buf[..n], 4, i as u8, len), "datagram {i}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn a_coalesced_buffer_splits_into_its_datagrams_exactly(
+        len in 0usize..70_000,
+        segment in 0usize..70_000,
+    ) {
+        let ranges: Vec<_> = segment_ranges(len, segment).collect();
+        let mut at = 0;
+        for (i, r) in ranges.iter().enumerate() {
+            proptest::prop_assert_eq!(r.start, at, "back to back from 0");
+            proptest::prop_assert!(!r.is_empty());
+            if i + 1 < ranges.len() {
+                proptest::prop_assert_eq!(r.len(), segment.max(1));
+            } else {
+                proptest::prop_assert!(r.len() <= segment.max(1));
+            }
+            at = r.end;
+        }
+        proptest::prop_assert_eq!(at, len, "the whole buffer");
+    }
+}
+
+#[test]
 fn a_refused_offload_sends_one_by_one_and_loses_nothing() {
     let mut tx = UdpBackend::open("127.0.0.1", 0, Some(1472), Some(true)).unwrap();
     // Without UDP checksums the kernel refuses segmentation offload (EINVAL).
