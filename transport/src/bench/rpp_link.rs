@@ -414,13 +414,19 @@ impl BoardConnection {
     /// the packet is held for the next call; another error: it is counted and dropped,
     /// and RPP will send it again).
     fn post(&mut self, api: &mut Api, buf: SendBuf, len: usize, now: Time) -> bool {
-        match api.send(self.peer_chan, self.route, buf, len) {
+        // With no window to keep, the buffer goes back to the free list as soon as the
+        // board has sent it, with no ticket to make and drop.
+        let sent = match self.window {
+            Some(_) => api.send(self.peer_chan, self.route, buf, len).map(Some),
+            None => api
+                .send_and_release(self.peer_chan, self.route, buf, len)
+                .map(|()| None),
+        };
+        match sent {
             Ok(ticket) => {
                 self.counters.packets_sent += 1;
                 self.last_activity = now;
-                if self.window.is_some() {
-                    self.tickets.push_back(ticket);
-                }
+                self.tickets.extend(ticket);
                 true
             }
             Err(e) if e.error == ApiError::SendQueueFull => {

@@ -1,0 +1,21 @@
+//! Arbitrary text as a transport URL: it parses or is refused with a typed error, never
+//! panics; what parses prints in a canonical form that parses back to the same value.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use myri_transport::Url;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(url) = text.parse::<Url>() else {
+        return;
+    };
+    let canonical = url.to_string();
+    let again: Url = canonical
+        .parse()
+        .unwrap_or_else(|e| panic!("{text:?} printed as {canonical:?}, which does not parse: {e}"));
+    assert_eq!(again, url, "{text:?} -> {canonical:?}");
+    assert_eq!(again.to_string(), canonical);
+});
