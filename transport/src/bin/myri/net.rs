@@ -214,6 +214,9 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "transmit_copies": s.transmit_copies, "registered_recvs": s.registered_recvs,
             "heap_recvs": s.heap_recvs, "would_block": s.would_block,
             "rpp_dropped": s.rpp_dropped, "io_errors": s.io_errors,
+            "gso_sends": s.gso_sends, "gso_segments": s.gso_segments,
+            "gso_fallbacks": s.gso_fallbacks, "gro_buffers": s.gro_buffers,
+            "gro_segments": s.gro_segments,
         },
         "rpp": rpp,
     })

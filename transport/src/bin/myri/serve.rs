@@ -205,7 +205,9 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
                 "heap_recvs": s.heap_recvs, "would_block": s.would_block,
                 "unknown_source": s.unknown_source, "malformed": s.malformed,
                 "rpp_dropped": s.rpp_dropped, "peer_failures": s.peer_failures,
-                "io_errors": s.io_errors,
+                "io_errors": s.io_errors, "gso_sends": s.gso_sends,
+                "gso_segments": s.gso_segments, "gso_fallbacks": s.gso_fallbacks,
+                "gro_buffers": s.gro_buffers, "gro_segments": s.gro_segments,
             },
         }));
     } else {
