@@ -118,10 +118,20 @@ pub struct Client {
     spare: Vec<crate::Buf>,
     /// The UDP socket's poller, to sleep while the transport pushes back.
     poll: Option<(mio::Poll, mio::Events)>,
+    /// Messages sent and not yet handed back acknowledged (reliable mode).
+    unacked: u64,
 }
 
 /// Most heap buffers kept for reuse.
 const SPARE_BUFFERS: usize = 2048;
+/// A reliable stream keeps at most this many bytes of messages unacknowledged (and at
+/// least [`STREAM_MIN_UNACKED`] messages), as an application that reuses its buffers
+/// does: the transport would queue far more (128 MiB by default), each message in a
+/// buffer of its own, and a run would then time the allocation and first touch of
+/// every buffer rather than the transport. Twice RPP's window of 64 KiB packets.
+const STREAM_UNACKED_BYTES: usize = 32 << 20;
+/// See [`STREAM_UNACKED_BYTES`].
+const STREAM_MIN_UNACKED: u64 = 16;
 /// A ping-pong client waiting for an answer takes its completions every this many
 /// empty receives (and at the first).
 const COMPLETIONS_EVERY_SPINS: u32 = 16;
@@ -220,6 +230,7 @@ impl Client {
             config,
             spare: Vec::new(),
             poll: None,
+            unacked: 0,
         };
         if c.server_addr.is_some()
             && let Ok(poll) = mio::Poll::new()
@@ -357,6 +368,7 @@ impl Client {
                     });
                 }
                 Completion::Sent { buf, .. } => {
+                    self.unacked = self.unacked.saturating_sub(1);
                     // Registered buffers go back to the backend (it receives into them too).
                     if !buf.is_registered() && self.spare.len() < SPARE_BUFFERS {
                         self.spare.push(buf);
@@ -368,12 +380,31 @@ impl Client {
         Ok(())
     }
 
+    /// Progresses until fewer than `most` messages are unacknowledged.
+    fn wait_for_acks(&mut self, most: u64) -> Result<(), ClientError> {
+        let since = Instant::now();
+        loop {
+            while self.ep.progress() {}
+            self.completions()?;
+            if self.unacked < most {
+                return Ok(());
+            }
+            if since.elapsed() > self.config.stall_timeout {
+                return Err(ClientError::Stalled(self.config.stall_timeout));
+            }
+            self.wait_for_room();
+        }
+    }
+
     /// Sends `buf`, progressing while the transport pushes back.
     fn send(&mut self, mut buf: crate::Buf) -> Result<(), ClientError> {
         let mut since = None;
         loop {
             match self.ep.send(self.peer, buf) {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.unacked += u64::from(self.reliable);
+                    return Ok(());
+                }
                 Err(e) if e.error.is_would_block() => {
                     buf = e.buf;
                     while self.ep.progress() {}
@@ -583,7 +614,12 @@ impl Client {
         let patience = self.config.stall_timeout;
         self.request(&start, patience, ack(false))?;
         let t0 = Instant::now();
+        let most_unacked = (STREAM_UNACKED_BYTES / sizes.max().max(1)) as u64;
+        let most_unacked = most_unacked.max(STREAM_MIN_UNACKED);
         for seq in 0..count {
+            if self.reliable && self.unacked >= most_unacked {
+                self.wait_for_acks(most_unacked)?;
+            }
             let size = sizes.size_of(seed, seq).max(wire::HEADER_LEN);
             let mut buf = self.buffer(size);
             wire::put_header(&mut buf, KIND_DATA, round as u8, seq);
