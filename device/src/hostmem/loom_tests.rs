@@ -67,3 +67,121 @@ fn early_reclaim_never_races_a_transfer() {
         assert_eq!(seen, if wrote { 5 } else { 0 });
     });
 }
+
+/// Spins until the lent buffer comes back for writing.
+fn unlend(mut lent: LentBuf) -> HostBuf {
+    loop {
+        match lent.try_unlend() {
+            Ok(buf) => return buf,
+            Err(again) => {
+                lent = again;
+                loom::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// The host lends a buffer and keeps reading it while the device, holding a `LentRead`,
+/// DMA-reads it and lets go; the host takes it back as soon as it can and writes. Loom
+/// reports any read of the device not ordered before the host's write.
+#[test]
+fn lend_read_unlend_write() {
+    loom::model(|| {
+        let mem = HostMemory::new(0x1000, PAGE, PAGE).unwrap();
+        let mut buf = mem.claim(0, PAGE).unwrap();
+        buf.with_mut(|b| b[..4].copy_from_slice(&[1, 2, 3, 4]));
+        let lent = buf.lend();
+        let reader = lent.reader();
+        let device = {
+            let mem = Arc::clone(&mem);
+            loom::thread::spawn(move || {
+                let mut got = [0u8; 4];
+                mem.dma_read(reader.bus_addr(), &mut got).unwrap();
+                assert_eq!(got, [1, 2, 3, 4]);
+                assert!(
+                    mem.dma_write(reader.bus_addr(), &[0]).is_err(),
+                    "lent pages are read-only"
+                );
+                drop(reader);
+            })
+        };
+        lent.with(|b| assert_eq!(&b[..4], &[1, 2, 3, 4]));
+        let mut buf = unlend(lent);
+        buf.with_mut(|b| b[..4].fill(9));
+        device.join().unwrap();
+        assert_eq!(mem.owner(0), Some(Owner::Host));
+    });
+}
+
+/// The host drops the `LentBuf` while the device still reads under its `LentRead`: the
+/// pages stay lent until the device lets go. The host claims the range again as soon as
+/// it can and writes; loom reports a write that could overlap the device's read.
+#[test]
+fn dropped_lending_outlives_the_device_read() {
+    loom::model(|| {
+        let mem = HostMemory::new(0x1000, PAGE, PAGE).unwrap();
+        let mut buf = mem.claim(0, PAGE).unwrap();
+        buf.with_mut(|b| b[0] = 7);
+        let lent = buf.lend();
+        let reader = lent.reader();
+        let device = {
+            let mem = Arc::clone(&mem);
+            loom::thread::spawn(move || {
+                let mut got = [0u8; 2];
+                mem.dma_read(reader.bus_addr(), &mut got).unwrap();
+                assert_eq!(got, [7, 0]);
+            })
+        };
+        drop(lent);
+        let mut buf = loop {
+            match mem.claim(0, PAGE) {
+                Ok(buf) => break buf,
+                Err(e) => {
+                    assert_eq!(
+                        e,
+                        HostMemError::InUse {
+                            page: 0,
+                            owner: Owner::Lent
+                        }
+                    );
+                    loom::thread::yield_now();
+                }
+            }
+        };
+        buf.with_mut(|b| b[0] = 1);
+        device.join().unwrap();
+    });
+}
+
+/// A device read of lent pages made without a `LentRead` (a stray bus address) races the
+/// host's take-back: either the read completes first and sees the lent bytes, or it finds
+/// the pages taken back and faults; it never overlaps the host's write.
+#[test]
+fn a_read_without_a_reader_never_races_the_take_back() {
+    loom::model(|| {
+        let mem = HostMemory::new(0x1000, PAGE, PAGE).unwrap();
+        let mut buf = mem.claim(0, PAGE).unwrap();
+        buf.with_mut(|b| b[0] = 7);
+        let lent = buf.lend();
+        let bus = lent.bus_addr();
+        let device = {
+            let mem = Arc::clone(&mem);
+            loom::thread::spawn(move || {
+                let mut got = [0u8; 1];
+                mem.dma_read(bus, &mut got).map(|_| got[0])
+            })
+        };
+        let mut buf = unlend(lent);
+        buf.with_mut(|b| b[0] = 1);
+        match device.join().unwrap() {
+            Ok(seen) => assert_eq!(seen, 7),
+            Err(fault) => assert!(matches!(
+                fault,
+                DmaFault::NotDeviceOwned {
+                    owner: Owner::Host,
+                    ..
+                }
+            )),
+        }
+    });
+}

@@ -3,12 +3,21 @@
 //!
 //! The region is cut into pages, and every page has one owner at a time:
 //!
-//! | state    | who may touch the bytes                                   |
-//! |----------|-----------------------------------------------------------|
-//! | `Free`   | nobody                                                    |
-//! | `Host`   | the one [`HostBuf`] that claimed it                       |
-//! | `Device` | the DMA controller, one access at a time (`Busy` during it)|
-//! | `Shared` | both, but only with 32-bit atomic loads and stores        |
+//! | state    | who may touch the bytes                                                  |
+//! |----------|--------------------------------------------------------------------------|
+//! | `Free`   | nobody                                                                   |
+//! | `Host`   | the one [`HostBuf`] that claimed it                                      |
+//! | `Device` | the DMA controller, one access at a time (`Busy` during it)              |
+//! | `Shared` | both, but only with 32-bit atomic loads and stores                       |
+//! | `Lent`   | read only: the host through its [`LentBuf`], the board by any number of concurrent DMA reads; nobody writes |
+//!
+//! A lent buffer ([`HostBuf::lend`]) is how a reliable protocol keeps a message it may
+//! send again without copying it: the host reads it (a CRC, a retransmission) while the
+//! board DMAs copies of it out. The board holds a [`LentRead`] for the time of its
+//! transfers; the host gets the buffer back for writing ([`LentBuf::try_unlend`]) only
+//! once no `LentRead` is left and no DMA read is in flight on its pages. A `LentBuf`
+//! dropped while readers remain leaves the pages lent; they become `Free` when the last
+//! reader (and the last transfer in flight) is gone.
 //!
 //! Ownership moves only by publishing a new page state: the host hands a buffer to the
 //! board with a Release store ([`HostBuf::to_device`]) before it publishes the queue entry
@@ -16,7 +25,10 @@
 //! ([`DeviceBuf::reclaim`]) after the board has published that it is done. The DMA
 //! controller checks the state of every page it touches ([`HostMemory::dma_read`],
 //! [`HostMemory::dma_write`]): an address from SRAM that is out of range or names a page
-//! the device does not own is a [`DmaFault`], not a data race.
+//! the device does not own is a [`DmaFault`], not a data race. A DMA read of lent pages
+//! pins each of them for the time of the transfer (a count in the page's state word), so
+//! even a read the board makes without holding a [`LentRead`] can never overlap the host's
+//! writes after it takes the buffer back.
 //!
 //! This is the only module of the crate with `unsafe` code. Every block carries a
 //! `// SAFETY:` note; the handoff is model-checked with loom (`--cfg loom`) and the
@@ -24,21 +36,42 @@
 
 #![allow(unsafe_code)]
 
+mod lend;
 mod sync;
+
+pub use lend::{LentBuf, LentRead};
 
 use crate::dma::checksum::{PieceSum, copy_summing};
 use core::fmt;
 use core::ptr::NonNull;
 use std::alloc::{self, Layout};
 use std::sync::atomic::AtomicU32;
-use sync::{AccessTracker, Arc, AtomicU8, Ordering, spin};
+use sync::{AccessTracker, Arc, AtomicUsize, Ordering, spin};
 use thiserror::Error;
 
-const FREE: u8 = 0;
-const HOST: u8 = 1;
-const DEVICE: u8 = 2;
-const BUSY: u8 = 3;
-const SHARED: u8 = 4;
+// A page's state word: the state in the low byte; for `LENT` and `DRAINING` the number of
+// DMA reads in flight on the page above it (in units of `PIN`). Every other state has no
+// pins, so its word is just the state.
+const FREE: usize = 0;
+const HOST: usize = 1;
+const DEVICE: usize = 2;
+const BUSY: usize = 3;
+const SHARED: usize = 4;
+/// Lent by a live `LentBuf` or `LentRead`.
+const LENT: usize = 5;
+/// Was lent; its `LentBuf` and every `LentRead` are gone, and the last DMA read still in
+/// flight frees it. No new transfer may start on it.
+const DRAINING: usize = 6;
+const STATE_MASK: usize = 0xFF;
+const PIN: usize = 1 << 8;
+
+fn state_of(word: usize) -> usize {
+    word & STATE_MASK
+}
+
+fn pins_of(word: usize) -> usize {
+    word >> 8
+}
 
 /// Who owns a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,16 +86,19 @@ pub enum Owner {
     Busy,
     /// Both sides, atomically.
     Shared,
+    /// Lent for reading: the host reads through a [`LentBuf`], the board by DMA reads.
+    Lent,
 }
 
 impl Owner {
-    fn from_state(state: u8) -> Owner {
-        match state {
+    fn from_state(word: usize) -> Owner {
+        match state_of(word) {
             FREE => Owner::Free,
             HOST => Owner::Host,
             DEVICE => Owner::Device,
             BUSY => Owner::Busy,
-            _ => Owner::Shared,
+            SHARED => Owner::Shared,
+            _ => Owner::Lent,
         }
     }
 }
@@ -142,7 +178,11 @@ pub enum DmaFault {
 }
 
 struct Page {
-    state: AtomicU8,
+    /// The state word (see `LENT`).
+    state: AtomicUsize,
+    /// On the first page of a lent buffer: 1 while its `LentBuf` lives, plus one per
+    /// live `LentRead`. Unused otherwise.
+    lenders: AtomicUsize,
     tracker: AccessTracker,
 }
 
@@ -158,7 +198,7 @@ pub struct HostMemory {
 
 // SAFETY: the region's bytes are only read or written under the page-ownership protocol
 // described in the module documentation (exclusive `HostBuf`, device access under `Busy`,
-// atomic access to `Shared` pages), so sharing the handle between threads cannot create a
+// atomic access to `Shared` pages, only reads of `Lent` pages), so sharing the handle between threads cannot create a
 // data race; the remaining fields are immutable or atomic.
 unsafe impl Send for HostMemory {}
 // SAFETY: as for `Send`.
@@ -194,7 +234,8 @@ impl HostMemory {
         };
         let pages = (0..len / page_size)
             .map(|_| Page {
-                state: AtomicU8::new(FREE),
+                state: AtomicUsize::new(FREE),
+                lenders: AtomicUsize::new(0),
                 tracker: AccessTracker::default(),
             })
             .collect();
@@ -263,7 +304,7 @@ impl HostMemory {
     }
 
     /// Moves every page of `[offset, offset + len)` from `Free` to `to`, or none of them.
-    fn take_free_pages(&self, offset: usize, len: usize, to: u8) -> Result<(), HostMemError> {
+    fn take_free_pages(&self, offset: usize, len: usize, to: usize) -> Result<(), HostMemError> {
         self.check_range(offset, len)?;
         let pages = self.pages_of(offset, len);
         for p in pages.clone() {
@@ -322,53 +363,102 @@ impl HostMemory {
         Ok(offset as usize)
     }
 
-    /// Marks the device-owned pages of a transfer `Busy`, or faults and marks none.
-    fn begin_device_access(&self, bus: u64, offset: usize, len: usize) -> Result<(), DmaFault> {
+    /// Starts a device transfer on every page it touches: device-owned pages become
+    /// `Busy`, lent pages (reads only) get one more pin, shared pages stay as they are. If
+    /// a page refuses, undoes what it did on the pages before and faults.
+    fn begin_device_access(
+        &self,
+        bus: u64,
+        offset: usize,
+        len: usize,
+        write: bool,
+    ) -> Result<(), DmaFault> {
         let pages = self.pages_of(offset, len);
         for p in pages.clone() {
             let state = &self.pages[p].state;
             // A shared page stays shared for the life of the region: a load tells it, with
             // no read-modify-write (the poll words every completion writes are on one).
-            let result = if state.load(Ordering::Relaxed) == SHARED {
-                Err(SHARED)
-            } else {
-                // Acquire: the host's writes before its Release hand-over are visible here.
-                state.compare_exchange(DEVICE, BUSY, Ordering::Acquire, Ordering::Acquire)
-            };
-            let owner = match result {
-                Ok(_) => continue,
-                Err(SHARED) => {
-                    let in_page = p << self.page_shift;
-                    let seg_start = offset.max(in_page);
-                    let seg_end = (offset + len).min(in_page + self.page_size());
-                    if seg_start.is_multiple_of(4) && (seg_end - seg_start).is_multiple_of(4) {
-                        continue;
+            let mut word = state.load(Ordering::Relaxed);
+            let refused = loop {
+                let result = match state_of(word) {
+                    SHARED => {
+                        let in_page = p << self.page_shift;
+                        let seg_start = offset.max(in_page);
+                        let seg_end = (offset + len).min(in_page + self.page_size());
+                        if seg_start.is_multiple_of(4) && (seg_end - seg_start).is_multiple_of(4) {
+                            break None;
+                        }
+                        self.end_device_access(pages.start, p);
+                        return Err(DmaFault::SharedUnaligned { bus, len });
                     }
-                    self.end_device_access(pages.start, p);
-                    return Err(DmaFault::SharedUnaligned { bus, len });
+                    // Acquire: the host's writes before its Release hand-over are visible
+                    // here.
+                    DEVICE => {
+                        state.compare_exchange(DEVICE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+                    }
+                    // A pin keeps the page lent (neither taken back nor freed) until the
+                    // transfer's Release unpin. Acquire: the host's writes before it lent
+                    // the buffer are visible here.
+                    LENT if !write => state.compare_exchange(
+                        word,
+                        word + PIN,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    ),
+                    _ => break Some(Owner::from_state(word)),
+                };
+                match result {
+                    Ok(_) => break None,
+                    Err(now) => word = now,
                 }
-                Err(other) => Owner::from_state(other),
             };
-            self.end_device_access(pages.start, p);
-            return Err(DmaFault::NotDeviceOwned {
-                bus,
-                page: p,
-                owner,
-            });
+            if let Some(owner) = refused {
+                self.end_device_access(pages.start, p);
+                return Err(DmaFault::NotDeviceOwned {
+                    bus,
+                    page: p,
+                    owner,
+                });
+            }
         }
         Ok(())
     }
 
-    /// Returns pages `[from, to)` that are `Busy` to `Device`.
+    /// Ends a device transfer on pages `[from, to)`, all of which it started: `Busy`
+    /// pages go back to `Device`, lent pages lose the transfer's pin.
     fn end_device_access(&self, from: usize, to: usize) {
         for p in from..to {
             let state = &self.pages[p].state;
-            // Shared pages were never made `Busy`. A `Busy` page is this access's alone
-            // (the host's reclaim and every other device access leave a `Busy` page
-            // alone), so a store hands it back. Release: the device's writes to the page
-            // happen-before the host's Acquire reclaim.
-            if state.load(Ordering::Relaxed) == BUSY {
-                state.store(DEVICE, Ordering::Release);
+            match state_of(state.load(Ordering::Relaxed)) {
+                // A `Busy` page is this access's alone (the host's reclaim and every other
+                // device access leave a `Busy` page alone), so a store hands it back.
+                // Release: the device's writes to the page happen-before the host's
+                // Acquire reclaim.
+                BUSY => state.store(DEVICE, Ordering::Release),
+                LENT | DRAINING => self.unpin(p),
+                // Shared pages were never made `Busy`.
+                _ => {}
+            }
+        }
+    }
+
+    /// Takes one pin off lent page `p`; the last pin of a draining page frees it.
+    fn unpin(&self, p: usize) {
+        let state = &self.pages[p].state;
+        let mut word = state.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(pins_of(word) > 0, "unpinning a page with no pin");
+            let next = if state_of(word) == DRAINING && pins_of(word) == 1 {
+                FREE
+            } else {
+                word - PIN
+            };
+            // Release: this transfer's reads happen-before the host's Acquire take-back
+            // (or the next claim of a freed page). Acquire: so do the reads of the
+            // transfers that unpinned before, when this one frees the page.
+            match state.compare_exchange(word, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => word = now,
             }
         }
     }
@@ -388,7 +478,7 @@ impl HostMemory {
             let page = at >> self.page_shift;
             let seg = (self.page_size() - (at & (self.page_size() - 1))).min(len - done);
             let p = &self.pages[page];
-            let shared = p.state.load(Ordering::Relaxed) == SHARED;
+            let shared = state_of(p.state.load(Ordering::Relaxed)) == SHARED;
             if write {
                 p.tracker.writing(|| copy(at, done, seg, shared));
             } else {
@@ -401,12 +491,15 @@ impl HostMemory {
     /// The DMA controller reads host memory (host → LANai) into `dst`. Returns the 16-bit
     /// ones-complement sum of the bytes moved ([`crate::dma::checksum`]), computed as they
     /// are copied, in one pass.
+    ///
+    /// Device-owned pages are `Busy` for the transfer; lent pages ([`LentBuf`]) are read
+    /// in place, concurrently with other reads of them and with the host's.
     pub fn dma_read(&self, bus: u64, dst: &mut [u8]) -> Result<u16, DmaFault> {
         if dst.is_empty() {
             return Ok(0);
         }
         let offset = self.offset_of(bus, dst.len())?;
-        self.begin_device_access(bus, offset, dst.len())?;
+        self.begin_device_access(bus, offset, dst.len(), false)?;
         let base = self.bytes.as_ptr();
         let mut sum = PieceSum::default();
         self.for_each_segment(offset, dst.len(), false, |at, done, seg, shared| {
@@ -421,9 +514,12 @@ impl HostMemory {
                 }
                 sum.add_bytes(done, out);
             } else {
-                // SAFETY: `[at, at + seg)` is inside the region (`offset_of`), its page is
-                // `Busy` so no `HostBuf` can reach it and no other device access runs (so
-                // nothing writes it while this shared view lives), and `out` is a distinct
+                // SAFETY: `[at, at + seg)` is inside the region (`offset_of`), and nothing
+                // writes it while this shared view lives: either its page is `Busy` (no
+                // `HostBuf` can reach it and no other device access runs), or it is lent
+                // and pinned by this transfer (no `HostBuf` exists for it, device writes
+                // fault, and it can be neither taken back nor freed while pinned; the
+                // host's `LentBuf` and other transfers only read it). `out` is a distinct
                 // Rust buffer.
                 let from = unsafe { core::slice::from_raw_parts(base.add(at), seg) };
                 sum.add(done, copy_summing(out, from));
@@ -435,13 +531,14 @@ impl HostMemory {
     }
 
     /// The DMA controller writes `src` into host memory (LANai → host). Returns the
-    /// ones-complement sum of the bytes moved, computed as they are copied.
+    /// ones-complement sum of the bytes moved, computed as they are copied. Lent pages
+    /// are read-only: a write to one faults with [`Owner::Lent`].
     pub fn dma_write(&self, bus: u64, src: &[u8]) -> Result<u16, DmaFault> {
         if src.is_empty() {
             return Ok(0);
         }
         let offset = self.offset_of(bus, src.len())?;
-        self.begin_device_access(bus, offset, src.len())?;
+        self.begin_device_access(bus, offset, src.len(), true)?;
         let base = self.bytes.as_ptr();
         let mut sum = PieceSum::default();
         self.for_each_segment(offset, src.len(), true, |at, done, seg, shared| {
@@ -470,7 +567,7 @@ impl HostMemory {
 impl Drop for HostMemory {
     fn drop(&mut self) {
         // SAFETY: `bytes` was allocated in `new` with exactly `layout`, and no `HostBuf`,
-        // `DeviceBuf` or `SharedWords` outlives the region (each holds an `Arc` to it).
+        // `DeviceBuf`, `LentBuf`, `LentRead` or `SharedWords` outlives the region (each holds an `Arc` to it).
         unsafe { alloc::dealloc(self.bytes.as_ptr(), self.layout) };
     }
 }
@@ -627,7 +724,7 @@ impl DeviceBuf {
         }
     }
 
-    fn take_pages(&self, to: u8) {
+    fn take_pages(&self, to: usize) {
         for p in self.mem.pages_of(self.offset, self.len) {
             let state = &self.mem.pages[p].state;
             loop {

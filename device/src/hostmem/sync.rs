@@ -6,10 +6,10 @@
 pub(crate) use std::sync::Arc;
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU8, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU8, Ordering};
+pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Waits a moment for another thread to finish a short critical section.
 #[inline]

@@ -234,3 +234,262 @@ fn threads_hand_a_buffer_back_and_forth() {
     });
     assert_eq!(*seen.lock().unwrap(), rounds);
 }
+
+fn assert_send_sync<T: Send + Sync>() {}
+
+#[test]
+fn lent_types_cross_threads() {
+    assert_send_sync::<LentBuf>();
+    assert_send_sync::<LentRead>();
+}
+
+#[test]
+fn a_lent_buffer_is_read_by_host_and_device_and_written_by_neither() {
+    let mem = region(4);
+    let mut buf = mem.claim(PAGE, PAGE + 44).unwrap();
+    for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let lent = buf.lend();
+    assert_eq!(lent.len(), PAGE + 44);
+    assert!(!lent.is_empty());
+    assert_eq!(lent.offset(), PAGE);
+    assert_eq!(lent.bus_addr(), BASE + PAGE as u64);
+    assert!(Arc::ptr_eq(lent.memory(), &mem));
+    assert_eq!(mem.owner(PAGE), Some(Owner::Lent));
+    assert_eq!(
+        mem.owner(2 * PAGE),
+        Some(Owner::Lent),
+        "a partial last page is lent too"
+    );
+    assert_eq!(mem.owner(3 * PAGE), Some(Owner::Free));
+    let want: Vec<u8> = (0..PAGE + 44).map(|i| i as u8).collect();
+    assert_eq!(lent.as_slice(), &want[..]);
+    assert_eq!(lent.with(|b| b[PAGE + 3]), want[PAGE + 3]);
+
+    // Several readers at once, each reading across the page boundary while the host reads.
+    let readers: Vec<LentRead> = (0..3).map(|_| lent.reader()).collect();
+    assert_eq!(lent.readers(), 3);
+    let host_view = lent.as_slice();
+    for (i, r) in readers.iter().enumerate() {
+        assert_eq!(
+            (r.bus_addr(), r.len(), r.is_empty()),
+            (lent.bus_addr(), PAGE + 44, false)
+        );
+        let at = PAGE - 10 + i;
+        let mut out = [0u8; 20];
+        let sum = mem.dma_read(r.bus_addr() + at as u64, &mut out).unwrap();
+        assert_eq!(out[..], want[at..at + 20]);
+        assert_eq!(sum, crate::dma::checksum::ones_complement_sum(&out));
+    }
+    assert_eq!(host_view, &want[..], "the host's view did not move");
+    assert_eq!(mem.owner(PAGE), Some(Owner::Lent), "a read leaves no pin");
+
+    // Writes fault, whole or straddling, and change nothing.
+    assert_eq!(
+        mem.dma_write(lent.bus_addr() + 5, &[0xEE; 4]),
+        Err(DmaFault::NotDeviceOwned {
+            bus: lent.bus_addr() + 5,
+            page: 1,
+            owner: Owner::Lent
+        })
+    );
+    let dev = mem.claim(0, PAGE).unwrap().to_device();
+    assert!(matches!(
+        mem.dma_write(dev.bus_addr() + PAGE as u64 - 2, &[0xEE; 4]),
+        Err(DmaFault::NotDeviceOwned {
+            page: 1,
+            owner: Owner::Lent,
+            ..
+        })
+    ));
+    assert_eq!(
+        mem.owner(0),
+        Some(Owner::Device),
+        "the device page is not left busy"
+    );
+    assert_eq!(lent.as_slice(), &want[..]);
+    // A read straddling a device page and a lent page is fine.
+    let mut out = [0u8; 4];
+    mem.dma_read(dev.bus_addr() + PAGE as u64 - 2, &mut out)
+        .unwrap();
+    assert_eq!(out, [0, 0, 0, 1]);
+    // Past the buffer's end, but in its last page: lent, readable.
+    mem.dma_read(lent.bus_addr() + (PAGE + 44) as u64, &mut out)
+        .unwrap();
+    assert_eq!(out, [0; 4]);
+    drop(readers);
+    assert_eq!(lent.readers(), 0);
+    let back = lent.try_unlend().unwrap();
+    assert_eq!(back.as_slice(), &want[..]);
+}
+
+#[test]
+fn try_unlend_waits_for_the_last_reader() {
+    let mem = region(2);
+    let mut buf = mem.claim(0, 2 * PAGE).unwrap();
+    buf.as_mut_slice().fill(3);
+    let lent = buf.lend();
+    let first = lent.reader();
+    let second = lent.reader();
+    let lent = lent.try_unlend().unwrap_err();
+    drop(first);
+    let lent = lent.try_unlend().unwrap_err();
+    assert_eq!(lent.readers(), 1);
+    assert_eq!(
+        mem.owner(0),
+        Some(Owner::Lent),
+        "a refused unlend changes nothing"
+    );
+    assert_eq!(mem.owner(PAGE), Some(Owner::Lent));
+    drop(second);
+    let mut buf = lent.try_unlend().unwrap();
+    assert_eq!(mem.owner(0), Some(Owner::Host));
+    assert_eq!(mem.owner(PAGE), Some(Owner::Host));
+    buf.as_mut_slice()[PAGE..].fill(8);
+    let mut out = [0u8; 2];
+    assert!(matches!(
+        mem.dma_read(buf.bus_addr(), &mut out),
+        Err(DmaFault::NotDeviceOwned {
+            owner: Owner::Host,
+            ..
+        })
+    ));
+    // Lent again, the new bytes are what the board reads; and it can be handed over.
+    let lent = buf.lend();
+    let r = lent.reader();
+    mem.dma_read(r.bus_addr() + PAGE as u64 - 1, &mut out)
+        .unwrap();
+    assert_eq!(out, [3, 8]);
+    drop(r);
+    let dev = lent.try_unlend().unwrap().to_device();
+    mem.dma_write(dev.bus_addr(), &[1]).unwrap();
+    assert_eq!(dev.reclaim().as_slice()[..2], [1, 3]);
+}
+
+#[test]
+fn try_unlend_refuses_while_a_transfer_is_in_flight() {
+    // A transfer pins the pages it reads: simulate one in flight on the second page (as
+    // `dma_read` leaves it between its begin and end) and check the take-back refuses and
+    // rolls back the first page.
+    let mem = region(2);
+    let lent = mem.claim(0, 2 * PAGE).unwrap().lend();
+    mem.begin_device_access(lent.bus_addr(), PAGE, 8, false)
+        .unwrap();
+    let lent = lent.try_unlend().unwrap_err();
+    assert_eq!(
+        mem.owner(0),
+        Some(Owner::Lent),
+        "the first page is lent again"
+    );
+    mem.end_device_access(1, 2);
+    assert!(lent.try_unlend().is_ok());
+}
+
+#[test]
+fn lent_pages_are_freed_by_the_last_of_buffer_and_readers() {
+    let mem = region(2);
+    let lent = mem.claim(0, PAGE + 1).unwrap().lend();
+    let r1 = lent.reader();
+    let r2 = lent.reader();
+    drop(lent);
+    assert_eq!(
+        mem.owner(0),
+        Some(Owner::Lent),
+        "readers still hold the pages"
+    );
+    assert_eq!(mem.owner(PAGE), Some(Owner::Lent));
+    assert_eq!(
+        mem.claim(0, PAGE).unwrap_err(),
+        HostMemError::InUse {
+            page: 0,
+            owner: Owner::Lent
+        }
+    );
+    let mut out = [0u8; 4];
+    mem.dma_read(r2.bus_addr() + PAGE as u64 - 2, &mut out)
+        .unwrap();
+    drop(r1);
+    assert!(mem.claim(PAGE, PAGE).is_err());
+    mem.dma_read(r2.bus_addr(), &mut out).unwrap();
+    drop(r2);
+    assert_eq!(mem.owner(0), Some(Owner::Free));
+    assert_eq!(mem.owner(PAGE), Some(Owner::Free));
+    assert!(mem.dma_read(BASE, &mut out).is_err(), "freed pages fault");
+    assert!(mem.claim(0, 2 * PAGE).is_ok(), "and can be claimed again");
+
+    // Without readers, dropping the buffer frees at once.
+    let mem = region(1);
+    drop(mem.claim(0, 8).unwrap().lend());
+    assert_eq!(mem.owner(0), Some(Owner::Free));
+}
+
+#[test]
+fn a_transfer_in_flight_outlives_the_lending() {
+    // The buffer and its last reader are gone while a read is still running on the page:
+    // the page drains (no new transfer may start) and the transfer's end frees it.
+    let mem = region(1);
+    let lent = mem.claim(0, PAGE).unwrap().lend();
+    mem.begin_device_access(BASE, 0, 4, false).unwrap();
+    drop(lent);
+    assert_eq!(mem.owner(0), Some(Owner::Lent));
+    assert!(mem.claim(0, PAGE).is_err());
+    let mut out = [0u8; 4];
+    assert!(matches!(
+        mem.dma_read(BASE, &mut out),
+        Err(DmaFault::NotDeviceOwned {
+            owner: Owner::Lent,
+            ..
+        })
+    ));
+    mem.end_device_access(0, 1);
+    assert_eq!(mem.owner(0), Some(Owner::Free));
+    assert!(mem.claim(0, PAGE).is_ok());
+}
+
+/// Real threads read one lent buffer at once while the host reads it; the host takes it
+/// back as soon as the readers let go (spinning on `try_unlend`, no other
+/// synchronization), rewrites it and lends it again, many times. Under Miri this checks
+/// the hand-back for data races.
+#[test]
+fn threads_read_a_lent_buffer_together() {
+    use std::sync::mpsc;
+    let mem = region(3);
+    let rounds = if cfg!(miri) { 3 } else { 300 };
+    let mut buf = mem.claim(0, 2 * PAGE + 100).unwrap();
+    std::thread::scope(|s| {
+        let mut senders = Vec::new();
+        for t in 0..2 {
+            let (tx, rx) = mpsc::channel::<(LentRead, u8)>();
+            senders.push(tx);
+            let mem = Arc::clone(&mem);
+            s.spawn(move || {
+                for (reader, round) in rx {
+                    let mut data = vec![0u8; reader.len() - t];
+                    mem.dma_read(reader.bus_addr() + t as u64, &mut data)
+                        .unwrap();
+                    assert!(data.iter().all(|&b| b == round));
+                    drop(reader);
+                }
+            });
+        }
+        for round in 0..rounds {
+            buf.as_mut_slice().fill(round as u8);
+            let mut lent = buf.lend();
+            for tx in &senders {
+                tx.send((lent.reader(), round as u8)).unwrap();
+            }
+            assert!(lent.as_slice().iter().all(|&b| b == round as u8));
+            buf = loop {
+                match lent.try_unlend() {
+                    Ok(buf) => break buf,
+                    Err(again) => {
+                        lent = again;
+                        std::thread::yield_now();
+                    }
+                }
+            };
+        }
+        drop(senders);
+    });
+}
