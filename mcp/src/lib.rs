@@ -31,7 +31,7 @@ pub mod routes;
 
 pub use firmware::{Mcp, McpConfig, McpCounters, RecvMode};
 pub use host::{
-    Api, ApiError, ChanRequest, Channel, InitOptions, McpRunner, Mode, Reclaimed, RecvBuf,
-    RouteSlot, SendBuf, SendError, SharedApi, Ticket, Unit,
+    Api, ApiError, ChanRequest, Channel, InitOptions, LentSendBuf, McpRunner, Mode, Reclaimed,
+    RecvBuf, RouteSlot, SendBuf, SendError, SharedApi, Ticket, Unit,
 };
 pub use routes::{RouteFile, RouteFileError, RouteId};

@@ -16,7 +16,7 @@
 //! ```
 
 use super::unit::{BUF_LEN, Unit};
-use myri_device::hostmem::HostBuf;
+use myri_device::hostmem::{HostBuf, LentBuf};
 use std::sync::Arc;
 
 /// A send buffer in DMA memory, writable by the host.
@@ -48,11 +48,96 @@ impl SendBuf {
     }
 }
 
+impl SendBuf {
+    /// Lends the buffer to the board for reading: the host keeps reading it (a reliable
+    /// protocol's checksum, its copy for a resend) while the board DMAs from it, as many
+    /// times as it is sent with [`Api::send_lent`](super::Api::send_lent), with no copy.
+    /// Nobody writes it until [`LentSendBuf::try_unlend`] gives it back.
+    pub fn lend(mut self) -> LentSendBuf {
+        let host = self.host.take().expect("a live SendBuf holds its buffer");
+        LentSendBuf {
+            id: self.id,
+            lent: Some(host.lend()),
+            unit: self.unit.clone(),
+        }
+    }
+}
+
 impl Drop for SendBuf {
     fn drop(&mut self) {
         if let Some(host) = self.host.take() {
             self.unit.locked().st.free_send.push((self.id, host));
         }
+    }
+}
+
+/// A send buffer lent to the board for reading ([`SendBuf::lend`]): readable by the host,
+/// and by the board's DMA for every [`Api::send_lent`](super::Api::send_lent) of it.
+/// Dropping it gives the buffer back to the free list once the board has finished reading
+/// it (at once if it has).
+pub struct LentSendBuf {
+    pub(crate) id: u16,
+    pub(crate) lent: Option<LentBuf>,
+    pub(crate) unit: Arc<Unit>,
+}
+
+impl LentSendBuf {
+    /// The whole buffer.
+    pub fn as_slice(&self) -> &[u8] {
+        self.lent.as_ref().map_or(&[], LentBuf::as_slice)
+    }
+
+    /// Bytes in the buffer.
+    pub fn capacity(&self) -> usize {
+        BUF_LEN
+    }
+
+    /// Bus address of the first byte.
+    pub fn bus_addr(&self) -> u64 {
+        self.lent.as_ref().map_or(0, LentBuf::bus_addr)
+    }
+
+    /// Whether a send of the board's still reads it.
+    pub fn is_read_by_board(&self) -> bool {
+        self.lent.as_ref().is_some_and(|l| l.readers() > 0)
+    }
+
+    /// The buffer back for writing once the board reads it no more (look at sends that
+    /// finished first: [`Api::reap_sent`](super::Api::reap_sent)); else itself.
+    pub fn try_unlend(mut self) -> Result<SendBuf, LentSendBuf> {
+        let lent = self
+            .lent
+            .take()
+            .expect("a live LentSendBuf holds its buffer");
+        match lent.try_unlend() {
+            Ok(host) => Ok(SendBuf {
+                id: self.id,
+                host: Some(host),
+                unit: self.unit.clone(),
+            }),
+            Err(lent) => {
+                self.lent = Some(lent);
+                Err(self)
+            }
+        }
+    }
+}
+
+impl Drop for LentSendBuf {
+    fn drop(&mut self) {
+        let Some(lent) = self.lent.take() else { return };
+        let mut g = self.unit.locked();
+        match lent.try_unlend() {
+            Ok(host) => g.st.free_send.push((self.id, host)),
+            // The board still reads it: it goes back when a later reap finds it done.
+            Err(lent) => g.st.returning.push((self.id, lent)),
+        }
+    }
+}
+
+impl core::fmt::Debug for LentSendBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "LentSendBuf({})", self.id)
     }
 }
 

@@ -26,7 +26,7 @@ mod error;
 mod shared;
 pub mod unit;
 
-pub use buffers::{Channel, RecvBuf, SendBuf, Ticket};
+pub use buffers::{Channel, LentSendBuf, RecvBuf, SendBuf, Ticket};
 pub use error::{ApiError, SendError};
 pub use shared::SharedApi;
 pub use unit::{DmaLayout, Firmware, HostCounters, McpRunner, Mode, Unit};
@@ -39,7 +39,7 @@ use crate::hcb::{
 };
 use crate::routes::{RouteFile, RouteId};
 use myri_device::board::{Board, bring_up, config};
-use myri_device::hostmem::HostBuf;
+use myri_device::hostmem::{HostBuf, LentBuf};
 use myri_device::time::Time;
 use myri_device::wire::Route;
 use std::sync::Arc;
@@ -95,6 +95,25 @@ pub enum Reclaimed {
     Recv(RecvBuf),
     /// Nothing: the send was by PIO from a buffer already given back.
     Nothing,
+}
+
+/// Where a send's payload comes from.
+enum Payload<'a> {
+    /// The buffer itself: handed to the board for a DMA (or copied by PIO) and given back,
+    /// or kept for a ticket, when the send is done.
+    Owned(HostBuf),
+    /// Bytes from this offset of a buffer lent to the board, which keeps it.
+    Lent(&'a LentBuf, usize),
+}
+
+impl Payload<'_> {
+    /// Bus address of the payload's first byte.
+    fn bus_addr(&self) -> u64 {
+        match self {
+            Payload::Owned(h) => h.bus_addr(),
+            Payload::Lent(l, at) => l.bus_addr() + *at as u64,
+        }
+    }
 }
 
 /// A user of one board. See the module documentation.
@@ -192,11 +211,20 @@ impl Unit {
                 break;
             }
             let f = sh.st.in_flight.pop_front().expect("front exists");
+            // A lent buffer's reader token ends with the send.
+            drop(f.lent);
             let host = f.host.or_else(|| f.buf.map(|d| d.reclaim()));
             if f.released {
                 self.give_back(sh, f.origin, host);
             } else {
                 sh.st.finished.push((f.seq, host, f.origin));
+            }
+        }
+        // Lent buffers dropped while the board read them: free once it reads them no more.
+        for (id, lent) in std::mem::take(&mut sh.st.returning) {
+            match lent.try_unlend() {
+                Ok(host) => sh.st.free_send.push((id, host)),
+                Err(lent) => sh.st.returning.push((id, lent)),
             }
         }
     }
@@ -603,6 +631,55 @@ impl Api {
         self.send_buf(chan, route, header, buf, len, true).map(drop)
     }
 
+    /// Sends `header` (inline, from the slot's PIO buffer) then `range` of a lent buffer,
+    /// which the board reads by DMA while the host keeps it ([`SendBuf::lend`]): a
+    /// reliable protocol sends and resends a message from where the application wrote it,
+    /// with no copy. The buffer stays lent until the host takes it back
+    /// ([`LentSendBuf::try_unlend`]), which waits for every send of it to finish. The
+    /// ticket tells whether the board still reads the buffer for this send
+    /// ([`Api::buffer_busy`]); it holds nothing (dropping it costs nothing, and
+    /// [`Api::take_back`] gives [`Reclaimed::Nothing`] once the send is done). A payload
+    /// that fits the PIO threshold is copied by PIO, as for any send.
+    pub fn send_lent(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        buf: &LentSendBuf,
+        range: core::ops::Range<usize>,
+    ) -> Result<Ticket, ApiError> {
+        if !Arc::ptr_eq(&buf.unit, &self.unit) {
+            return self.error(ApiError::ForeignBuffer);
+        }
+        let Some(lent) = buf.lent.as_ref() else {
+            return self.error(ApiError::ForeignBuffer);
+        };
+        if range.start > range.end || range.end > lent.len() {
+            return self.error(ApiError::TooLong {
+                len: range.end,
+                max: lent.len(),
+            });
+        }
+        self.check_send(chan, route, header.len() + range.len())?;
+        let payload = Payload::Lent(lent, range.start);
+        let seq = self
+            .enqueue(
+                chan,
+                route,
+                header,
+                payload,
+                range.len(),
+                Origin::Lent,
+                true,
+            )
+            .map_err(|(e, _)| e)?;
+        Ok(Ticket {
+            seq,
+            unit: self.unit.clone(),
+            live: false,
+        })
+    }
+
     fn ticket(&self, seq: u32) -> Ticket {
         Ticket {
             seq,
@@ -631,10 +708,18 @@ impl Api {
         }
         let host = buf.host.take().expect("a live SendBuf holds its buffer");
         let origin = Origin::Send(buf.id);
-        match self.enqueue(chan, route, header, host, len, origin, released) {
+        match self.enqueue(
+            chan,
+            route,
+            header,
+            Payload::Owned(host),
+            len,
+            origin,
+            released,
+        ) {
             Ok(seq) => Ok(seq),
             Err((error, host)) => {
-                buf.host = Some(host);
+                buf.host = host;
                 Err(SendError { error, buf })
             }
         }
@@ -685,10 +770,18 @@ impl Api {
         }
         let host = buf.host.take().expect("a live RecvBuf holds its buffer");
         let origin = Origin::Recv(buf.chan, buf.index);
-        match self.enqueue(chan, route, &[], host, len, origin, released) {
+        match self.enqueue(
+            chan,
+            route,
+            &[],
+            Payload::Owned(host),
+            len,
+            origin,
+            released,
+        ) {
             Ok(seq) => Ok(seq),
             Err((error, host)) => {
-                buf.host = Some(host);
+                buf.host = host;
                 Err(SendError { error, buf })
             }
         }
@@ -715,11 +808,15 @@ impl Api {
         chan: u8,
         route: RouteId,
         header: &[u8],
-        host: HostBuf,
+        payload: Payload<'_>,
         len: usize,
         origin: Origin,
         released: bool,
-    ) -> Result<u32, (ApiError, HostBuf)> {
+    ) -> Result<u32, (ApiError, Option<HostBuf>)> {
+        let host_back = |p: Payload<'_>| match p {
+            Payload::Owned(h) => Some(h),
+            Payload::Lent(..) => None,
+        };
         let unit = &self.unit;
         let l = self.layout;
         let mut g = unit.locked();
@@ -728,7 +825,7 @@ impl Api {
             drop(g);
             return Err((
                 self.error::<()>(ApiError::UnknownRoute(route)).unwrap_err(),
-                host,
+                host_back(payload),
             ));
         }
         if sh.st.tail.wrapping_sub(sh.st.sent) >= SEND_SLOTS {
@@ -737,7 +834,7 @@ impl Api {
             if sh.st.tail.wrapping_sub(sh.st.sent) >= SEND_SLOTS {
                 drop(g);
                 unit.refusals.would_block.fetch_add(1, Ordering::Relaxed);
-                return Err((ApiError::SendQueueFull, host));
+                return Err((ApiError::SendQueueFull, host_back(payload)));
             }
         }
         if header.len() > hcb::PIO_MAX {
@@ -748,7 +845,7 @@ impl Api {
                     len: header.len(),
                     max: hcb::PIO_MAX,
                 },
-                host,
+                host_back(payload),
             ));
         }
         let seq = sh.st.tail;
@@ -764,7 +861,7 @@ impl Api {
             len: wire_len as u32,
             chan: u32::from(chan),
             route: route.0,
-            host: host.bus_addr(),
+            host: payload.bus_addr(),
             inline_len: inline as u32,
             seq,
         }
@@ -773,17 +870,25 @@ impl Api {
         // The buffer is the board's before the slot that names it is published: the
         // Release hand-over must come first, or a running MCP could DMA from a page the
         // host still owns (it would fault, not race, but the send would be lost).
-        let (buf, host) = if pio {
-            (None, Some(host))
-        } else {
-            (Some(host.to_device()), None)
+        // A lent buffer stays lent: the send holds a reader token until the board is done
+        // (a PIO send copies the bytes now and needs none).
+        let pio_bytes: Option<&[u8]> = match (&payload, pio) {
+            (Payload::Lent(l, at), true) => Some(&l.as_slice()[*at..*at + len]),
+            _ => None,
+        };
+        let (buf, host, lent) = match payload {
+            Payload::Owned(h) if pio => (None, Some(h), None),
+            Payload::Owned(h) => (Some(h.to_device()), None, None),
+            Payload::Lent(_, _) if pio => (None, None, None),
+            Payload::Lent(l, _) => (None, None, Some(l.reader())),
         };
         let written = unit.board(sh, |b| {
             if !header.is_empty() {
                 b.pci_write_bytes(payload_at, header)?;
             }
-            if let Some(h) = &host {
-                b.pci_write_bytes(payload_at + header.len() as u32, &h.as_slice()[..len])?;
+            let bytes = host.as_ref().map(|h| &h.as_slice()[..len]).or(pio_bytes);
+            if let Some(bytes) = bytes {
+                b.pci_write_bytes(payload_at + header.len() as u32, bytes)?;
             }
             b.pci_write_bytes(l.send_slot(seq), &slot)?;
             b.pci_write_u32(now, l.send, seq.wrapping_add(1))
@@ -792,9 +897,8 @@ impl Api {
             drop(g);
             unit.refusals.errors.fetch_add(1, Ordering::Relaxed);
             // Nothing was published: the board never saw the buffer.
-            let host = host
-                .or_else(|| buf.map(|d| d.reclaim()))
-                .expect("one of the two holds the buffer");
+            let host = host.or_else(|| buf.map(|d| d.reclaim()));
+            drop(lent);
             return Err((e.into(), host));
         }
         let st = &mut sh.st;
@@ -804,6 +908,7 @@ impl Api {
             origin,
             buf,
             host,
+            lent,
             released,
         });
         st.counts.sends += 1;
@@ -833,6 +938,10 @@ impl Api {
             unit.reap_locked(sh);
         }
         let Some(i) = sh.st.finished.iter().position(|f| f.0 == ticket.seq) else {
+            if !ticket.live && !sh.st.in_flight.iter().any(|f| f.seq == ticket.seq) {
+                // A lent send's ticket: done, and it held nothing.
+                return Ok(Reclaimed::Nothing);
+            }
             drop(g);
             unit.refusals.would_block.fetch_add(1, Ordering::Relaxed);
             return Err((ApiError::Busy, ticket));

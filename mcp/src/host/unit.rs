@@ -11,7 +11,7 @@ use crate::firmware::Mcp;
 use crate::hcb::{NUM_CHANNELS, NUM_ROUTES, RECV_SLOTS};
 use myri_device::board::Board;
 use myri_device::fabric::{Fabric, PortId};
-use myri_device::hostmem::{DeviceBuf, HostBuf, HostMemory, SharedWords};
+use myri_device::hostmem::{DeviceBuf, HostBuf, HostMemory, LentBuf, LentRead, SharedWords};
 use myri_device::time::Time;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -184,6 +184,8 @@ pub(crate) enum Origin {
     Send(u16),
     /// A receive buffer being turned around, to go back to its channel.
     Recv(u8, u16),
+    /// A lent send buffer: its owner keeps it.
+    Lent,
 }
 
 /// A send handed to the board and not yet finished.
@@ -193,6 +195,8 @@ pub(crate) struct InFlight {
     pub(crate) origin: Origin,
     pub(crate) buf: Option<DeviceBuf>,
     pub(crate) host: Option<HostBuf>,
+    /// A lent buffer the board reads the payload from (dropped when the send is done).
+    pub(crate) lent: Option<LentRead>,
     /// The user gave up the ticket: free the buffer when done.
     pub(crate) released: bool,
 }
@@ -215,6 +219,9 @@ pub(crate) struct UnitState {
     /// Finished sends whose ticket the user still holds, by sequence number.
     pub(crate) finished: Vec<(u32, Option<HostBuf>, Origin)>,
     pub(crate) free_send: Vec<(u16, HostBuf)>,
+    /// Lent send buffers dropped while the board still read them: back to `free_send`
+    /// when a reap finds the board done.
+    pub(crate) returning: Vec<(u16, LentBuf)>,
     pub(crate) send_created: u16,
     pub(crate) poll: Option<SharedWords>,
 }
@@ -314,6 +321,7 @@ impl Unit {
             in_flight: VecDeque::new(),
             finished: Vec::new(),
             free_send: Vec::new(),
+            returning: Vec::new(),
             send_created: 0,
             poll: None,
         };
