@@ -164,11 +164,15 @@ pub enum Received {
 /// in the caller's buffer and the payload borrowed from the message being sent. Send
 /// `header[..header_len]` then `payload`, as one datagram.
 #[derive(Debug)]
-pub struct Gather<'a> {
+pub struct Gather<'a, B> {
     /// Bytes of the header written.
     pub header_len: usize,
     /// The payload.
     pub payload: &'a [u8],
+    /// The message the payload is part of, and where in it the payload starts (none for
+    /// a packet without payload): a channel that can send from the message's own memory
+    /// (a DMA from a lent buffer) finds it here.
+    pub message: Option<(&'a B, usize)>,
 }
 
 /// What goes in the next packet.
@@ -888,20 +892,31 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// header into `header` (at least [`MAX_HEADER_LEN`] bytes) and lends the payload
     /// from the message being sent, for a channel that gathers the two (`sendmsg` with
     /// two iovecs, a DMA chain).
-    pub fn poll_transmit_gather(&mut self, now: Instant, header: &mut [u8]) -> Option<Gather<'_>> {
+    pub fn poll_transmit_gather(
+        &mut self,
+        now: Instant,
+        header: &mut [u8],
+    ) -> Option<Gather<'_, B>> {
         if header.len() < MAX_HEADER_LEN {
             return None;
         }
         let plan = self.plan(now)?;
         let header_len = plan.repr.emit(header, plan.sack())?;
-        let payload = plan
+        let message = plan
             .payload
-            .and_then(|(id, frag)| self.send.fragment(id, frag))
-            .map_or(&[][..], |f| f.0);
+            .and_then(|(id, frag)| self.send.fragment_of(id, frag));
+        let (payload, message) = match message {
+            Some((buf, range)) => {
+                let start = range.start;
+                (&buf.as_ref()[range], Some((buf, start)))
+            }
+            None => (&[][..], None),
+        };
         wire::seal(&mut header[..header_len], payload);
         Some(Gather {
             header_len,
             payload,
+            message,
         })
     }
 

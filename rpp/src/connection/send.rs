@@ -142,6 +142,16 @@ impl<B: AsRef<[u8]>> SendState<B> {
 
     /// The bytes of fragment `frag` of message `id`, and the message's length and
     /// fragment count.
+    /// The message buffer of fragment `frag` of message `id`, and the fragment's range in it.
+    pub(crate) fn fragment_of(&self, id: u64, frag: u32) -> Option<(&B, core::ops::Range<usize>)> {
+        let m = self.message(id)?;
+        let buf = m.buf.as_ref()?;
+        let len = buf.as_ref().len();
+        let start = (frag as usize).checked_mul(self.max_payload)?.min(len);
+        let end = (start + self.max_payload).min(m.len).clamp(start, len);
+        Some((buf, start..end))
+    }
+
     pub(crate) fn fragment(&self, id: u64, frag: u32) -> Option<(&[u8], usize, u32)> {
         let m = self.message(id)?;
         let data = m.buf.as_ref()?.as_ref();
