@@ -9,6 +9,13 @@
 //! buffer instead, and the send copies it into registered memory once some is free (CLF's
 //! fallback); [`Stats::copied_sends`](crate::Stats::copied_sends) counts those copies.
 //!
+//! In reliable mode the protocol keeps a message until it is acknowledged and may send it
+//! again. On the simulated board the buffer is then lent to the board
+//! (`myri_mcp::SendBuf::lend`): the board DMAs every transmission from it while RPP reads
+//! it, nobody writes it, and the endpoint takes it back for writing before it hands it to
+//! the application in [`Completion::Sent`](crate::Completion::Sent) (or in a failure's
+//! hand-back), waiting for the board's last read when it must.
+//!
 //! A received message is a [`RecvBuf`]: a view of the memory the backend received it into
 //! (the board's receive buffer, the slab slot, the peer's slot in the region). Dropping it
 //! gives that memory back to the backend, so hold received buffers briefly.
@@ -21,6 +28,10 @@ use std::sync::{Arc, Mutex};
 pub(crate) enum BufKind {
     /// A send buffer in a simulated board's DMA memory.
     Board(myri_mcp::SendBuf),
+    /// A board buffer lent to the board for reading while RPP holds the message (RPP
+    /// reads it; the board sends it by DMA, again for a resend). Never handed to the
+    /// application: the endpoint takes it back for writing first.
+    Lent(myri_mcp::LentSendBuf),
     /// A slot of a registered slab (UDP).
     Pool(PoolSlot),
     /// A slot of a shared-memory region.
@@ -64,6 +75,7 @@ impl Buf {
     fn storage(&self) -> &[u8] {
         match &self.kind {
             BufKind::Board(b) => b.as_slice(),
+            BufKind::Lent(b) => b.as_slice(),
             BufKind::Pool(p) => p.as_slice(),
             BufKind::Shm(s) => s.as_slice(),
             BufKind::Heap(v) => v,
@@ -73,6 +85,8 @@ impl Buf {
     fn storage_mut(&mut self) -> &mut [u8] {
         match &mut self.kind {
             BufKind::Board(b) => b.as_mut_slice(),
+            // Read-only while lent (the application never holds one).
+            BufKind::Lent(_) => &mut [],
             BufKind::Pool(p) => p.as_mut_slice(),
             BufKind::Shm(s) => s.as_mut_slice(),
             BufKind::Heap(v) => v,
@@ -117,6 +131,34 @@ impl Buf {
         !matches!(self.kind, BufKind::Heap(_))
     }
 
+    /// A board buffer lent to the board for reading (others as they are).
+    pub(crate) fn lend(self) -> Buf {
+        match self.kind {
+            BufKind::Board(b) => Buf::new(BufKind::Lent(b.lend()), self.len),
+            kind => Buf::new(kind, self.len),
+        }
+    }
+
+    /// A lent buffer back for writing, once the board reads it no more; else itself.
+    pub(crate) fn try_unlend(self) -> Result<Buf, Buf> {
+        let len = self.len;
+        match self.kind {
+            BufKind::Lent(l) => match l.try_unlend() {
+                Ok(b) => Ok(Buf::new(BufKind::Board(b), len)),
+                Err(l) => Err(Buf::new(BufKind::Lent(l), len)),
+            },
+            kind => Ok(Buf::new(kind, len)),
+        }
+    }
+
+    /// The lent buffer the board may read (DMA), if this is one.
+    pub(crate) fn lent(&self) -> Option<&myri_mcp::LentSendBuf> {
+        match &self.kind {
+            BufKind::Lent(l) => Some(l),
+            _ => None,
+        }
+    }
+
     /// Address of the first byte (for tests that check where bytes are).
     pub fn as_ptr(&self) -> *const u8 {
         self.storage().as_ptr()
@@ -133,7 +175,9 @@ impl Deref for Buf {
 impl DerefMut for Buf {
     fn deref_mut(&mut self) -> &mut [u8] {
         let len = self.len;
-        &mut self.storage_mut()[..len]
+        let storage = self.storage_mut();
+        let len = len.min(storage.len());
+        &mut storage[..len]
     }
 }
 
@@ -147,6 +191,7 @@ impl core::fmt::Debug for Buf {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let kind = match self.kind {
             BufKind::Board(_) => "board",
+            BufKind::Lent(_) => "lent board",
             BufKind::Pool(_) => "slab",
             BufKind::Shm(_) => "shm",
             BufKind::Heap(_) => "heap",

@@ -111,6 +111,26 @@ pub(crate) trait Backend: Send {
     fn alloc(&mut self, len: usize) -> Option<Buf>;
     /// Sends `buf` as one datagram, from where it is when it is registered here.
     fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError>;
+    /// Whether the backend can send a message's bytes from the buffer the application
+    /// wrote them in while the reliable protocol keeps it ([`Backend::send_gather_from`]
+    /// with a lent buffer): then `alloc` gives registered memory in reliable mode too.
+    fn lends(&self) -> bool {
+        false
+    }
+    /// Like [`Backend::send_gather`], where `payload` starts at `message.1` of the buffer
+    /// `message.0`: a backend that can send from that buffer's memory does, with no copy.
+    fn send_gather_from(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+        message: Option<(&Buf, usize)>,
+    ) -> Result<Sent, Error> {
+        let _ = message;
+        self.send_gather(to, header, payload)
+    }
+    /// Looks at what the channel has finished sending, so lent buffers can be taken back.
+    fn reap(&mut self) {}
     /// Sends `header` then `payload` as one datagram (gathered where the backend can).
     fn send_gather(
         &mut self,

@@ -337,7 +337,62 @@ impl Backend for SimBackend {
         self.api
             .send_inline(CHAN, route, &self.header, sb, len)
             .map_err(|e| would_block(e.error))?;
-        Ok(Sent { copied: true })
+        // A packet with no payload (an acknowledgement) copies no message bytes.
+        Ok(Sent {
+            copied: !payload.is_empty(),
+        })
+    }
+
+    fn lends(&self) -> bool {
+        true
+    }
+
+    /// A payload in a lent board buffer goes by DMA from where the application wrote it
+    /// (its frame and RPP headers inline, from the send slot's PIO buffer); anything else
+    /// is copied into a send buffer as [`Backend::send_gather`] does.
+    fn send_gather_from(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+        message: Option<(&Buf, usize)>,
+    ) -> Result<Sent, Error> {
+        let lent = message.and_then(|(m, at)| Some((m.lent()?, at)));
+        let Some((lent, at)) = lent.filter(|_| !payload.is_empty()) else {
+            return self.send_gather(to, header, payload);
+        };
+        let RemoteAddr::Sim(port) = *to else {
+            return Err(Error::AddrNotFound(format!("{to:?}")));
+        };
+        let len = header.len() + payload.len();
+        if len > self.mtu() {
+            return Err(Error::TooLarge {
+                len,
+                max: self.mtu(),
+            });
+        }
+        let route = self.route(port)?;
+        let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
+        let inline_len = HEADER_LEN + header.len();
+        let Some(dst) = inline.get_mut(..inline_len) else {
+            return self.send_gather(to, header, payload);
+        };
+        dst[..HEADER_LEN].copy_from_slice(&self.header);
+        dst[HEADER_LEN..].copy_from_slice(header);
+        self.api
+            .send_lent(
+                CHAN,
+                route,
+                &inline[..inline_len],
+                lent,
+                at..at + payload.len(),
+            )
+            .map_err(would_block)?;
+        Ok(Sent { copied: false })
+    }
+
+    fn reap(&mut self) {
+        self.api.reap_sent();
     }
 
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {

@@ -204,9 +204,9 @@ pub struct Stats {
     /// `alloc` calls answered with heap memory (registered memory had run out, or the
     /// length did not fit a registered buffer).
     pub heap_allocs: u64,
-    /// Reliable mode: packets copied into the channel's memory at transmit (on backends
-    /// that send only from their own memory, since RPP keeps the message for
-    /// retransmission).
+    /// Reliable mode: packets whose payload was copied into the channel's memory at
+    /// transmit (a message longer than one of the board's DMA buffers, or written in heap
+    /// memory; a message in a DMA buffer is lent to the board and sent from where it is).
     pub transmit_copies: u64,
     /// Messages delivered.
     pub recvs: u64,
@@ -277,6 +277,9 @@ pub struct Endpoint {
     last_sender: Option<(RemoteAddr, Peer)>,
     deliveries: VecDeque<Delivery>,
     completions: VecDeque<Completion>,
+    /// Completions holding buffers the board still reads (a lent buffer's last send not
+    /// finished yet): they follow, in order, once every buffer is back for writing.
+    unsettled: VecDeque<Completion>,
     stats: Stats,
     next_raw_id: u64,
     header: Vec<u8>,
@@ -345,6 +348,7 @@ impl Endpoint {
             last_sender: None,
             deliveries: VecDeque::new(),
             completions: VecDeque::new(),
+            unsettled: VecDeque::new(),
             stats: Stats::default(),
             next_raw_id: 0,
             header: vec![0; myri_rpp::wire::MAX_HEADER_LEN],
@@ -544,13 +548,13 @@ impl Endpoint {
 
     /// A buffer of `len` bytes to fill and [`send`](Endpoint::send): in registered memory
     /// when some is free and `len` fits a registered buffer, else on the heap (counted in
-    /// [`Stats::heap_allocs`]). In RPP mode on backends whose transmit copies anyway
-    /// (sim, shm with [`Options::rpp_over_shm`]), registered memory is kept for the
-    /// channel and this is a heap buffer.
+    /// [`Stats::heap_allocs`]). With RPP over shm ([`Options::rpp_over_shm`]), whose
+    /// transmit copies anyway, registered memory is kept for the channel and this is a
+    /// heap buffer; on sim it is a DMA buffer that RPP lends to the board (no copy).
     pub fn alloc(&mut self, len: usize) -> Buf {
         let registered = if self.native {
             self.backend.alloc(len)
-        } else if self.reliable && self.backend.gather_copies() {
+        } else if self.reliable && self.backend.gather_copies() && !self.backend.lends() {
             None
         } else {
             self.backend.alloc(len)
@@ -597,24 +601,32 @@ impl Endpoint {
                 .as_mut()
                 .expect("reliable peers have a connection");
             let max = self.rpp.max_message_len;
+            // Where the backend sends from the application's buffer, RPP keeps it lent:
+            // readable by both, written by neither, until it is acknowledged.
+            let buf = if self.backend.lends() {
+                buf.lend()
+            } else {
+                buf
+            };
+            let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
             let id = conn.send(buf).map_err(|e| match e {
                 myri_rpp::SendError::WouldBlock(buf) => SendError {
                     error: Error::WouldBlock,
-                    buf,
+                    buf: unlend(buf),
                 },
                 myri_rpp::SendError::TooLarge(buf) => SendError {
                     error: Error::TooLarge {
                         len: buf.len(),
                         max,
                     },
-                    buf,
+                    buf: unlend(buf),
                 },
                 myri_rpp::SendError::Closed(buf) => SendError {
                     error: Error::PeerFailed {
                         peer,
                         why: "the connection is closed".into(),
                     },
-                    buf,
+                    buf: unlend(buf),
                 },
             });
             let id = match id {
@@ -713,6 +725,7 @@ impl Endpoint {
         }
         let mut worked = self.backend.progress();
         worked |= self.backend_events();
+        self.settle_waiting();
         let now = myri_rpp::Instant::from_nanos(self.backend.now());
         while self.deliveries.len() < self.options.max_pending_deliveries {
             let Some(inc) = self.backend.recv() else {
@@ -835,7 +848,9 @@ impl Endpoint {
             let Some(g) = conn.poll_transmit_gather(now, header) else {
                 break;
             };
-            match backend.send_gather(&slot.addr, &header[..g.header_len], g.payload) {
+            let result =
+                backend.send_gather_from(&slot.addr, &header[..g.header_len], g.payload, g.message);
+            match result {
                 Ok(s) => {
                     sent = true;
                     stats.transmit_copies += u64::from(s.copied);
@@ -862,7 +877,7 @@ impl Endpoint {
             return;
         };
         while let Some(ev) = conn.poll_event() {
-            let c = match ev {
+            let mut c = match ev {
                 Event::Connected { peer_incarnation } => Completion::Connected {
                     peer,
                     peer_incarnation,
@@ -898,6 +913,37 @@ impl Endpoint {
                     }
                 }
             };
+            // As `settle` does (the fields apart: the connection is borrowed).
+            if self.unsettled.is_empty() && unlend_all(&mut c) {
+                self.completions.push_back(c);
+            } else {
+                self.unsettled.push_back(c);
+            }
+        }
+    }
+
+    /// Queues a completion for the application, once every buffer it hands back is back
+    /// for writing (a lent buffer whose last send the board has not finished waits, and
+    /// so does every completion after it, to keep their order).
+    fn settle(&mut self, mut c: Completion) {
+        if self.unsettled.is_empty() && unlend_all(&mut c) {
+            self.completions.push_back(c);
+        } else {
+            self.unsettled.push_back(c);
+        }
+    }
+
+    /// Moves the completions whose buffers are all back to the application's queue.
+    fn settle_waiting(&mut self) {
+        if self.unsettled.is_empty() {
+            return;
+        }
+        self.backend.reap();
+        while let Some(mut c) = self.unsettled.pop_front() {
+            if !unlend_all(&mut c) {
+                self.unsettled.push_front(c);
+                return;
+            }
             self.completions.push_back(c);
         }
     }
@@ -954,7 +1000,7 @@ impl Endpoint {
         };
         *conn = fresh;
         slot.failed = false;
-        self.completions.push_back(Completion::PeerRestarted {
+        self.settle(Completion::PeerRestarted {
             peer,
             incarnation,
             unacked: Vec::new(),
@@ -999,5 +1045,37 @@ impl core::fmt::Debug for Endpoint {
             .field("reliable", &self.reliable)
             .field("peers", &self.peers.len())
             .finish()
+    }
+}
+
+/// Takes every lent buffer of `c` back for writing that the board reads no more; says
+/// whether none is left lent.
+fn unlend_all(c: &mut Completion) -> bool {
+    fn one(b: &mut Buf) -> bool {
+        if b.lent().is_none() {
+            return true;
+        }
+        let taken = std::mem::replace(b, Buf::heap(0));
+        match taken.try_unlend() {
+            Ok(back) => {
+                *b = back;
+                true
+            }
+            Err(still) => {
+                *b = still;
+                false
+            }
+        }
+    }
+    match c {
+        Completion::Sent { buf, .. } => one(buf),
+        Completion::PeerFailed { unsent: bufs, .. }
+        | Completion::PeerRestarted { unacked: bufs, .. }
+        | Completion::PeerClosed { unsent: bufs, .. } => {
+            // Every buffer is tried (no short cut): each one back is one less to wait for.
+            let back = bufs.iter_mut().map(one).filter(|&b| b).count();
+            back == bufs.len()
+        }
+        Completion::Connected { .. } | Completion::NewPeer { .. } => true,
     }
 }
