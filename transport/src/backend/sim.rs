@@ -180,6 +180,21 @@ impl SimBackend {
         Ok(id)
     }
 
+    /// The route for a packet of `len` bytes to `to`, checked: a sim address, within the
+    /// MTU.
+    fn packet_route(&mut self, to: &RemoteAddr, len: usize) -> Result<RouteId, Error> {
+        let RemoteAddr::Sim(port) = *to else {
+            return Err(Error::AddrNotFound(format!("{to:?}")));
+        };
+        if len > self.mtu() {
+            return Err(Error::TooLarge {
+                len,
+                max: self.mtu(),
+            });
+        }
+        self.route(port)
+    }
+
     fn copy_to_board(&mut self, data: &[u8]) -> Result<myri_mcp::SendBuf, Error> {
         let mut sb = self.api.get_send_buffer().map_err(would_block)?;
         let Some(dst) = sb.as_mut_slice().get_mut(..data.len()) else {
@@ -319,17 +334,8 @@ impl Backend for SimBackend {
         header: &[u8],
         payload: &[u8],
     ) -> Result<Sent, Error> {
-        let RemoteAddr::Sim(port) = *to else {
-            return Err(Error::AddrNotFound(format!("{to:?}")));
-        };
         let len = header.len() + payload.len();
-        if len > self.mtu() {
-            return Err(Error::TooLarge {
-                len,
-                max: self.mtu(),
-            });
-        }
-        let route = self.route(port)?;
+        let route = self.packet_route(to, len)?;
         let mut sb = self.api.get_send_buffer().map_err(would_block)?;
         let dst = sb.as_mut_slice();
         dst[..header.len()].copy_from_slice(header);
@@ -361,17 +367,7 @@ impl Backend for SimBackend {
         let Some((lent, at)) = lent.filter(|_| !payload.is_empty()) else {
             return self.send_gather(to, header, payload);
         };
-        let RemoteAddr::Sim(port) = *to else {
-            return Err(Error::AddrNotFound(format!("{to:?}")));
-        };
-        let len = header.len() + payload.len();
-        if len > self.mtu() {
-            return Err(Error::TooLarge {
-                len,
-                max: self.mtu(),
-            });
-        }
-        let route = self.route(port)?;
+        let route = self.packet_route(to, header.len() + payload.len())?;
         let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
         let inline_len = HEADER_LEN + header.len();
         let Some(dst) = inline.get_mut(..inline_len) else {
