@@ -877,7 +877,7 @@ impl Endpoint {
             return;
         };
         while let Some(ev) = conn.poll_event() {
-            let mut c = match ev {
+            let c = match ev {
                 Event::Connected { peer_incarnation } => Completion::Connected {
                     peer,
                     peer_incarnation,
@@ -913,24 +913,16 @@ impl Endpoint {
                     }
                 }
             };
-            // As `settle` does (the fields apart: the connection is borrowed).
-            if self.unsettled.is_empty() && unlend_all(&mut c) {
-                self.completions.push_back(c);
-            } else {
-                self.unsettled.push_back(c);
-            }
+            // The queues by field: the connection is borrowed.
+            settle_into(&mut self.unsettled, &mut self.completions, c);
         }
     }
 
     /// Queues a completion for the application, once every buffer it hands back is back
     /// for writing (a lent buffer whose last send the board has not finished waits, and
     /// so does every completion after it, to keep their order).
-    fn settle(&mut self, mut c: Completion) {
-        if self.unsettled.is_empty() && unlend_all(&mut c) {
-            self.completions.push_back(c);
-        } else {
-            self.unsettled.push_back(c);
-        }
+    fn settle(&mut self, c: Completion) {
+        settle_into(&mut self.unsettled, &mut self.completions, c);
     }
 
     /// Moves the completions whose buffers are all back to the application's queue.
@@ -1045,6 +1037,20 @@ impl core::fmt::Debug for Endpoint {
             .field("reliable", &self.reliable)
             .field("peers", &self.peers.len())
             .finish()
+    }
+}
+
+/// [`Endpoint::settle`] on the two queues: `c` goes to `completions` when nothing waits
+/// before it and all its buffers are back for writing, else behind the others waiting.
+fn settle_into(
+    unsettled: &mut VecDeque<Completion>,
+    completions: &mut VecDeque<Completion>,
+    mut c: Completion,
+) {
+    if unsettled.is_empty() && unlend_all(&mut c) {
+        completions.push_back(c);
+    } else {
+        unsettled.push_back(c);
     }
 }
 
