@@ -99,6 +99,20 @@ impl Cluster {
         Cluster::new(&b, ports, mode, mcp)
     }
 
+    /// Two boards on one switch, inline, default cable and MCP, each with route 1 to the
+    /// other: the set-up of the channel API's scripted tests.
+    pub fn routed_pair(seed: u64) -> Cluster {
+        let mut c = Cluster::pair(
+            seed,
+            CableConfig::default(),
+            ExecMode::Inline,
+            McpConfig::default(),
+        );
+        c.route(0, 1, 1);
+        c.route(1, 0, 1);
+        c
+    }
+
     /// Adds, on board `from`, the fabric's shortest route to board `to` at id `id`.
     pub fn route(&mut self, from: usize, to: usize, id: u32) -> RouteId {
         let route = self

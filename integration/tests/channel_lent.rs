@@ -4,22 +4,13 @@
 //! send of it is done, and a lent buffer dropped while the board reads it returns to the
 //! free list later, never to two owners.
 
-use myri_device::fabric::CableConfig;
 use myri_device::time::Time;
-use myri_integration::{Cluster, ExecMode};
+use myri_integration::Cluster;
 use myri_mcp::host::unit::SEND_BUFS;
-use myri_mcp::{ApiError, ChanRequest, McpConfig, RouteId};
+use myri_mcp::{ApiError, ChanRequest, RouteId};
 
 fn pair() -> Cluster {
-    let mut c = Cluster::pair(
-        3,
-        CableConfig::default(),
-        ExecMode::Inline,
-        McpConfig::default(),
-    );
-    c.route(0, 1, 1);
-    c.route(1, 0, 1);
-    c
+    Cluster::routed_pair(3)
 }
 
 /// Every packet board 1's application has on `chan` after a few progress rounds.

@@ -1,10 +1,9 @@
 //! Every misuse of the channel API is a typed error, counted, and harms nothing.
 
 use myri_device::board::{Board, BoardConfig};
-use myri_device::fabric::CableConfig;
 use myri_device::time::Time;
 use myri_device::wire::Route;
-use myri_integration::{Cluster, ExecMode};
+use myri_integration::Cluster;
 use myri_mcp::hcb::{NUM_CHANNELS, NUM_ROUTES, SEND_SLOTS, SIG_MIDDLE};
 use myri_mcp::host::unit::{BUF_LEN, SEND_BUFS};
 use myri_mcp::{
@@ -12,15 +11,7 @@ use myri_mcp::{
 };
 
 fn pair() -> Cluster {
-    let mut c = Cluster::pair(
-        1,
-        CableConfig::default(),
-        ExecMode::Inline,
-        McpConfig::default(),
-    );
-    c.route(0, 1, 1);
-    c.route(1, 0, 1);
-    c
+    Cluster::routed_pair(1)
 }
 
 #[test]
