@@ -378,12 +378,24 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if len > self.config.max_message_len {
             return Err(SendError::TooLarge(msg));
         }
-        if self.send.queued_bytes + len > self.config.max_queued_bytes
-            || self.send.messages.len() >= self.config.max_queued_messages
-        {
+        if !self.has_room(len) {
             return Err(SendError::WouldBlock(msg));
         }
         Ok(MessageId(self.send.push(msg)))
+    }
+
+    /// Whether [`Connection::send`] would take a message of `len` bytes now: for a
+    /// producer that writes a message only where it will be accepted (a buffer it must
+    /// first take from a channel, say).
+    pub fn can_send(&self, len: usize) -> bool {
+        matches!(self.state, State::Connecting | State::Established)
+            && len <= self.config.max_message_len
+            && self.has_room(len)
+    }
+
+    fn has_room(&self, len: usize) -> bool {
+        self.send.queued_bytes + len <= self.config.max_queued_bytes
+            && self.send.messages.len() < self.config.max_queued_messages
     }
 
     /// Closes the connection once everything queued is acknowledged. `send` refuses new

@@ -484,8 +484,10 @@ fn send_would_block_past_the_bound_and_hands_the_buffer_back() {
         },
         1,
     );
+    assert!(a.can_send(1));
     a.send(vec![1]).unwrap();
     a.send(vec![2]).unwrap();
+    assert!(!a.can_send(0), "the queue is full whatever the length");
     assert_eq!(a.send(vec![3]), Err(SendError::WouldBlock(vec![3])));
     let big = Config {
         max_message_len: 100,
@@ -493,15 +495,23 @@ fn send_would_block_past_the_bound_and_hands_the_buffer_back() {
         ..config()
     };
     let mut a = conn(big, 1);
+    assert!(!a.can_send(101), "too large for any queue");
     assert_eq!(a.send(vec![0; 101]).unwrap_err().into_inner().len(), 101);
     a.send(vec![0; 100]).unwrap();
     a.send(vec![0; 100]).unwrap();
+    assert!(
+        a.can_send(50) && !a.can_send(51),
+        "the byte bound, to the byte"
+    );
     assert!(matches!(
         a.send(vec![0; 100]),
         Err(SendError::WouldBlock(_))
     ));
     a.send(vec![0; 50]).unwrap();
     assert_eq!(a.queued_bytes(), 250);
+    a.close();
+    assert!(!a.can_send(0), "a closing connection takes nothing more");
+    assert!(matches!(a.send(vec![]), Err(SendError::Closed(_))));
 }
 
 #[test]
