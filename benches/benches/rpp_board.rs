@@ -14,8 +14,9 @@
 //!
 //! What the comparison is: raw, the stream's sender writes a 24-byte header into each DMA
 //! buffer and sends it (the rest of the 8 KiB is whatever the buffer held); over RPP the
-//! application's 8 KiB message is copied once into the DMA buffer, and both ends run
-//! CRC-32C over header and payload. The RPP lines also say how many packets RPP resent
+//! application writes the same 24 bytes into a DMA buffer that is lent to the board while
+//! RPP keeps the message (each packet is its header inline and the payload DMA'd from
+//! there, no copy), and both ends run CRC-32C over header and payload. The RPP lines also say how many packets RPP resent
 //! and how many acknowledgements it sent: on this busy machine a descheduled receiver can
 //! make the sender's retransmission timer fire.
 //!

@@ -5,7 +5,8 @@
 //! Both boards send (A 10,000 messages, B a fifth as many, so acknowledgements ride on
 //! data both ways) with sizes from 0 to 64 KiB drawn log-uniformly from a seed (most are
 //! small, some take nine fragments), and each checks what it receives against the same
-//! draw.
+//! draw. A sends under a window, so its messages of a KiB or more go in DMA buffers lent
+//! to the board (every transmission and resend a DMA from there); B copies every packet.
 
 use myri_device::fabric::{CableConfig, FabricCounters, FaultConfig, LinkModel};
 use myri_device::time::Time;
@@ -96,7 +97,7 @@ impl HostProgram for Peer {
         }
         while self.sent < self.out.count {
             let (out, i) = (self.out, self.sent);
-            if !self.link.send_with(out.len(i), |b| out.fill(i, b)) {
+            if !self.link.send_with(api, out.len(i), |b| out.fill(i, b)) {
                 break;
             }
             self.sent += 1;
@@ -124,6 +125,8 @@ struct Outcome {
     stats: Vec<String>,
     /// Per side: data packets RPP sent again.
     retransmitted: Vec<u64>,
+    /// Per side: messages sent from lent buffers, and packets sent from them.
+    lent: Vec<(u64, u64)>,
     trace_hashes: Vec<u64>,
     fabric: FabricCounters,
 }
@@ -154,7 +157,7 @@ fn exchange(mode: ExecMode, seed: u64, a_count: u64, b_count: u64) -> Outcome {
             chan,
             route,
             1,
-            None,
+            (i == 0).then_some(8),
             Time::ZERO,
         )
         .unwrap();
@@ -183,6 +186,13 @@ fn exchange(mode: ExecMode, seed: u64, a_count: u64, b_count: u64) -> Outcome {
             .map(|p| format!("{:?}", p.link.stats()))
             .collect(),
         retransmitted: peers.iter().map(|p| p.link.stats().retransmitted).collect(),
+        lent: peers
+            .iter()
+            .map(|p| {
+                let c = p.link.counters();
+                (c.messages_lent, c.packets_lent)
+            })
+            .collect(),
         trace_hashes: peers
             .iter()
             .map(|p| p.link.connection().trace().hash())
@@ -217,6 +227,14 @@ fn assert_all_delivered(o: &Outcome, a_count: u64, b_count: u64) {
         "both sides retransmitted: {:?}",
         o.stats
     );
+    // A's long messages went from lent buffers, some of them more than once; B lent none.
+    let (messages, packets) = o.lent[0];
+    assert!(
+        messages > 0 && packets > messages,
+        "A sent from lent buffers, and resent from them: {:?}",
+        o.lent
+    );
+    assert_eq!(o.lent[1], (0, 0), "B copies every packet");
 }
 
 #[test]

@@ -20,9 +20,10 @@
 //! * `raw-stream`, `rpp-stream` (messages): 8 KiB one way with at most 8 sends in the
 //!   send channel, one packet per message both ways (the channel's payload is 12 KiB, so
 //!   RPP's header fits beside 8 KiB). Raw, the sender writes only the 8-byte sequence
-//!   number into the DMA buffer; over RPP the whole message is copied into it once (RPP
-//!   keeps the application's buffer until it is acknowledged) and checked end to end
-//!   with CRC-32C on both sides. The run prints how many acknowledgements the receiver
+//!   number into the DMA buffer; over RPP the same, into a DMA buffer lent to the board
+//!   while RPP keeps the message (the packet's header goes inline, the payload by DMA
+//!   from the lent buffer), and each packet is checked end to end with CRC-32C on both
+//!   sides. The run prints how many acknowledgements the receiver
 //!   sent.
 //! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
 //!   largest payload per packet.
@@ -277,7 +278,7 @@ impl Boards {
         let (mut a, mut b) = self.links(None)?;
         let mut sum = 0u64;
         for i in 0..count {
-            if !a.send_with(8, |m| m.copy_from_slice(&i.to_be_bytes())) {
+            if !a.send_with(&mut self.a, 8, |m| m.copy_from_slice(&i.to_be_bytes())) {
                 return Err("rpp refused a message".into());
             }
             let mut answered = false;
@@ -287,7 +288,7 @@ impl Boards {
                 self.a.progress(now);
                 self.b.progress(now);
                 while let Some(d) = b.recv(&mut self.b, now) {
-                    if !b.send_with(d.len(), |m| m.copy_from_slice(d.bytes())) {
+                    if !b.send_with(&mut self.b, d.len(), |m| m.copy_from_slice(d.bytes())) {
                         return Err("rpp refused an echo".into());
                     }
                     b.recycle(d);
@@ -359,7 +360,9 @@ impl Boards {
         let mut steps = 0u64;
         while received < count {
             while queued < count
-                && a.send_with(size, |m| m[..8].copy_from_slice(&queued.to_be_bytes()))
+                && a.send_with(&mut self.a, size, |m| {
+                    m[..8].copy_from_slice(&queued.to_be_bytes())
+                })
             {
                 queued += 1;
             }

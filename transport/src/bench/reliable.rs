@@ -3,8 +3,9 @@
 //! the same fabric faults (see [`harness`](super::harness) for how each mode runs).
 //!
 //! One RPP connection joins board A's channel 1 and board B's ([`BoardConnection`]:
-//! headers written straight into the DMA send buffer, the payload copied once after
-//! them, whole in-order messages delivered in place from the DMA receive buffer). RPP's
+//! messages of a KiB or more written into DMA buffers lent to the board and sent from
+//! there, shorter ones copied after the header, whole in-order messages delivered in
+//! place from the DMA receive buffer). RPP's
 //! time is the mode's clock: real time inline and threaded, the scheduler's virtual time
 //! in sim mode, where a run is a function of its seed.
 //!

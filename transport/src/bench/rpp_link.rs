@@ -2,13 +2,19 @@
 //! unreliable channel API ([`Api`]), for host programs that run unchanged inline,
 //! threaded and under the deterministic scheduler.
 //!
-//! **Sending** ([`BoardConnection::transmit`]): RPP writes each packet's header straight
-//! into a DMA send buffer ([`Connection::poll_transmit_gather`]) and the payload, borrowed
-//! from the message RPP keeps for retransmission, is copied once after it; the board then
-//! sends the buffer (by PIO below the MCP's threshold, by DMA above it). That one copy is
-//! the one CLF had too: the channel sends only from its own DMA memory while RPP must keep
-//! the message until it is acknowledged. A packet RPP hands out is never lost on the host:
-//! when the send channel is full it waits, written, for the next call.
+//! **Sending** ([`BoardConnection::send_with`], [`BoardConnection::transmit`]): a message
+//! of [`LEND_FROM`] bytes or more is written by the application straight into a DMA send
+//! buffer, which is lent to the board while RPP keeps the message
+//! ([`SendBuf::lend`](myri_mcp::SendBuf::lend)): every transmission of it, first or
+//! resend, is the packet's header sent inline and the payload DMA'd from that buffer
+//! ([`Api::send_lent`]), with no copy; the buffer returns to the channel when RPP hands
+//! the message back acknowledged (or, if the board still reads it, at a later reap).
+//! Shorter messages are owned buffers: RPP writes each packet's header into a DMA send
+//! buffer ([`Connection::poll_transmit_gather`]) and the payload is copied after it (for
+//! a few bytes a copy costs less than a DMA from host memory). That copy is the one CLF
+//! had. A copied packet RPP hands out is never lost on the host: when the send channel is
+//! full it waits, written, for the next call; lent packets are sent only under a window
+//! within the channel's slots, so the channel has room for them.
 //!
 //! **Receiving** ([`BoardConnection::recv`]): each datagram is handed to RPP where the
 //! board DMA'd it; a whole in-order message ([`Received::InPlace`]) is delivered as a view
@@ -20,7 +26,7 @@
 //! scheduler, so a simulated run is a function of its seed.
 
 use myri_device::time::Time;
-use myri_mcp::{Api, ApiError, Channel, RecvBuf, RouteId, SendBuf, Ticket};
+use myri_mcp::{Api, ApiError, Channel, LentSendBuf, RecvBuf, RouteId, SendBuf, Ticket};
 use myri_rpp::{Config, Connection, Event, Instant, MessageId, Received, SendError, Stats};
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -33,10 +39,13 @@ use std::time::Duration;
 ///
 /// Acknowledgements are coalesced over 16 packets or 100 µs (every ack is a packet
 /// through both boards, as costly to the hosts as a data packet short of its bytes); a
-/// gap is still acked at once, and so is half the advertised credit used. At most 64
-/// messages are held (queued or unacknowledged, 512 KiB of 8 KiB ones) before `send`
+/// gap is still acked at once, and so is half the advertised credit used. At most 56
+/// messages are held (queued or unacknowledged, 448 KiB of 8 KiB ones) before `send`
 /// says it would block: a writer faster than the link waits, as on a socket with a
 /// bounded send buffer, and the messages RPP hands back for reuse stay in the cache.
+/// 56 is also as many as can be lent to the board (the channel's 64 send buffers less
+/// those kept for headers and acknowledgements), so a stream of long messages never
+/// falls back to copying.
 /// Retries are generous because a host thread on a busy two-core machine can be
 /// descheduled for milliseconds: a slow peer is not a dead one here.
 pub fn board_config() -> Config {
@@ -45,7 +54,7 @@ pub fn board_config() -> Config {
         in_place_delivery: true,
         ack_every: 16,
         ack_delay: Duration::from_micros(100),
-        max_queued_messages: 64,
+        max_queued_messages: 56,
         rto_min: Duration::from_micros(100),
         max_retries: 30,
         ..Config::default()
@@ -58,6 +67,44 @@ fn instant(t: Time) -> Instant {
 
 fn time(i: Instant) -> Time {
     Time::from_nanos(i.as_nanos())
+}
+
+/// Messages at least this long are written into a DMA buffer that is lent to the board
+/// while RPP keeps the message (every transmission is a DMA from it); shorter ones are
+/// owned buffers, copied into a send buffer per packet (for a few bytes a copy is cheaper
+/// than a DMA from host memory).
+pub const LEND_FROM: usize = 1024;
+
+/// DMA send buffers kept out of lending: the glue writes every packet's header (and an
+/// acknowledgement or a short message whole) into one, so lending all of them would leave
+/// RPP unable to acknowledge anything.
+const LEND_RESERVE: usize = 8;
+
+/// At most this many messages are lent at once.
+const LEND_MAX: usize = myri_mcp::host::unit::SEND_BUFS - LEND_RESERVE;
+
+/// A message RPP keeps until the peer acknowledges it.
+#[derive(Debug)]
+pub enum BoardMsg {
+    /// An owned buffer: each packet of it is copied into a DMA send buffer.
+    Owned(Vec<u8>),
+    /// The first `len` bytes of a DMA buffer lent to the board: packets are sent from it
+    /// by DMA, with no copy.
+    Lent {
+        /// The buffer.
+        buf: LentSendBuf,
+        /// The message's length.
+        len: usize,
+    },
+}
+
+impl AsRef<[u8]> for BoardMsg {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            BoardMsg::Owned(v) => v,
+            BoardMsg::Lent { buf, len } => buf.as_slice().get(..*len).unwrap_or(&[]),
+        }
+    }
 }
 
 /// A message RPP delivered.
@@ -102,8 +149,12 @@ pub struct LinkCounters {
     pub packets_sent: u64,
     /// Packets taken from the receive channel.
     pub packets_received: u64,
-    /// Payload bytes copied into DMA send buffers (the one copy per packet sent).
+    /// Payload bytes copied into DMA send buffers (packets of owned messages).
     pub bytes_copied: u64,
+    /// Packets sent by DMA from a lent message buffer (no copy).
+    pub packets_lent: u64,
+    /// Messages written into lent DMA buffers.
+    pub messages_lent: u64,
     /// Messages delivered in place, from the receive buffer.
     pub in_place: u64,
     /// Messages delivered as owned buffers RPP assembled.
@@ -128,6 +179,8 @@ impl LinkCounters {
         self.packets_sent += o.packets_sent;
         self.packets_received += o.packets_received;
         self.bytes_copied += o.bytes_copied;
+        self.packets_lent += o.packets_lent;
+        self.messages_lent += o.messages_lent;
         self.in_place += o.in_place;
         self.assembled += o.assembled;
         self.channel_full += o.channel_full;
@@ -143,7 +196,7 @@ const POOL: usize = 1024;
 
 /// An RPP connection over one board's receive channel and a route to the peer's.
 pub struct BoardConnection {
-    conn: Connection<Vec<u8>>,
+    conn: Connection<BoardMsg>,
     chan: Channel,
     route: RouteId,
     peer_chan: u8,
@@ -157,6 +210,10 @@ pub struct BoardConnection {
     held: Option<(SendBuf, usize)>,
     /// Message buffers RPP handed back, for the next messages.
     pool: Vec<Vec<u8>>,
+    /// Messages lent to the board and not yet handed back by RPP.
+    lent: usize,
+    /// Whether long messages go in lent DMA buffers.
+    lending: bool,
     failure: Option<String>,
     last_activity: Time,
     counters: LinkCounters,
@@ -186,11 +243,13 @@ impl BoardConnection {
             chan,
             route,
             peer_chan,
-            window: window.map(|w| w.max(1)),
+            window: window.map(|w| w.clamp(1, myri_mcp::hcb::SEND_SLOTS as usize)),
             tickets: VecDeque::new(),
             spare: None,
             held: None,
             pool: Vec::new(),
+            lent: 0,
+            lending: true,
             failure: None,
             last_activity: now,
             counters: LinkCounters::default(),
@@ -198,8 +257,14 @@ impl BoardConnection {
         })
     }
 
+    /// Whether messages of [`LEND_FROM`] bytes or more are written into DMA buffers lent
+    /// to the board (the default, for a connection with a window), or copied per packet.
+    pub fn set_lending(&mut self, on: bool) {
+        self.lending = on;
+    }
+
     /// The RPP connection.
-    pub fn connection(&self) -> &Connection<Vec<u8>> {
+    pub fn connection(&self) -> &Connection<BoardMsg> {
         &self.conn
     }
 
@@ -223,17 +288,44 @@ impl BoardConnection {
         self.chan
     }
 
-    /// Queues a message of `len` bytes that `fill` writes (into a reused buffer when RPP
-    /// has handed one back). Says `false` when RPP's queue is full: try after a
-    /// [`BoardConnection::recv`] that took acknowledgements.
-    pub fn send_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+    /// Queues a message of `len` bytes that `fill` writes: from [`LEND_FROM`] bytes into
+    /// a DMA buffer lent to the board while RPP keeps it, else (or when no buffer is free
+    /// for lending) into a reused buffer RPP handed back. Says `false` when RPP's queue is
+    /// full: try after a [`BoardConnection::recv`] that took acknowledgements.
+    pub fn send_with(&mut self, api: &mut Api, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+        if !self.conn.can_send(len) {
+            return false;
+        }
+        // Lent packets are sent only under a window, which keeps the send channel from
+        // filling: a lent packet RPP has written cannot wait for room as a copied one can.
+        if self.lending
+            && self.window.is_some()
+            && (LEND_FROM..=myri_mcp::host::unit::BUF_LEN).contains(&len)
+            && self.lent < LEND_MAX
+            && let Ok(mut buf) = api.get_send_buffer()
+        {
+            fill(&mut buf.as_mut_slice()[..len]);
+            let msg = BoardMsg::Lent {
+                buf: buf.lend(),
+                len,
+            };
+            return match self.send_msg(msg) {
+                Ok(_) => {
+                    self.lent += 1;
+                    self.counters.messages_lent += 1;
+                    true
+                }
+                // The buffer goes back to the channel when the message drops.
+                Err(_) => false,
+            };
+        }
         let mut msg = self.pool.pop().unwrap_or_default();
         msg.resize(len, 0);
         fill(&mut msg);
-        match self.send(msg) {
+        match self.send_msg(BoardMsg::Owned(msg)) {
             Ok(_) => true,
             Err(msg) => {
-                self.pool.push(msg);
+                self.take_back(msg);
                 false
             }
         }
@@ -241,6 +333,13 @@ impl BoardConnection {
 
     /// Queues `msg` for reliable, in-order delivery; RPP keeps it until acknowledged.
     pub fn send(&mut self, msg: Vec<u8>) -> Result<MessageId, Vec<u8>> {
+        self.send_msg(BoardMsg::Owned(msg)).map_err(|m| match m {
+            BoardMsg::Owned(v) => v,
+            BoardMsg::Lent { .. } => unreachable!("an owned message comes back owned"),
+        })
+    }
+
+    fn send_msg(&mut self, msg: BoardMsg) -> Result<MessageId, BoardMsg> {
         match self.conn.send(msg) {
             Ok(id) => Ok(id),
             Err(e) => {
@@ -251,6 +350,19 @@ impl BoardConnection {
                 }
                 Err(msg)
             }
+        }
+    }
+
+    /// A message RPP handed back: an owned buffer is kept for the next messages, a lent
+    /// one goes back to the channel (at once, or when the board has finished reading it).
+    fn take_back(&mut self, msg: BoardMsg) {
+        match msg {
+            BoardMsg::Owned(v) => {
+                if self.pool.len() < POOL {
+                    self.pool.push(v);
+                }
+            }
+            BoardMsg::Lent { .. } => self.lent -= 1,
         }
     }
 
@@ -295,13 +407,10 @@ impl BoardConnection {
                         self.counters.assembled += 1;
                         return Some(Delivery::Owned(m));
                     }
-                    Event::Sent { msg, .. } => {
-                        if self.pool.len() < POOL {
-                            self.pool.push(msg);
-                        }
-                    }
-                    Event::Failed { error, .. } => {
+                    Event::Sent { msg, .. } => self.take_back(msg),
+                    Event::Failed { error, unsent } => {
                         self.failure.get_or_insert_with(|| error.to_string());
+                        unsent.into_iter().for_each(|m| self.take_back(m));
                     }
                     Event::PeerRestarted { old, new, .. } => {
                         self.failure.get_or_insert_with(|| {
@@ -364,12 +473,43 @@ impl BoardConnection {
                 },
             };
             let dst = buf.as_mut_slice();
-            // The header goes straight into the DMA buffer; the payload is copied after it.
+            // The header goes straight into the DMA buffer; the payload is copied after it,
+            // or sent by DMA from the message's own lent buffer.
             let Some(g) = self.conn.poll_transmit_gather(t, dst) else {
                 self.spare = Some(buf);
                 break;
             };
             let (header_len, payload) = (g.header_len, g.payload);
+            if let Some((BoardMsg::Lent { buf: lent, .. }, at)) = g.message {
+                let range = at..at + payload.len();
+                let mut header = [0u8; myri_rpp::wire::MAX_HEADER_LEN];
+                header[..header_len].copy_from_slice(&dst[..header_len]);
+                self.spare = Some(buf);
+                match api.send_lent(
+                    self.peer_chan,
+                    self.route,
+                    &header[..header_len],
+                    lent,
+                    range,
+                ) {
+                    Ok(ticket) => {
+                        self.counters.packets_sent += 1;
+                        self.counters.packets_lent += 1;
+                        self.last_activity = now;
+                        if self.window.is_some() {
+                            self.tickets.push_back(ticket);
+                        }
+                        sent = true;
+                        continue;
+                    }
+                    Err(_) => {
+                        // Never for want of room (the window is within the channel's
+                        // slots): the packet is lost on the host, and RPP resends it.
+                        self.counters.send_errors += 1;
+                        break;
+                    }
+                }
+            }
             let len = header_len + payload.len();
             let Some(body) = dst.get_mut(header_len..len) else {
                 self.counters.oversize += 1;

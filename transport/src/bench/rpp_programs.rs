@@ -87,10 +87,9 @@ impl RppPinger {
         if self.waiting.is_none() && self.done < self.iters {
             let seq = self.done;
             let at = self.clock.map_or(now, |c| c.now());
-            if self
-                .link
-                .send_with(self.size, |b| b[..8].copy_from_slice(&seq.to_be_bytes()))
-            {
+            if self.link.send_with(api, self.size, |b| {
+                b[..8].copy_from_slice(&seq.to_be_bytes())
+            }) {
                 self.waiting = Some((seq, at));
                 progressed = true;
             }
@@ -144,7 +143,7 @@ impl RppEcho {
             if self.backlog.is_empty()
                 && self
                     .link
-                    .send_with(bytes.len(), |b| b.copy_from_slice(bytes))
+                    .send_with(api, bytes.len(), |b| b.copy_from_slice(bytes))
             {
                 self.sent += 1;
             } else {
@@ -230,7 +229,7 @@ impl RppStreamSender {
             if self.started.is_none() {
                 self.started = Some(self.clock.map_or(now, |c| c.now()));
             }
-            let queued = self.link.send_with(self.size, |b| {
+            let queued = self.link.send_with(api, self.size, |b| {
                 b[..8].copy_from_slice(&seq.to_be_bytes());
                 b[8..16].copy_from_slice(&count.to_be_bytes());
                 b[16..24].copy_from_slice(&round.to_be_bytes());
@@ -313,7 +312,7 @@ impl RppStreamSink {
             self.link.recycle(d);
         }
         if let Some((count, round)) = self.pending_ack {
-            let sent = self.link.send_with(STREAM_HEADER, |b| {
+            let sent = self.link.send_with(api, STREAM_HEADER, |b| {
                 b[..8].copy_from_slice(&ACK.to_be_bytes());
                 b[8..16].copy_from_slice(&count.to_be_bytes());
                 b[16..24].copy_from_slice(&round.to_be_bytes());
