@@ -27,6 +27,7 @@
 
 use myri_device::time::Time;
 use myri_mcp::{Api, ApiError, Channel, LentSendBuf, RecvBuf, RouteId, SendBuf, Ticket};
+use myri_rpp::wire::MAX_HEADER_LEN;
 use myri_rpp::{Config, Connection, Event, Instant, MessageId, Received, SendError, Stats};
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -208,6 +209,8 @@ pub struct BoardConnection {
     spare: Option<SendBuf>,
     /// A written packet the send channel had no room for: it goes first next time.
     held: Option<(SendBuf, usize)>,
+    /// A copied packet written when no DMA buffer was free: it goes first next time.
+    unplaced: Option<Vec<u8>>,
     /// Message buffers RPP handed back, for the next messages.
     pool: Vec<Vec<u8>>,
     /// Messages lent to the board and not yet handed back by RPP.
@@ -247,6 +250,7 @@ impl BoardConnection {
             tickets: VecDeque::new(),
             spare: None,
             held: None,
+            unplaced: None,
             pool: Vec::new(),
             lent: 0,
             lending: true,
@@ -454,6 +458,7 @@ impl BoardConnection {
             self.conn.handle_timeout(t);
         }
         let mut sent = false;
+        let mut stack = [0u8; MAX_HEADER_LEN];
         while self.room(api) {
             if let Some((buf, len)) = self.held.take() {
                 if !self.post(api, buf, len, now) {
@@ -462,36 +467,45 @@ impl BoardConnection {
                 sent = true;
                 continue;
             }
-            let mut buf = match self.spare.take() {
-                Some(b) => b,
-                None => match api.get_send_buffer() {
-                    Ok(b) => b,
-                    Err(_) => {
-                        self.counters.no_send_buffer += 1;
-                        break;
-                    }
-                },
+            if let Some(packet) = self.unplaced.take() {
+                // A copied packet written while no DMA buffer was free goes first.
+                let Ok(mut buf) = api.get_send_buffer() else {
+                    self.counters.no_send_buffer += 1;
+                    self.unplaced = Some(packet);
+                    break;
+                };
+                buf.as_mut_slice()[..packet.len()].copy_from_slice(&packet);
+                if !self.post(api, buf, packet.len(), now) {
+                    break;
+                }
+                sent = true;
+                continue;
+            }
+            // The header goes straight into the spare DMA buffer, taken while idle, or
+            // else onto the stack, so that no buffer is fetched between RPP's packet and
+            // the board; a lent packet needs no buffer of its own at all.
+            let mut spare = self.spare.take();
+            let dst: &mut [u8] = match &mut spare {
+                Some(b) => b.as_mut_slice(),
+                None => &mut stack,
             };
-            let dst = buf.as_mut_slice();
-            // The header goes straight into the DMA buffer; the payload is copied after it,
-            // or sent by DMA from the message's own lent buffer.
             let Some(g) = self.conn.poll_transmit_gather(t, dst) else {
-                self.spare = Some(buf);
+                // Nothing (more) to send. A call that sent nothing takes a buffer for the
+                // next packet now, off that packet's path; one that sent leaves it to a
+                // later call, once the board has what was sent.
+                self.spare = match spare {
+                    None if !sent => api.get_send_buffer().ok(),
+                    spare => spare,
+                };
                 break;
             };
             let (header_len, payload) = (g.header_len, g.payload);
             if let Some((BoardMsg::Lent { buf: lent, .. }, at)) = g.message {
                 let range = at..at + payload.len();
-                let mut header = [0u8; myri_rpp::wire::MAX_HEADER_LEN];
-                header[..header_len].copy_from_slice(&dst[..header_len]);
-                self.spare = Some(buf);
-                match api.send_lent(
-                    self.peer_chan,
-                    self.route,
-                    &header[..header_len],
-                    lent,
-                    range,
-                ) {
+                let sent_lent =
+                    api.send_lent(self.peer_chan, self.route, &dst[..header_len], lent, range);
+                self.spare = spare;
+                match sent_lent {
                     Ok(ticket) => {
                         self.counters.packets_sent += 1;
                         self.counters.packets_lent += 1;
@@ -511,12 +525,34 @@ impl BoardConnection {
                 }
             }
             let len = header_len + payload.len();
-            let Some(body) = dst.get_mut(header_len..len) else {
+            if len > myri_mcp::host::unit::BUF_LEN {
                 self.counters.oversize += 1;
-                self.spare = Some(buf);
+                self.spare = spare;
                 continue;
+            }
+            let buf = match spare {
+                Some(mut buf) => {
+                    buf.as_mut_slice()[header_len..len].copy_from_slice(payload);
+                    buf
+                }
+                None => match api.get_send_buffer() {
+                    Ok(mut buf) => {
+                        let out = buf.as_mut_slice();
+                        out[..header_len].copy_from_slice(&stack[..header_len]);
+                        out[header_len..len].copy_from_slice(payload);
+                        buf
+                    }
+                    Err(_) => {
+                        // Written, and no buffer to put it in: it waits, whole, for one.
+                        self.counters.no_send_buffer += 1;
+                        let mut packet = Vec::with_capacity(len);
+                        packet.extend_from_slice(&stack[..header_len]);
+                        packet.extend_from_slice(payload);
+                        self.unplaced = Some(packet);
+                        break;
+                    }
+                },
             };
-            body.copy_from_slice(payload);
             self.counters.bytes_copied += payload.len() as u64;
             if !self.post(api, buf, len, now) {
                 break;
