@@ -17,7 +17,9 @@ pub struct Step {
     pub progressed: bool,
     /// The program has finished.
     pub done: bool,
-    /// When it next needs to run by itself (a timeout).
+    /// When it next needs to run by itself (a timeout). Drivers read it only from a step
+    /// that did not progress (one that did is stepped again at once), so a program may
+    /// leave it out then.
     pub wake: Option<Time>,
 }
 

@@ -570,6 +570,13 @@ impl BoardConnection {
         self.conn.poll_timeout().map(time)
     }
 
+    /// [`BoardConnection::next_wake`] for a host program's step, which drivers read only
+    /// from a step that did not progress: `None` after one that did (no timer computed
+    /// between a packet and the board).
+    pub fn wake_unless(&mut self, progressed: bool) -> Option<Time> {
+        if progressed { None } else { self.next_wake() }
+    }
+
     /// Whether the send channel has room under the window.
     fn room(&mut self, api: &mut Api) -> bool {
         let Some(window) = self.window else {

@@ -98,7 +98,7 @@ impl RppPinger {
         Step {
             progressed,
             done: self.done >= self.iters || self.link.failure().is_some(),
-            wake: self.link.next_wake(),
+            wake: self.link.wake_unless(progressed),
         }
     }
 }
@@ -146,6 +146,9 @@ impl RppEcho {
                     .send_with(api, bytes.len(), |b| b.copy_from_slice(bytes))
             {
                 self.sent += 1;
+                // On its way at once, as the raw echo turns each packet around before it
+                // looks for the next.
+                self.link.transmit(api, now);
             } else {
                 self.backlog.push_back(bytes.to_vec());
             }
@@ -155,7 +158,7 @@ impl RppEcho {
         Step {
             progressed,
             done: false,
-            wake: self.link.next_wake(),
+            wake: self.link.wake_unless(progressed),
         }
     }
 }
@@ -244,7 +247,7 @@ impl RppStreamSender {
         Step {
             progressed,
             done: self.acked.is_some() || self.link.failure().is_some(),
-            wake: self.link.next_wake(),
+            wake: self.link.wake_unless(progressed),
         }
     }
 
@@ -327,7 +330,7 @@ impl RppStreamSink {
         Step {
             progressed,
             done: false,
-            wake: self.link.next_wake(),
+            wake: self.link.wake_unless(progressed),
         }
     }
 }
