@@ -20,6 +20,10 @@
 //! and how many acknowledgements it sent: on this busy machine a descheduled receiver can
 //! make the sender's retransmission timer fire.
 //!
+//! On a two-vCPU machine the two host threads sometimes share one physical core, which
+//! slows raw threefold and changes the ratios (the README reports both regimes): a run's
+//! absolute figures say which regime it ran in.
+//!
 //! With `--test` (as `cargo test --benches` passes) every part runs once, briefly.
 
 use criterion::{Criterion, Throughput};
