@@ -76,9 +76,9 @@ fn time(i: Instant) -> Time {
 /// than a DMA from host memory).
 pub const LEND_FROM: usize = 1024;
 
-/// DMA send buffers kept out of lending: the glue writes every packet's header (and an
-/// acknowledgement or a short message whole) into one, so lending all of them would leave
-/// RPP unable to acknowledge anything.
+/// DMA send buffers kept out of lending: every copied packet (an acknowledgement, a short
+/// message) needs one, so lending all of them would leave RPP unable to acknowledge
+/// anything.
 const LEND_RESERVE: usize = 8;
 
 /// At most this many messages are lent at once.
@@ -215,8 +215,6 @@ pub struct BoardConnection {
     pool: Vec<Vec<u8>>,
     /// Messages lent to the board and not yet handed back by RPP.
     lent: usize,
-    /// Whether long messages go in lent DMA buffers.
-    lending: bool,
     failure: Option<String>,
     last_activity: Time,
     counters: LinkCounters,
@@ -253,18 +251,11 @@ impl BoardConnection {
             unplaced: None,
             pool: Vec::new(),
             lent: 0,
-            lending: true,
             failure: None,
             last_activity: now,
             counters: LinkCounters::default(),
             idle: None,
         })
-    }
-
-    /// Whether messages of [`LEND_FROM`] bytes or more are written into DMA buffers lent
-    /// to the board (the default, for a connection with a window), or copied per packet.
-    pub fn set_lending(&mut self, on: bool) {
-        self.lending = on;
     }
 
     /// The RPP connection.
@@ -302,8 +293,7 @@ impl BoardConnection {
         }
         // Lent packets are sent only under a window, which keeps the send channel from
         // filling: a lent packet RPP has written cannot wait for room as a copied one can.
-        if self.lending
-            && self.window.is_some()
+        if self.window.is_some()
             && (LEND_FROM..=myri_mcp::host::unit::BUF_LEN).contains(&len)
             && self.lent < LEND_MAX
             && let Ok(mut buf) = api.get_send_buffer()
@@ -507,12 +497,8 @@ impl BoardConnection {
                 self.spare = spare;
                 match sent_lent {
                     Ok(ticket) => {
-                        self.counters.packets_sent += 1;
                         self.counters.packets_lent += 1;
-                        self.last_activity = now;
-                        if self.window.is_some() {
-                            self.tickets.push_back(ticket);
-                        }
+                        self.posted(Some(ticket), now);
                         sent = true;
                         continue;
                     }
@@ -593,6 +579,15 @@ impl BoardConnection {
         true
     }
 
+    /// A packet the send channel took: counted, and its ticket kept under the window.
+    fn posted(&mut self, ticket: Option<Ticket>, now: Time) {
+        self.counters.packets_sent += 1;
+        self.last_activity = now;
+        if self.window.is_some() {
+            self.tickets.extend(ticket);
+        }
+    }
+
     /// Hands a written packet to the send channel; `false` if it did not take it (no room:
     /// the packet is held for the next call; another error: it is counted and dropped,
     /// and RPP will send it again).
@@ -607,9 +602,7 @@ impl BoardConnection {
         };
         match sent {
             Ok(ticket) => {
-                self.counters.packets_sent += 1;
-                self.last_activity = now;
-                self.tickets.extend(ticket);
+                self.posted(ticket, now);
                 true
             }
             Err(e) if e.error == ApiError::SendQueueFull => {
