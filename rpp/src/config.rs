@@ -1,6 +1,6 @@
 //! Connection settings.
 
-use crate::wire::MAX_HEADER_LEN;
+use crate::wire::{MAX_DATA_HEADER_LEN, MAX_HEADER_LEN};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -90,14 +90,16 @@ impl Default for Config {
 pub struct ConfigError(pub &'static str);
 
 impl Config {
-    /// Payload bytes one packet carries: the MTU less the largest header.
+    /// Payload bytes one packet carries: the MTU less the largest data-packet header
+    /// ([`MAX_DATA_HEADER_LEN`]).
     pub fn max_payload(&self) -> usize {
-        self.mtu.saturating_sub(MAX_HEADER_LEN)
+        self.mtu.saturating_sub(MAX_DATA_HEADER_LEN)
     }
 
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.max_payload() == 0 {
+        // An acknowledgement with a full SACK bitmap must fit, and then payload does too.
+        if self.mtu <= MAX_HEADER_LEN {
             return Err(ConfigError("mtu leaves no room for payload"));
         }
         if self.send_window == 0

@@ -16,6 +16,9 @@ pub struct Stats {
     pub spurious_retransmits: u64,
     /// Packets carrying no data (acknowledgements, introductions, probes, close).
     pub acks_sent: u64,
+    /// Data packets whose SACK bitmap was cut to fit (an acknowledgement of its own
+    /// carried the whole one).
+    pub sack_cuts: u64,
     /// Packets that acknowledged something new.
     pub acks_received: u64,
     /// Packets taken from the channel.

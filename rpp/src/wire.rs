@@ -40,6 +40,12 @@ pub const HEADER_LEN: usize = 76;
 pub const MAX_SACK_WORDS: usize = 8;
 /// The most header bytes a packet may need (fixed part and a full SACK bitmap).
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACK_WORDS * 8;
+/// The most SACK words a data packet carries (the first 128 sequence numbers beyond the
+/// gap): data packets keep room for only this much bitmap, so a full packet carries 48
+/// more payload bytes; a longer bitmap goes in an acknowledgement of its own.
+pub const DATA_SACK_WORDS: usize = 2;
+/// The most header bytes a data packet needs.
+pub const MAX_DATA_HEADER_LEN: usize = HEADER_LEN + DATA_SACK_WORDS * 8;
 
 /// Header flag bits.
 pub mod flags {

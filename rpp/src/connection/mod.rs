@@ -7,7 +7,9 @@ use crate::config::Config;
 use crate::rtt::RttEstimator;
 use crate::stats::{Stats, Trace, TraceKind};
 use crate::time::Instant;
-use crate::wire::{self, Header, HeaderRepr, MAX_HEADER_LEN, MAX_SACK_WORDS, flags};
+use crate::wire::{
+    self, DATA_SACK_WORDS, Header, HeaderRepr, MAX_HEADER_LEN, MAX_SACK_WORDS, flags,
+};
 use core::ops::Range;
 use recv::{DataOutcome, FragmentInfo, RecvState};
 use send::SendState;
@@ -221,6 +223,9 @@ pub struct Connection<B = Vec<u8>> {
     /// When the next introduction goes out, while connecting.
     hello_deadline: Option<Instant>,
     hello_due: bool,
+    /// A data packet carried a cut SACK bitmap: an acknowledgement with the whole bitmap
+    /// goes next, before more data.
+    full_ack_due: bool,
     hellos: u32,
     /// When the peer was last heard from (any valid packet).
     last_heard: Instant,
@@ -300,6 +305,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             timeouts: 0,
             hello_deadline: Some(now),
             hello_due: true,
+            full_ack_due: false,
             hellos: 0,
             last_heard: now,
             probe_sent_at: None,
@@ -792,7 +798,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
         // sent by a connection that has since failed and handed the message back).
         let sending = matches!(self.state, State::Established | State::Closing)
             && self.peer_incarnation.is_some();
-        let data = if let Some(d) = self.send.next_retransmit(now) {
+        let data = if self.full_ack_due {
+            None
+        } else if let Some(d) = self.send.next_retransmit(now) {
             self.stats.retransmitted += 1;
             self.recently_retransmitted.push_back(d.0);
             if self.recently_retransmitted.len() > 256 {
@@ -815,6 +823,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             flags |= flags::DATA;
         } else if self.hello_due {
             self.hello_due = false;
+            self.stats.acks_sent += 1;
+        } else if self.full_ack_due {
             self.stats.acks_sent += 1;
         } else if self.probe_due {
             self.probe_due = false;
@@ -842,8 +852,25 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if self.state == State::Connecting || self.peer_incarnation.is_none() {
             flags |= flags::HELLO;
         }
-        let sack = self.recv.sack_bitmap();
-        let ack_delay_us = if self.recv.echo == 0 {
+        let mut sack = self.recv.sack_bitmap();
+        let mut echo = self.recv.echo;
+        // A data packet has room for DATA_SACK_WORDS of bitmap. A longer one is cut, and
+        // the echo withheld: it would say that packets beyond the cut arrived, and the
+        // sender would take those it cannot see acknowledged for lost. An acknowledgement
+        // with the whole bitmap and the echo goes next.
+        let cut = data.is_some()
+            && sack
+                .as_ref()
+                .is_some_and(|(_, used)| usize::from(*used) > DATA_SACK_WORDS);
+        if cut {
+            if let Some((_, used)) = sack.as_mut() {
+                *used = DATA_SACK_WORDS as u8;
+            }
+            echo = 0;
+            self.stats.sack_cuts += 1;
+        }
+        self.full_ack_due = cut;
+        let ack_delay_us = if echo == 0 {
             0
         } else {
             now.saturating_duration_since(self.recv.echo_at)
@@ -859,7 +886,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             ack: self.recv.rcv_nxt,
             credit,
             dsack: self.recv.dsack,
-            echo: self.recv.echo,
+            echo,
             ack_delay_us,
             ..HeaderRepr::default()
         };

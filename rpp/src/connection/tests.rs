@@ -270,6 +270,55 @@ fn fast_retransmit_on_sack_evidence_without_a_timeout() {
 }
 
 #[test]
+fn a_bitmap_too_long_for_a_data_packet_is_cut_and_followed_by_a_whole_one() {
+    let (mut a, mut b) = established();
+    // 200 packets from A; the first is lost, so B holds 199 beyond the gap: a bitmap of
+    // four words, more than a data packet carries.
+    for i in 0..200u32 {
+        a.send(i.to_be_bytes().to_vec()).unwrap();
+    }
+    let ps = transmit(&mut a, at(10));
+    assert_eq!(ps.len(), 200);
+    for p in &ps[1..] {
+        b.handle_packet(at(11), p);
+    }
+    // B's own acknowledgements go; then B sends data: its packet says what it can.
+    let _ = transmit(&mut b, at(11));
+    b.send(b"reply".to_vec()).unwrap();
+    let out = transmit(&mut b, at(12));
+    assert_eq!(
+        out.len(),
+        2,
+        "a data packet, then an acknowledgement of its own"
+    );
+    let (data, ack) = (header(&out[0]), header(&out[1]));
+    let (dv, av) = (
+        Header::new_checked(&out[0][..]).unwrap(),
+        Header::new_checked(&out[1][..]).unwrap(),
+    );
+    assert!(data.flags & wire::flags::DATA != 0 && ack.flags & wire::flags::DATA == 0);
+    assert_eq!(
+        (dv.sack_words(), data.echo),
+        (wire::DATA_SACK_WORDS, 0),
+        "the data packet's bitmap is cut to what fits, and it echoes nothing"
+    );
+    assert_eq!(av.sack_words(), 4, "the whole bitmap follows");
+    assert_ne!(ack.echo, 0, "and the echo with it");
+    assert_eq!(b.stats().sack_cuts, 1);
+    // A takes the cut packet, then the whole one: only the packet really lost is resent.
+    a.handle_packet(at(13), &out[0]);
+    assert_eq!(a.stats().lost, 0, "nothing judged on a cut bitmap");
+    a.handle_packet(at(13), &out[1]);
+    let again = transmit(&mut a, at(13));
+    assert_eq!(again.len(), 1, "only the lost packet goes again");
+    assert_eq!(header(&again[0]).seq, 0);
+    assert_eq!((a.stats().lost, a.stats().retransmitted), (1, 1));
+    b.handle_packet(at(14), &again[0]);
+    assert_eq!(messages(&mut b).len(), 200);
+    assert_eq!(messages(&mut a), vec![b"reply".to_vec()]);
+}
+
+#[test]
 fn the_retransmission_timeout_backs_off_exponentially() {
     let (mut a, _b) = established();
     a.send(b"into the void".to_vec()).unwrap();
