@@ -341,6 +341,10 @@ mod glue {
 
     impl Script {
         fn new() -> Script {
+            Script::with_window(Some(8))
+        }
+
+        fn with_window(window: Option<usize>) -> Script {
             let mut c = Cluster::routed_pair(11);
             let mut link = |i: usize| {
                 let chan = c.apis[i].get_chan(ChanRequest::Specific(1)).unwrap();
@@ -353,7 +357,7 @@ mod glue {
                     chan,
                     RouteId(1),
                     1,
-                    Some(8),
+                    window,
                     Time::ZERO,
                 )
                 .unwrap()
@@ -433,5 +437,48 @@ mod glue {
             (0, 0, 1),
             "nothing was lost on the host: {stats:?} {link:?}"
         );
+    }
+
+    /// Copied packets are written into receive buffers RPP is done with and sent back
+    /// from them, and those buffers return to their channel once the board has sent them:
+    /// many more packets are turned around than a channel holds, and nothing stalls or
+    /// is resent. With and without a window (a ticket kept, or the buffer released).
+    #[test]
+    fn turned_receive_buffers_go_back_to_their_channel() {
+        for window in [Some(8), None] {
+            let mut s = Script::with_window(window);
+            let n = 3 * myri_mcp::hcb::RECV_SLOTS as usize;
+            for i in 0..n {
+                let msg = (i as u32).to_be_bytes();
+                assert!(s.a.send_with(&mut s.c.apis[0], 4, |m| m.copy_from_slice(&msg)));
+                s.run(2);
+                // B answers every message, so that each side's receive buffers carry
+                // data back, not only acknowledgements.
+                assert!(s.b.send_with(&mut s.c.apis[1], 4, |m| m.copy_from_slice(&msg)));
+            }
+            s.run(200);
+            assert_eq!(s.got.len(), n, "window {window:?}");
+            for (i, m) in s.got.iter().enumerate() {
+                assert_eq!(m[..], (i as u32).to_be_bytes(), "window {window:?}");
+            }
+            for (side, link) in [("A", &s.a), ("B", &s.b)] {
+                let (c, st) = (link.counters(), link.stats());
+                assert!(
+                    c.packets_turned as usize >= n,
+                    "{side}, window {window:?}: {c:?}"
+                );
+                assert_eq!(
+                    (
+                        st.retransmitted,
+                        c.send_errors,
+                        c.no_send_buffer,
+                        c.channel_full
+                    ),
+                    (0, 0, 0, 0),
+                    "{side}, window {window:?}: {st:?} {c:?}"
+                );
+                assert!(!link.has_pending(), "{side}, window {window:?}");
+            }
+        }
     }
 }

@@ -9,10 +9,13 @@
 //! resend, is the packet's header sent inline and the payload DMA'd from that buffer
 //! ([`Api::send_lent`]), with no copy; the buffer returns to the channel when RPP hands
 //! the message back acknowledged (or, if the board still reads it, at a later reap).
-//! Shorter messages are owned buffers: RPP writes each packet's header into a DMA send
-//! buffer ([`Connection::poll_transmit_gather`]) and the payload is copied after it (for
-//! a few bytes a copy costs less than a DMA from host memory). That copy is the one CLF
-//! had. A copied packet RPP hands out is never lost on the host: when the send channel is
+//! Shorter messages are owned buffers: RPP writes each packet's header into a DMA buffer
+//! ([`Connection::poll_transmit_gather`]) and the payload is copied after it (for a few
+//! bytes a copy costs less than a DMA from host memory). That copy is the one CLF had.
+//! The buffer is, when there is one, the last receive buffer RPP was done with, turned
+//! around as the raw echo does ([`Api::send_recv_buffer`]): an answer then takes no send
+//! buffer and gives no receive buffer back to be posted again (it returns to its channel
+//! once the board has sent it). A copied packet RPP hands out is never lost on the host: when the send channel is
 //! full it waits, written, for the next call; lent packets are sent only under a window
 //! within the channel's slots, so the channel has room for them.
 //!
@@ -156,6 +159,9 @@ pub struct LinkCounters {
     pub packets_lent: u64,
     /// Messages written into lent DMA buffers.
     pub messages_lent: u64,
+    /// Copied packets written into a receive buffer RPP was done with and sent back
+    /// from it (no send buffer taken, no receive buffer given back and posted again).
+    pub packets_turned: u64,
     /// Messages delivered in place, from the receive buffer.
     pub in_place: u64,
     /// Messages delivered as owned buffers RPP assembled.
@@ -182,6 +188,7 @@ impl LinkCounters {
         self.bytes_copied += o.bytes_copied;
         self.packets_lent += o.packets_lent;
         self.messages_lent += o.messages_lent;
+        self.packets_turned += o.packets_turned;
         self.in_place += o.in_place;
         self.assembled += o.assembled;
         self.channel_full += o.channel_full;
@@ -207,8 +214,13 @@ pub struct BoardConnection {
     tickets: VecDeque<Ticket>,
     /// A DMA buffer taken when RPP had nothing to send, for next time.
     spare: Option<SendBuf>,
+    /// A receive buffer RPP is done with, kept to write the next copied packet into and
+    /// send back, as the raw echo turns a packet around: no buffer goes back to the
+    /// channel and none is taken from the send pool (it returns to its channel once the
+    /// board has sent it).
+    turn: Option<RecvBuf>,
     /// A written packet the send channel had no room for: it goes first next time.
-    held: Option<(SendBuf, usize)>,
+    held: Option<(OutBuf, usize)>,
     /// A copied packet written when no DMA buffer was free: it goes first next time.
     unplaced: Option<Vec<u8>>,
     /// Message buffers RPP handed back, for the next messages.
@@ -247,6 +259,7 @@ impl BoardConnection {
             window: window.map(|w| w.clamp(1, myri_mcp::hcb::SEND_SLOTS as usize)),
             tickets: VecDeque::new(),
             spare: None,
+            turn: None,
             held: None,
             unplaced: None,
             pool: Vec::new(),
@@ -382,8 +395,17 @@ impl BoardConnection {
     /// Gives a delivered message's buffer back (an owned one to RPP, a receive buffer to
     /// the channel).
     pub fn recycle(&mut self, d: Delivery) {
-        if let Delivery::Owned(v) = d {
-            self.conn.recycle(v);
+        match d {
+            Delivery::Owned(v) => self.conn.recycle(v),
+            Delivery::InPlace { buf, .. } => self.keep_for_turning(buf),
+        }
+    }
+
+    /// Keeps a receive buffer RPP is done with for the next copied packet, if none is
+    /// kept yet; else it goes back to its channel.
+    fn keep_for_turning(&mut self, buf: RecvBuf) {
+        if self.turn.is_none() {
+            self.turn = Some(buf);
         }
     }
 
@@ -436,7 +458,8 @@ impl BoardConnection {
                 });
             }
             // Anything else was taken (or dropped and counted) by RPP: the receive
-            // buffer goes back to the channel here.
+            // buffer is kept to send the next packet from, or goes back to the channel.
+            self.keep_for_turning(buf);
         }
     }
 
@@ -465,28 +488,30 @@ impl BoardConnection {
                     break;
                 };
                 buf.as_mut_slice()[..packet.len()].copy_from_slice(&packet);
-                if !self.post(api, buf, packet.len(), now) {
+                if !self.post(api, OutBuf::Send(buf), packet.len(), now) {
                     break;
                 }
                 sent = true;
                 continue;
             }
-            // The header goes straight into the spare DMA buffer, taken while idle, or
-            // else onto the stack, so that no buffer is fetched between RPP's packet and
-            // the board; a lent packet needs no buffer of its own at all.
-            let mut spare = self.spare.take();
-            let dst: &mut [u8] = match &mut spare {
-                Some(b) => b.as_mut_slice(),
+            // The header goes straight into a kept receive buffer or the spare DMA
+            // buffer, taken while idle, or else onto the stack, so that no buffer is
+            // fetched between RPP's packet and the board; a lent packet needs no buffer
+            // of its own at all.
+            let mut out = self.take_out();
+            let dst: &mut [u8] = match &mut out {
+                Some(b) => b.buffer_mut(),
                 None => &mut stack,
             };
             let Some(g) = self.conn.poll_transmit_gather(t, dst) else {
                 // Nothing (more) to send. A call that sent nothing takes a buffer for the
                 // next packet now, off that packet's path; one that sent leaves it to a
                 // later call, once the board has what was sent.
-                self.spare = match spare {
-                    None if !sent => api.get_send_buffer().ok(),
-                    spare => spare,
-                };
+                match out {
+                    Some(b) => self.put_out(b),
+                    None if !sent => self.spare = api.get_send_buffer().ok(),
+                    None => {}
+                }
                 break;
             };
             let (header_len, payload) = (g.header_len, g.payload);
@@ -494,7 +519,9 @@ impl BoardConnection {
                 let range = at..at + payload.len();
                 let sent_lent =
                     api.send_lent(self.peer_chan, self.route, &dst[..header_len], lent, range);
-                self.spare = spare;
+                if let Some(b) = out {
+                    self.put_out(b);
+                }
                 match sent_lent {
                     Ok(ticket) => {
                         self.counters.packets_lent += 1;
@@ -513,12 +540,14 @@ impl BoardConnection {
             let len = header_len + payload.len();
             if len > myri_mcp::host::unit::BUF_LEN {
                 self.counters.oversize += 1;
-                self.spare = spare;
+                if let Some(b) = out {
+                    self.put_out(b);
+                }
                 continue;
             }
-            let buf = match spare {
+            let buf = match out {
                 Some(mut buf) => {
-                    buf.as_mut_slice()[header_len..len].copy_from_slice(payload);
+                    buf.buffer_mut()[header_len..len].copy_from_slice(payload);
                     buf
                 }
                 None => match api.get_send_buffer() {
@@ -526,7 +555,7 @@ impl BoardConnection {
                         let out = buf.as_mut_slice();
                         out[..header_len].copy_from_slice(&stack[..header_len]);
                         out[header_len..len].copy_from_slice(payload);
-                        buf
+                        OutBuf::Send(buf)
                     }
                     Err(_) => {
                         // Written, and no buffer to put it in: it waits, whole, for one.
@@ -591,30 +620,82 @@ impl BoardConnection {
     /// Hands a written packet to the send channel; `false` if it did not take it (no room:
     /// the packet is held for the next call; another error: it is counted and dropped,
     /// and RPP will send it again).
-    fn post(&mut self, api: &mut Api, buf: SendBuf, len: usize, now: Time) -> bool {
-        // With no window to keep, the buffer goes back to the free list as soon as the
-        // board has sent it, with no ticket to make and drop.
-        let sent = match self.window {
-            Some(_) => api.send(self.peer_chan, self.route, buf, len).map(Some),
-            None => api
-                .send_and_release(self.peer_chan, self.route, buf, len)
-                .map(|()| None),
+    fn post(&mut self, api: &mut Api, buf: OutBuf, len: usize, now: Time) -> bool {
+        // With no window to keep, the buffer goes back (to the free list, or to its
+        // receive channel) as soon as the board has sent it, with no ticket to make and
+        // drop.
+        let (peer, route) = (self.peer_chan, self.route);
+        let windowed = self.window.is_some();
+        let refused = match buf {
+            OutBuf::Send(buf) => match if windowed {
+                api.send(peer, route, buf, len).map(Some)
+            } else {
+                api.send_and_release(peer, route, buf, len).map(|()| None)
+            } {
+                Ok(ticket) => return self.posted_ok(ticket, now),
+                Err(e) => (e.error, OutBuf::Send(e.buf)),
+            },
+            OutBuf::Turn(buf) => match if windowed {
+                api.send_recv_buffer(peer, route, buf, len).map(Some)
+            } else {
+                api.send_recv_buffer_and_release(peer, route, buf, len)
+                    .map(|()| None)
+            } {
+                Ok(ticket) => {
+                    self.counters.packets_turned += 1;
+                    return self.posted_ok(ticket, now);
+                }
+                Err(e) => (e.error, OutBuf::Turn(e.buf)),
+            },
         };
-        match sent {
-            Ok(ticket) => {
-                self.posted(ticket, now);
-                true
-            }
-            Err(e) if e.error == ApiError::SendQueueFull => {
+        match refused {
+            (ApiError::SendQueueFull, buf) => {
                 self.counters.channel_full += 1;
-                self.held = Some((e.buf, len));
-                false
+                self.held = Some((buf, len));
             }
-            Err(e) => {
+            (_, buf) => {
                 self.counters.send_errors += 1;
-                self.spare = Some(e.buf);
-                false
+                self.put_out(buf);
             }
+        }
+        false
+    }
+
+    fn posted_ok(&mut self, ticket: Option<Ticket>, now: Time) -> bool {
+        self.posted(ticket, now);
+        true
+    }
+
+    /// A buffer to write the next copied packet into: a kept receive buffer first (it is
+    /// owed to its channel anyway), else the spare send buffer.
+    fn take_out(&mut self) -> Option<OutBuf> {
+        self.turn
+            .take()
+            .map(OutBuf::Turn)
+            .or_else(|| self.spare.take().map(OutBuf::Send))
+    }
+
+    /// Puts back a buffer [`BoardConnection::take_out`] gave that was not sent.
+    fn put_out(&mut self, buf: OutBuf) {
+        match buf {
+            OutBuf::Send(b) => self.spare = Some(b),
+            OutBuf::Turn(b) => self.turn = Some(b),
+        }
+    }
+}
+
+/// A DMA buffer a copied packet is written into: a send buffer, or a receive buffer
+/// turned around.
+enum OutBuf {
+    Send(SendBuf),
+    Turn(RecvBuf),
+}
+
+impl OutBuf {
+    fn buffer_mut(&mut self) -> &mut [u8] {
+        match self {
+            OutBuf::Send(b) => b.as_mut_slice(),
+            OutBuf::Turn(b) => b.buffer_mut(),
         }
     }
 }

@@ -140,19 +140,21 @@ impl RppEcho {
             progressed = true;
             self.received += 1;
             let bytes = d.bytes();
-            if self.backlog.is_empty()
+            let queued = self.backlog.is_empty()
                 && self
                     .link
-                    .send_with(api, bytes.len(), |b| b.copy_from_slice(bytes))
-            {
+                    .send_with(api, bytes.len(), |b| b.copy_from_slice(bytes));
+            if !queued {
+                self.backlog.push_back(bytes.to_vec());
+            }
+            // The receive buffer first, so that the answer can be written into it.
+            self.link.recycle(d);
+            if queued {
                 self.sent += 1;
                 // On its way at once, as the raw echo turns each packet around before it
                 // looks for the next.
                 self.link.transmit(api, now);
-            } else {
-                self.backlog.push_back(bytes.to_vec());
             }
-            self.link.recycle(d);
         }
         progressed |= self.link.transmit(api, now);
         Step {
