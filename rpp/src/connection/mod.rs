@@ -531,15 +531,18 @@ impl<B: AsRef<[u8]>> Connection<B> {
             in_place,
             &mut self.delivered,
         );
-        for m in self.delivered.drain(..) {
-            self.stats.messages_delivered += 1;
-            self.stats.bytes_delivered += m.len() as u64;
-            self.recv.undelivered_bytes += m.len();
-            self.messages_queued += 1;
-            self.trace.record(now, TraceKind::Deliver, m.len() as u64);
-            self.events.push_back(Event::Message(m));
+        if !self.delivered.is_empty() {
+            let mut delivered = core::mem::take(&mut self.delivered);
+            for m in delivered.drain(..) {
+                self.deliver(now, m);
+            }
+            self.delivered = delivered;
         }
         match outcome {
+            DataOutcome::Whole(m) => {
+                self.deliver(now, m);
+                Received::Accepted
+            }
             DataOutcome::InPlace => {
                 self.stats.messages_delivered += 1;
                 self.stats.bytes_delivered += payload.len() as u64;
@@ -562,6 +565,16 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 Received::Dropped(DropReason::Malformed)
             }
         }
+    }
+
+    /// Queues a message RPP copied out for the application.
+    fn deliver(&mut self, now: Instant, m: Vec<u8>) {
+        self.stats.messages_delivered += 1;
+        self.stats.bytes_delivered += m.len() as u64;
+        self.recv.undelivered_bytes += m.len();
+        self.messages_queued += 1;
+        self.trace.record(now, TraceKind::Deliver, m.len() as u64);
+        self.events.push_back(Event::Message(m));
     }
 
     fn dropped(&mut self, now: Instant, reason: DropReason) -> Received {

@@ -41,6 +41,9 @@ pub(crate) struct FragmentInfo {
 pub(crate) enum DataOutcome {
     /// The packet is the next message, whole: the caller delivers it in place.
     InPlace,
+    /// The packet is the next message, whole, copied out for the caller to deliver (the
+    /// common case, kept off the general path's list of completed messages).
+    Whole(Vec<u8>),
     /// Accepted (delivered or buffered); messages it completed were pushed to the
     /// caller's list.
     Accepted,
@@ -344,17 +347,24 @@ impl RecvState {
         // In order.
         self.saw_transmission(f.tx, now);
         let gap_closed = self.buffered > 0;
-        if in_place
-            && self.nothing_pending()
+        // A whole message, next in order, with nothing held before it: delivered from
+        // the datagram, or copied out, with none of the assembly below. (It is what
+        // `take_in_order` would accept, and `gap_closed` is false.)
+        if self.nothing_pending()
             && f.frag_count == 1
             && f.frag_index == 0
             && f.msg_id == self.next_msg
             && payload.len() == f.msg_len as usize
+            && (in_place || payload.len() <= self.max_message_len)
         {
             self.next_msg += 1;
             self.slots.pop_front();
             self.advance(now, ack_every, false);
-            return DataOutcome::InPlace;
+            return if in_place {
+                DataOutcome::InPlace
+            } else {
+                DataOutcome::Whole(self.buffer_with(payload))
+            };
         }
         match self.take_in_order(f, payload) {
             Ok(Some(m)) => done.push(m),
