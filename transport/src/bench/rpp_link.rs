@@ -29,10 +29,9 @@
 //! scheduler, so a simulated run is a function of its seed.
 
 use myri_device::time::Time;
-use myri_mcp::{Api, ApiError, Channel, LentSendBuf, RecvBuf, RouteId, SendBuf, Ticket};
+use myri_mcp::{Api, ApiError, Channel, LentSendBuf, RecvBuf, RouteId, SendBuf};
 use myri_rpp::wire::MAX_HEADER_LEN;
 use myri_rpp::{Config, Connection, Event, Instant, MessageId, Received, SendError, Stats};
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -209,9 +208,13 @@ pub struct BoardConnection {
     route: RouteId,
     peer_chan: u8,
     /// At most this many sends unfinished by the board (`None`: as many as the send
-    /// channel takes).
+    /// channel takes), counted as the seed's `myri_api0_num_pending` counts them: every
+    /// send of this board's host, so the channel keeps room for a lent packet even when
+    /// others share it.
     window: Option<usize>,
-    tickets: VecDeque<Ticket>,
+    /// Sends unfinished by the board: counted at the start of each transmit call and
+    /// again when the window looks full, plus this connection's sends since.
+    pending: usize,
     /// A DMA buffer taken when RPP had nothing to send, for next time.
     spare: Option<SendBuf>,
     /// A receive buffer RPP is done with, kept to write the next copied packet into and
@@ -257,7 +260,7 @@ impl BoardConnection {
             route,
             peer_chan,
             window: window.map(|w| w.clamp(1, myri_mcp::hcb::SEND_SLOTS as usize)),
-            tickets: VecDeque::new(),
+            pending: 0,
             spare: None,
             turn: None,
             held: None,
@@ -471,6 +474,11 @@ impl BoardConnection {
             self.conn.handle_timeout(t);
         }
         let mut sent = false;
+        if self.window.is_some() {
+            // Once a call, as the raw sender counts once a step: the board may have
+            // finished sends, and others on this host may have sent.
+            self.pending = api.num_pending();
+        }
         let mut stack = [0u8; MAX_HEADER_LEN];
         while self.room(api) {
             if let Some((buf, len)) = self.held.take() {
@@ -481,14 +489,18 @@ impl BoardConnection {
                 continue;
             }
             if let Some(packet) = self.unplaced.take() {
-                // A copied packet written while no DMA buffer was free goes first.
-                let Ok(mut buf) = api.get_send_buffer() else {
+                // A copied packet written while no DMA buffer was free goes first, in
+                // the first one there is.
+                let Some(mut buf) = self
+                    .take_out()
+                    .or_else(|| api.get_send_buffer().ok().map(OutBuf::Send))
+                else {
                     self.counters.no_send_buffer += 1;
                     self.unplaced = Some(packet);
                     break;
                 };
-                buf.as_mut_slice()[..packet.len()].copy_from_slice(&packet);
-                if !self.post(api, OutBuf::Send(buf), packet.len(), now) {
+                buf.buffer_mut()[..packet.len()].copy_from_slice(&packet);
+                if !self.post(api, buf, packet.len(), now) {
                     break;
                 }
                 sent = true;
@@ -523,9 +535,11 @@ impl BoardConnection {
                     self.put_out(b);
                 }
                 match sent_lent {
-                    Ok(ticket) => {
+                    Ok(_ticket) => {
+                        // The ticket is dropped: the lent buffer stays RPP's, and the
+                        // window counts the send with the board's own count.
                         self.counters.packets_lent += 1;
-                        self.posted(Some(ticket), now);
+                        self.posted(now);
                         sent = true;
                         continue;
                     }
@@ -592,58 +606,41 @@ impl BoardConnection {
         if progressed { None } else { self.next_wake() }
     }
 
-    /// Whether the send channel has room under the window.
+    /// Whether the send channel has room under the window (the count of unfinished
+    /// sends is taken again from the board when it looks full).
     fn room(&mut self, api: &mut Api) -> bool {
         let Some(window) = self.window else {
             return true;
         };
-        while self.tickets.len() >= window {
-            match self.tickets.front() {
-                Some(t) if !api.buffer_busy(t) => {
-                    self.tickets.pop_front();
-                }
-                _ => return false,
-            }
+        if self.pending >= window {
+            self.pending = api.num_pending();
         }
-        true
+        self.pending < window
     }
 
-    /// A packet the send channel took: counted, and its ticket kept under the window.
-    fn posted(&mut self, ticket: Option<Ticket>, now: Time) {
+    /// A packet the send channel took: counted, also under the window.
+    fn posted(&mut self, now: Time) {
         self.counters.packets_sent += 1;
         self.last_activity = now;
-        if self.window.is_some() {
-            self.tickets.extend(ticket);
-        }
+        self.pending += 1;
     }
 
     /// Hands a written packet to the send channel; `false` if it did not take it (no room:
     /// the packet is held for the next call; another error: it is counted and dropped,
     /// and RPP will send it again).
     fn post(&mut self, api: &mut Api, buf: OutBuf, len: usize, now: Time) -> bool {
-        // With no window to keep, the buffer goes back (to the free list, or to its
-        // receive channel) as soon as the board has sent it, with no ticket to make and
-        // drop.
+        // The buffer goes back (to the free list, or to its receive channel) as soon as
+        // the board has sent it, with no ticket to make and drop.
         let (peer, route) = (self.peer_chan, self.route);
-        let windowed = self.window.is_some();
         let refused = match buf {
-            OutBuf::Send(buf) => match if windowed {
-                api.send(peer, route, buf, len).map(Some)
-            } else {
-                api.send_and_release(peer, route, buf, len).map(|()| None)
-            } {
-                Ok(ticket) => return self.posted_ok(ticket, now),
+            OutBuf::Send(buf) => match api.send_and_release(peer, route, buf, len) {
+                Ok(()) => return self.posted_ok(now),
                 Err(e) => (e.error, OutBuf::Send(e.buf)),
             },
-            OutBuf::Turn(buf) => match if windowed {
-                api.send_recv_buffer(peer, route, buf, len).map(Some)
-            } else {
-                api.send_recv_buffer_and_release(peer, route, buf, len)
-                    .map(|()| None)
-            } {
-                Ok(ticket) => {
+            OutBuf::Turn(buf) => match api.send_recv_buffer_and_release(peer, route, buf, len) {
+                Ok(()) => {
                     self.counters.packets_turned += 1;
-                    return self.posted_ok(ticket, now);
+                    return self.posted_ok(now);
                 }
                 Err(e) => (e.error, OutBuf::Turn(e.buf)),
             },
@@ -661,8 +658,8 @@ impl BoardConnection {
         false
     }
 
-    fn posted_ok(&mut self, ticket: Option<Ticket>, now: Time) -> bool {
-        self.posted(ticket, now);
+    fn posted_ok(&mut self, now: Time) -> bool {
+        self.posted(now);
         true
     }
 
