@@ -15,9 +15,9 @@
 //! The buffer is, when there is one, the last receive buffer RPP was done with, turned
 //! around as the raw echo does ([`Api::send_recv_buffer`]): an answer then takes no send
 //! buffer and gives no receive buffer back to be posted again (it returns to its channel
-//! once the board has sent it). A copied packet RPP hands out is never lost on the host: when the send channel is
-//! full it waits, written, for the next call; lent packets are sent only under a window
-//! within the channel's slots, so the channel has room for them.
+//! once the board has sent it). A copied packet RPP hands out is never lost on the host:
+//! when the send channel is full it waits, written, for the next call; lent packets are
+//! sent only under a window within the channel's slots, so the channel has room for them.
 //!
 //! **Receiving** ([`BoardConnection::recv`]): each datagram is handed to RPP where the
 //! board DMA'd it; a whole in-order message ([`Received::InPlace`]) is delivered as a view
@@ -395,8 +395,8 @@ impl BoardConnection {
         self.last_activity
     }
 
-    /// Gives a delivered message's buffer back (an owned one to RPP, a receive buffer to
-    /// the channel).
+    /// Gives a delivered message's buffer back: an owned one to RPP; a receive buffer is
+    /// kept to send the next copied packet from, or goes back to its channel.
     pub fn recycle(&mut self, d: Delivery) {
         match d {
             Delivery::Owned(v) => self.conn.recycle(v),
@@ -634,16 +634,20 @@ impl BoardConnection {
         let (peer, route) = (self.peer_chan, self.route);
         let refused = match buf {
             OutBuf::Send(buf) => match api.send_and_release(peer, route, buf, len) {
-                Ok(()) => return self.posted_ok(now),
-                Err(e) => (e.error, OutBuf::Send(e.buf)),
+                Ok(()) => None,
+                Err(e) => Some((e.error, OutBuf::Send(e.buf))),
             },
             OutBuf::Turn(buf) => match api.send_recv_buffer_and_release(peer, route, buf, len) {
                 Ok(()) => {
                     self.counters.packets_turned += 1;
-                    return self.posted_ok(now);
+                    None
                 }
-                Err(e) => (e.error, OutBuf::Turn(e.buf)),
+                Err(e) => Some((e.error, OutBuf::Turn(e.buf))),
             },
+        };
+        let Some(refused) = refused else {
+            self.posted(now);
+            return true;
         };
         match refused {
             (ApiError::SendQueueFull, buf) => {
@@ -656,11 +660,6 @@ impl BoardConnection {
             }
         }
         false
-    }
-
-    fn posted_ok(&mut self, now: Time) -> bool {
-        self.posted(now);
-        true
     }
 
     /// A buffer to write the next copied packet into: a kept receive buffer first (it is
