@@ -16,9 +16,9 @@
 //! buffer and sends it (the rest of the 8 KiB is whatever the buffer held); over RPP the
 //! application writes the same 24 bytes into a DMA buffer that is lent to the board while
 //! RPP keeps the message (each packet is its header inline and the payload DMA'd from
-//! there, no copy), and both ends run CRC-32C over header and payload. The RPP lines also say how many packets RPP resent
-//! and how many acknowledgements it sent: on this busy machine a descheduled receiver can
-//! make the sender's retransmission timer fire.
+//! there, no copy), and both ends run CRC-32C over header and payload. The RPP lines also
+//! say how many packets RPP resent and how many acknowledgements it sent: on this busy
+//! machine a descheduled receiver can make the sender's retransmission timer fire.
 //!
 //! On a two-vCPU machine the two host threads sometimes share one physical core, which
 //! slows raw threefold and changes the ratios (the README reports both regimes): a run's

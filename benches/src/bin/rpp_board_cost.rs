@@ -23,8 +23,7 @@
 //!   number into the DMA buffer; over RPP the same, into a DMA buffer lent to the board
 //!   while RPP keeps the message (the packet's header goes inline, the payload by DMA
 //!   from the lent buffer), and each packet is checked end to end with CRC-32C on both
-//!   sides. The run prints how many acknowledgements the receiver
-//!   sent.
+//!   sides. The run prints how many acknowledgements the receiver sent.
 //! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
 //!   largest payload per packet.
 //!

@@ -871,18 +871,16 @@ impl<B: AsRef<[u8]>> Connection<B> {
         // the echo withheld: it would say that packets beyond the cut arrived, and the
         // sender would take those it cannot see acknowledged for lost. An acknowledgement
         // with the whole bitmap and the echo goes next.
-        let cut = data.is_some()
-            && sack
-                .as_ref()
-                .is_some_and(|(_, used)| usize::from(*used) > DATA_SACK_WORDS);
-        if cut {
-            if let Some((_, used)) = sack.as_mut() {
-                *used = DATA_SACK_WORDS as u8;
-            }
+        self.full_ack_due = false;
+        if data.is_some()
+            && let Some((_, used)) = sack.as_mut()
+            && usize::from(*used) > DATA_SACK_WORDS
+        {
+            *used = DATA_SACK_WORDS as u8;
             echo = 0;
             self.stats.sack_cuts += 1;
+            self.full_ack_due = true;
         }
-        self.full_ack_due = cut;
         let ack_delay_us = if echo == 0 {
             0
         } else {

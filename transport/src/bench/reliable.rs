@@ -5,9 +5,9 @@
 //! One RPP connection joins board A's channel 1 and board B's ([`BoardConnection`]:
 //! messages of a KiB or more written into DMA buffers lent to the board and sent from
 //! there, shorter ones copied after the header, whole in-order messages delivered in
-//! place from the DMA receive buffer). RPP's
-//! time is the mode's clock: real time inline and threaded, the scheduler's virtual time
-//! in sim mode, where a run is a function of its seed.
+//! place from the DMA receive buffer). RPP's time is the mode's clock: real time inline
+//! and threaded, the scheduler's virtual time in sim mode, where a run is a function of
+//! its seed.
 //!
 //! Nothing is lost, so there is no per-exchange timeout (the setup's `timeout` is not
 //! used): what the fabric drops RPP retransmits, and the report says how often. A run

@@ -519,11 +519,10 @@ impl BoardConnection {
                 // Nothing (more) to send. A call that sent nothing takes a buffer for the
                 // next packet now, off that packet's path; one that sent leaves it to a
                 // later call, once the board has what was sent.
-                match out {
-                    Some(b) => self.put_out(b),
-                    None if !sent => self.spare = api.get_send_buffer().ok(),
-                    None => {}
+                if out.is_none() && !sent {
+                    self.spare = api.get_send_buffer().ok();
                 }
+                self.put_out(out);
                 break;
             };
             let (header_len, payload) = (g.header_len, g.payload);
@@ -531,9 +530,7 @@ impl BoardConnection {
                 let range = at..at + payload.len();
                 let sent_lent =
                     api.send_lent(self.peer_chan, self.route, &dst[..header_len], lent, range);
-                if let Some(b) = out {
-                    self.put_out(b);
-                }
+                self.put_out(out);
                 match sent_lent {
                     Ok(_ticket) => {
                         // The ticket is dropped: the lent buffer stays RPP's, and the
@@ -554,9 +551,7 @@ impl BoardConnection {
             let len = header_len + payload.len();
             if len > myri_mcp::host::unit::BUF_LEN {
                 self.counters.oversize += 1;
-                if let Some(b) = out {
-                    self.put_out(b);
-                }
+                self.put_out(out);
                 continue;
             }
             let buf = match out {
@@ -656,7 +651,7 @@ impl BoardConnection {
             }
             (_, buf) => {
                 self.counters.send_errors += 1;
-                self.put_out(buf);
+                self.put_out(Some(buf));
             }
         }
         false
@@ -672,10 +667,11 @@ impl BoardConnection {
     }
 
     /// Puts back a buffer [`BoardConnection::take_out`] gave that was not sent.
-    fn put_out(&mut self, buf: OutBuf) {
+    fn put_out(&mut self, buf: Option<OutBuf>) {
         match buf {
-            OutBuf::Send(b) => self.spare = Some(b),
-            OutBuf::Turn(b) => self.turn = Some(b),
+            Some(OutBuf::Send(b)) => self.spare = Some(b),
+            Some(OutBuf::Turn(b)) => self.turn = Some(b),
+            None => {}
         }
     }
 }
