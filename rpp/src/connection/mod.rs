@@ -193,6 +193,21 @@ impl Plan {
     }
 }
 
+/// The acknowledgement part of a packet: checked when the packet arrives and, for a data
+/// packet without a SACK bitmap, applied at the next call that depends on it (see
+/// [`Connection::handle_packet`]).
+#[derive(Debug, Clone, Copy)]
+struct HeldAck {
+    /// When the packet arrived: round-trip samples and timers are as of then.
+    at: Instant,
+    ack: u32,
+    /// The echoed transmission's full number, expanded when the packet arrived.
+    echo: Option<u64>,
+    dsack: u32,
+    credit: u32,
+    ack_delay_us: u16,
+}
+
 /// One end of an RPP connection. See the crate documentation for the protocol.
 ///
 /// The methods come in four kinds (as in quinn-proto): getters ([`Connection::state`],
@@ -236,6 +251,8 @@ pub struct Connection<B = Vec<u8>> {
     /// Persist probes sent while the peer's credit stayed closed (they back off).
     persist_probes: u32,
     recently_retransmitted: VecDeque<u32>,
+    /// The acknowledgement the last data packet carried, not yet applied.
+    held_ack: Option<HeldAck>,
     stalled: bool,
     /// Messages the last data packet completed (kept to reuse its allocation).
     delivered: Vec<Vec<u8>>,
@@ -313,6 +330,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             probes_unanswered: 0,
             persist_probes: 0,
             recently_retransmitted: VecDeque::new(),
+            held_ack: None,
             stalled: false,
             delivered: Vec::new(),
             timers: Timers::new(&config),
@@ -407,6 +425,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// Closes the connection once everything queued is acknowledged. `send` refuses new
     /// messages from now on.
     pub fn close(&mut self) {
+        self.apply_held_ack();
         if matches!(self.state, State::Connecting | State::Established) {
             self.state = State::Closing;
         }
@@ -428,6 +447,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 
     fn fail(&mut self, now: Instant, error: ConnectionError) {
+        // What the peer acknowledged is not handed back as unsent.
+        self.apply_held_ack();
         self.trace.record(now, TraceKind::Fail, 0);
         self.state = State::Failed;
         let unsent = self.send.take_all();
@@ -441,7 +462,21 @@ impl<B: AsRef<[u8]>> Connection<B> {
 
     /// Takes one datagram from the channel. Anything that is not a valid packet of this
     /// connection is dropped and counted; nothing here panics.
+    ///
+    /// The acknowledgement a data packet carries is checked here (a bogus one drops the
+    /// packet) but, unless it has a SACK bitmap (evidence of loss, acted on at once),
+    /// applied at the next call that depends on it: [`Connection::poll_event`],
+    /// [`Connection::poll_timeout`], [`Connection::handle_timeout`], the next
+    /// `handle_packet`, [`Connection::close`], or a `poll_transmit` with anything to send
+    /// but a new packet the window already lets go. The message the packet completes thus
+    /// reaches the application, and a new packet (its answer, say) the channel, without
+    /// the acknowledgement's bookkeeping in front of them; the result is the same as if it
+    /// had been applied at once (round-trip samples and timers are as of the packet's
+    /// arrival). Until then the getters ([`Connection::stats`],
+    /// [`Connection::has_pending`], [`Connection::can_send`], ...) do not count it, and
+    /// [`Connection::has_events`] says there is something to poll.
     pub fn handle_packet(&mut self, now: Instant, datagram: &[u8]) -> Received {
+        self.apply_held_ack();
         self.stats.packets_received += 1;
         let h = match Header::new_checked(datagram) {
             Ok(h) => h,
@@ -494,12 +529,29 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // Answer at once: a probe wants it, and an introducer must learn who we are.
             self.recv.owe_ack(now, true);
         }
-        let mut sack = [0u64; MAX_SACK_WORDS];
-        for (i, word) in sack.iter_mut().enumerate().take(h.sack_words()) {
-            *word = h.sack_word(i);
-        }
-        if let Err(r) = self.on_ack(now, &repr, &sack[..h.sack_words()]) {
-            return r;
+        let Ok(echo) = self.send.check_ack(repr.ack, repr.echo) else {
+            return self.dropped(now, DropReason::Malformed);
+        };
+        let held = HeldAck {
+            at: now,
+            ack: repr.ack,
+            echo,
+            dsack: repr.dsack,
+            credit: repr.credit,
+            ack_delay_us: repr.ack_delay_us,
+        };
+        // A data packet's acknowledgement waits until the message it carries is delivered
+        // and whatever the application sends in answer has gone (see the method's docs),
+        // unless nothing of ours awaits one or it shows losses (a SACK bitmap).
+        let sack_words = h.sack_words();
+        if data && sack_words == 0 && repr.flags & flags::CLOSE == 0 && !self.send.is_idle() {
+            self.held_ack = Some(held);
+        } else {
+            let mut sack = [0u64; MAX_SACK_WORDS];
+            for (i, word) in sack.iter_mut().enumerate().take(sack_words) {
+                *word = h.sack_word(i);
+            }
+            self.on_ack(&held, &sack[..sack_words]);
         }
         if repr.flags & flags::CLOSE != 0 {
             self.trace.record(now, TraceKind::PeerClosed, 0);
@@ -604,30 +656,44 @@ impl<B: AsRef<[u8]>> Connection<B> {
             .push_back(Event::PeerRestarted { old, new, unacked });
     }
 
-    fn on_ack(&mut self, now: Instant, repr: &HeaderRepr, sack: &[u64]) -> Result<(), Received> {
+    /// Applies the acknowledgement held back from the last data packet, if any.
+    #[inline]
+    fn apply_held_ack(&mut self) {
+        if self.held_ack.is_some() {
+            self.apply_held_ack_now();
+        }
+    }
+
+    #[inline(never)]
+    fn apply_held_ack_now(&mut self) {
+        if let Some(a) = self.held_ack.take() {
+            self.on_ack(&a, &[]);
+        }
+    }
+
+    #[inline]
+    fn on_ack(&mut self, a: &HeldAck, sack: &[u64]) {
+        let now = a.at;
         let threshold = self
             .rtt
             .time_threshold_nanos(self.config.time_threshold_eighths);
-        let out = match self.send.on_ack(
-            repr.ack,
+        let out = self.send.on_ack(
+            a.ack,
             sack,
-            repr.echo,
+            a.echo,
             now,
             threshold,
             self.config.packet_threshold,
-        ) {
-            Ok(out) => out,
-            Err(_) => return Err(self.dropped(now, DropReason::Malformed)),
-        };
-        if repr.dsack != 0
+        );
+        if a.dsack != 0
             && self
                 .recently_retransmitted
-                .contains(&repr.dsack.wrapping_sub(1))
+                .contains(&a.dsack.wrapping_sub(1))
         {
             self.stats.spurious_retransmits += 1;
         }
-        self.send.peer_credit = repr.credit;
-        if repr.credit > 0 {
+        self.send.peer_credit = a.credit;
+        if a.credit > 0 {
             self.persist_probes = 0;
         }
         if out.newly_acked > 0 {
@@ -637,8 +703,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 .record(now, TraceKind::Acked, u64::from(out.newly_acked));
         }
         if let Some(rtt) = out.rtt {
-            self.rtt
-                .sample_nanos(rtt, u64::from(repr.ack_delay_us) * 1000);
+            self.rtt.sample_nanos(rtt, u64::from(a.ack_delay_us) * 1000);
             // A backed-off timeout stands until a new sample (Karn's algorithm). Going
             // back on any ack would let a timeout shorter than a queue's delay fire again
             // and again, each time resending the window.
@@ -659,11 +724,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.rto_deadline =
                 (self.send.in_flight > 0).then(|| now.add_nanos(self.rtt.rto_nanos()));
         }
-        Ok(())
     }
 
     /// Runs the timers due at `now`: retransmission, introduction, probes.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.apply_held_ack();
         if matches!(self.state, State::Closed | State::Failed) {
             return;
         }
@@ -752,6 +817,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
 
     /// When [`Connection::handle_timeout`] should next be called.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.apply_held_ack();
         if matches!(self.state, State::Closed | State::Failed) {
             return None;
         }
@@ -811,6 +877,17 @@ impl<B: AsRef<[u8]>> Connection<B> {
         // sent by a connection that has since failed and handed the message back).
         let sending = matches!(self.state, State::Established | State::Closing)
             && self.peer_incarnation.is_some();
+        if self.held_ack.is_some()
+            && !(sending
+                && !self.full_ack_due
+                && self.send.nothing_to_resend()
+                && self.send.has_new()
+                && self.send.window_open(self.config.send_window))
+        {
+            // Only a new packet, let through by the window as it stood, goes before the
+            // held acknowledgement: it may free room or show losses to resend.
+            self.apply_held_ack();
+        }
         let data = if self.full_ack_due {
             None
         } else if let Some(d) = self.send.next_retransmit(now) {
@@ -970,15 +1047,16 @@ impl<B: AsRef<[u8]>> Connection<B> {
         })
     }
 
-    /// Whether [`Connection::poll_event`] has something: a cheap test for a driver that
-    /// looks after every packet.
+    /// Whether [`Connection::poll_event`] has something (or an acknowledgement held back
+    /// to apply): a cheap test for a driver that looks after every packet.
     #[inline]
     pub fn has_events(&self) -> bool {
-        !self.events.is_empty()
+        !self.events.is_empty() || self.held_ack.is_some()
     }
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event<B>> {
+        self.apply_held_ack();
         let e = self.events.pop_front()?;
         if let Event::Message(m) = &e {
             self.messages_queued -= 1;

@@ -349,21 +349,28 @@ impl<B: AsRef<[u8]>> SendState<B> {
         }
     }
 
+    /// Checks a cumulative ack and the echoed transmission number's low 32 bits against
+    /// what was sent; returns the echo's full number. A checked ack stays valid while
+    /// only new packets are sent before it is applied ([`SendState::on_ack`]): sending
+    /// moves neither `snd_una` nor the numbers already given out.
+    pub(crate) fn check_ack(&self, ack: u32, echo: u32) -> Result<Option<u64>, BogusAck> {
+        if seq_lt(self.snd_nxt, ack) || seq_lt(ack, self.snd_una.wrapping_sub(1 << 30)) {
+            return Err(BogusAck);
+        }
+        self.expand_echo(echo)
+    }
+
     /// Processes a cumulative ack, a SACK bitmap (bit i: `ack + 1 + i`) and the echoed
-    /// transmission number.
+    /// transmission number, all checked by [`SendState::check_ack`].
     pub(crate) fn on_ack(
         &mut self,
         ack: u32,
         sack: &[u64],
-        echo: u32,
+        echo: Option<u64>,
         now: Instant,
         time_threshold: u64,
         packet_threshold: u32,
-    ) -> Result<AckOutcome, BogusAck> {
-        if seq_lt(self.snd_nxt, ack) || seq_lt(ack, self.snd_una.wrapping_sub(1 << 30)) {
-            return Err(BogusAck);
-        }
-        let echo = self.expand_echo(echo)?;
+    ) -> AckOutcome {
         let mut out = AckOutcome::default();
         let echo_full = echo.unwrap_or(0);
         // The cumulative part: everything before `ack` is acknowledged and leaves.
@@ -402,7 +409,12 @@ impl<B: AsRef<[u8]>> SendState<B> {
             self.largest_acked_order = e;
             out.lost = self.detect_losses(now, time_threshold, packet_threshold);
         }
-        Ok(out)
+        out
+    }
+
+    /// Whether no packet waits to be sent again.
+    pub(crate) fn nothing_to_resend(&self) -> bool {
+        self.retransmit.is_empty()
     }
 
     /// Declares lost every packet in flight transmitted before the latest one known to

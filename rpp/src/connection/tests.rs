@@ -861,6 +861,134 @@ fn an_ack_for_packets_never_sent_is_dropped() {
 }
 
 #[test]
+fn a_data_packets_ack_waits_until_the_answer_has_gone() {
+    let (mut a, mut b) = established();
+    let ping = b"ping".to_vec();
+    let ping_ptr = ping.as_ptr();
+    let ping_id = a.send(ping).unwrap();
+    for p in transmit(&mut a, at(10)) {
+        b.handle_packet(at(11), &p);
+    }
+    assert_eq!(messages(&mut b), vec![b"ping".to_vec()]);
+    b.send(b"pong".to_vec()).unwrap();
+    let pong = transmit(&mut b, at(12));
+    assert_eq!(pong.len(), 1);
+    assert_eq!(header(&pong[0]).ack, 1, "the answer acknowledges the ping");
+    // The answer delivers a message and acknowledges the ping: the message is there at
+    // once, the ack is checked but held back.
+    assert!(matches!(
+        a.handle_packet(at(20), &pong[0]),
+        Received::Accepted
+    ));
+    let held = a.stats();
+    assert_eq!((held.acks_received, held.in_flight), (0, 1));
+    assert!(a.has_pending() && a.has_events());
+    // A new message goes with the window as it stood, still before the ack is applied.
+    a.send(b"next".to_vec()).unwrap();
+    let mut buf = vec![0u8; a.config().mtu];
+    let n = a.poll_transmit(at(21), &mut buf).unwrap();
+    assert_eq!(header(&buf[..n]).seq, 1);
+    assert_eq!(a.stats().acks_received, 0);
+    // Draining the rest applies it, as of its arrival: the ping is acknowledged, its
+    // buffer handed back, and the round trip measured from send to arrival.
+    assert!(a.poll_transmit(at(21), &mut buf).is_none());
+    let s = a.stats();
+    assert_eq!((s.acks_received, s.in_flight), (1, 1));
+    assert_eq!(s.srtt, us(10));
+    let ev = events(&mut a);
+    assert!(
+        matches!(&ev[0], Event::Message(m) if m.as_slice() == b"pong"),
+        "{ev:?}"
+    );
+    assert!(
+        matches!(&ev[1], Event::Sent { id, msg } if *id == ping_id && msg.as_ptr() == ping_ptr),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn every_call_that_depends_on_a_held_ack_applies_it_first() {
+    type Step = fn(&mut Connection<Vec<u8>>);
+    let calls: [(&str, Step); 5] = [
+        ("poll_event", |c| {
+            c.poll_event();
+        }),
+        ("poll_timeout", |c| {
+            c.poll_timeout();
+        }),
+        ("handle_timeout", |c| c.handle_timeout(at(21))),
+        ("close", |c| c.close()),
+        ("handle_packet", |c| {
+            c.handle_packet(at(21), b"not a packet");
+        }),
+    ];
+    for (name, call) in calls {
+        let (mut a, mut b) = established();
+        a.send(b"ping".to_vec()).unwrap();
+        for p in transmit(&mut a, at(10)) {
+            b.handle_packet(at(11), &p);
+        }
+        b.send(b"pong".to_vec()).unwrap();
+        for p in transmit(&mut b, at(12)) {
+            a.handle_packet(at(20), &p);
+        }
+        assert_eq!(a.stats().acks_received, 0, "{name}: held");
+        call(&mut a);
+        let s = a.stats();
+        assert_eq!((s.acks_received, s.in_flight), (1, 0), "{name}: applied");
+        assert_eq!(s.srtt, us(10), "{name}: as of the arrival");
+    }
+}
+
+#[test]
+fn a_held_ack_goes_before_a_resend_and_a_failure() {
+    // Two messages out and both arrive, but the peer's answer (a data packet that
+    // acknowledges them) comes after the timer declared the first lost. The resend must
+    // wait for the answer's acknowledgement to be applied, which cancels it; and nothing
+    // the peer acknowledged is handed back when a connection fails.
+    let (mut a, mut b) = established();
+    a.send(vec![1; 10]).unwrap();
+    a.send(vec![2; 10]).unwrap();
+    for p in transmit(&mut a, at(10)) {
+        b.handle_packet(at(11), &p);
+    }
+    b.send(b"data".to_vec()).unwrap();
+    let answer = transmit(&mut b, at(11));
+    assert_eq!(answer.len(), 1);
+    a.handle_timeout(at(10) + us(1000));
+    assert_eq!(a.stats().lost, 1);
+    a.handle_packet(at(1020), &answer[0]);
+    let again = transmit(&mut a, at(1021));
+    assert!(
+        again.iter().all(|p| header(p).flags & flags::DATA == 0),
+        "nothing resent"
+    );
+    assert_eq!(a.stats().retransmitted, 0);
+    let (mut c, mut d) = established();
+    c.send(b"acked".to_vec()).unwrap();
+    c.send(b"never".to_vec()).unwrap();
+    let ps = transmit(&mut c, at(10));
+    d.handle_packet(at(11), &ps[0]);
+    d.send(b"data".to_vec()).unwrap();
+    for p in transmit(&mut d, at(11)) {
+        c.handle_packet(at(12), &p);
+    }
+    c.abort(at(13), "test");
+    let unsent: Vec<Vec<u8>> = events(&mut c)
+        .into_iter()
+        .flat_map(|e| match e {
+            Event::Failed { unsent, .. } => unsent,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(
+        unsent,
+        vec![b"never".to_vec()],
+        "the acknowledged one is not handed back"
+    );
+}
+
+#[test]
 fn in_place_delivery_points_into_the_datagram() {
     let cfg = Config {
         in_place_delivery: true,
