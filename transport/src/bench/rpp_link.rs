@@ -473,6 +473,21 @@ impl BoardConnection {
         if self.conn.poll_timeout().is_some_and(|d| d <= t) {
             self.conn.handle_timeout(t);
         }
+        self.transmit_packets(api, now, false)
+    }
+
+    /// Sends the next packet RPP has and nothing more: for a message just queued, an
+    /// answer say, that should reach the board at the driver's next progress with only
+    /// its own packet's work before it. Timers, the acknowledgement a delivered message's
+    /// packet carried (RPP holds it back, see [`Connection::handle_packet`]) and further
+    /// packets are left to the next [`BoardConnection::transmit`], which the program
+    /// should call in its next step. Returns whether a packet went out.
+    pub fn transmit_first(&mut self, api: &mut Api, now: Time) -> bool {
+        self.transmit_packets(api, now, true)
+    }
+
+    fn transmit_packets(&mut self, api: &mut Api, now: Time, first_only: bool) -> bool {
+        let t = instant(now);
         let mut sent = false;
         if self.window.is_some() {
             // Once a call, as the raw sender counts once a step: the board may have
@@ -480,7 +495,7 @@ impl BoardConnection {
             self.pending = api.num_pending();
         }
         let mut stack = [0u8; MAX_HEADER_LEN];
-        while self.room(api) {
+        while !(sent && first_only) && self.room(api) {
             if let Some((buf, len)) = self.held.take() {
                 if !self.post(api, buf, len, now) {
                     break;

@@ -91,6 +91,14 @@ impl RppPinger {
                 b[..8].copy_from_slice(&seq.to_be_bytes())
             }) {
                 self.waiting = Some((seq, at));
+                // The message to the board first; the rest of RPP's work in the next step.
+                if self.link.transmit_first(api, now) {
+                    return Step {
+                        progressed: true,
+                        done: false,
+                        wake: None,
+                    };
+                }
                 progressed = true;
             }
         }
@@ -151,9 +159,15 @@ impl RppEcho {
             self.link.recycle(d);
             if queued {
                 self.sent += 1;
-                // On its way at once, as the raw echo turns each packet around before it
-                // looks for the next.
-                self.link.transmit(api, now);
+                // To the board at once, as the raw echo turns each packet around; the
+                // rest of RPP's work (and the next message) in the next step.
+                if self.link.transmit_first(api, now) {
+                    return Step {
+                        progressed: true,
+                        done: false,
+                        wake: None,
+                    };
+                }
             }
         }
         progressed |= self.link.transmit(api, now);
