@@ -664,6 +664,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
     }
 
+    /// Out of line, so that the calls that find nothing held cost one test.
     #[inline(never)]
     fn apply_held_ack_now(&mut self) {
         if let Some(a) = self.held_ack.take() {
