@@ -846,6 +846,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
         next
     }
 
+    /// Whether a packet never sent before may go: the connection may send data, some
+    /// waits, and the window and the peer's credit let it.
+    fn new_packet_may_go(&self, sending: bool) -> bool {
+        sending && self.send.has_new() && self.send.window_open(self.config.send_window)
+    }
+
     fn plan(&mut self, now: Instant) -> Option<Plan> {
         if self.state == State::Failed {
             return None;
@@ -879,11 +885,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let sending = matches!(self.state, State::Established | State::Closing)
             && self.peer_incarnation.is_some();
         if self.held_ack.is_some()
-            && !(sending
+            && !(self.new_packet_may_go(sending)
                 && !self.full_ack_due
-                && self.send.nothing_to_resend()
-                && self.send.has_new()
-                && self.send.window_open(self.config.send_window))
+                && self.send.nothing_to_resend())
         {
             // Only a new packet, let through by the window as it stood, goes before the
             // held acknowledgement: it may free room or show losses to resend.
@@ -900,7 +904,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.trace
                 .record(now, TraceKind::Retransmit, u64::from(d.0));
             Some(d)
-        } else if sending && self.send.has_new() && self.send.window_open(self.config.send_window) {
+        } else if self.new_packet_may_go(sending) {
             let d = self.send.next_new(now);
             if d.is_some() {
                 self.stats.data_sent += 1;

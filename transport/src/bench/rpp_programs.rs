@@ -95,8 +95,7 @@ impl RppPinger {
                 if self.link.transmit_first(api, now) {
                     return Step {
                         progressed: true,
-                        done: false,
-                        wake: None,
+                        ..Step::default()
                     };
                 }
                 progressed = true;
@@ -164,8 +163,7 @@ impl RppEcho {
                 if self.link.transmit_first(api, now) {
                     return Step {
                         progressed: true,
-                        done: false,
-                        wake: None,
+                        ..Step::default()
                     };
                 }
             }
