@@ -12,6 +12,12 @@
 //! of RPP's largest payload per packet ("fit"); an 8192-byte message is one packet both
 //! ways (the channel's payload is 12 KiB).
 //!
+//! Each stream comparison has a third run interleaved with the two: raw with every
+//! packet checked end to end and nothing else ([`raw::stream_checked`]: the sender
+//! computes a CRC-32C over each packet as RPP does, the sink verifies it). Its ratio to
+//! raw is what the check RPP must make costs by itself, the ceiling for RPP's ratio; RPP's
+//! ratio to it is what the rest of the protocol costs.
+//!
 //! What the comparison is: raw, the stream's sender writes a 24-byte header into each DMA
 //! buffer and sends it (the rest of the 8 KiB is whatever the buffer held); over RPP the
 //! application writes the same 24 bytes into a DMA buffer that is lent to the board while
@@ -49,6 +55,29 @@ fn setup() -> Setup {
     }
 }
 
+/// The orders [`interleave3`] cycles through: each of three runs goes first, second and
+/// third equally often, and after each of the other two equally often.
+const ORDERS: [[usize; 3]; 6] = [
+    [0, 1, 2],
+    [2, 1, 0],
+    [1, 2, 0],
+    [0, 2, 1],
+    [2, 0, 1],
+    [1, 0, 2],
+];
+
+/// Runs `runs[0]`, `runs[1]` and `runs[2]` `rounds` times each, in the orders of
+/// [`ORDERS`] in turn; returns each one's values.
+fn interleave3(rounds: usize, runs: &mut [&mut dyn FnMut() -> f64; 3]) -> [Vec<f64>; 3] {
+    let mut values: [Vec<f64>; 3] = Default::default();
+    for r in 0..rounds {
+        for i in ORDERS[r % ORDERS.len()] {
+            values[i].push(runs[i]());
+        }
+    }
+    values
+}
+
 /// Runs `a` and `b` alternately (A B B A ...) `rounds` times each; returns their values.
 fn interleave(
     rounds: usize,
@@ -69,12 +98,18 @@ fn interleave(
 }
 
 fn line(what: &str, unit: &str, raw: &[f64], rpp: &[f64], ratio_target: &str) {
-    let (r, p) = (median(raw.to_vec()), median(rpp.to_vec()));
-    let ratios: Vec<f64> = raw.iter().zip(rpp).map(|(r, p)| p / r).collect();
+    compare(what, unit, ("raw", raw), ("rpp", rpp), ratio_target);
+}
+
+/// One line comparing run `b` with run `a` (each a name and its values per round).
+fn compare(what: &str, unit: &str, a: (&str, &[f64]), b: (&str, &[f64]), note: &str) {
+    let (x, y) = (median(a.1.to_vec()), median(b.1.to_vec()));
+    let ratios: Vec<f64> = a.1.iter().zip(b.1).map(|(x, y)| y / x).collect();
+    let (na, nb) = (a.0, b.0);
     println!(
-        "  {what:<26} raw {r:>9.3} {unit:<5} rpp {p:>9.3} {unit:<5} rpp/raw {:>5.2} \
-         (median of per-round ratios {:>5.2}; {ratio_target})",
-        p / r,
+        "  {what:<26} {na} {x:>9.3} {unit:<5} {nb} {y:>9.3} {unit:<5} {nb}/{na} {:>5.2} \
+         (median of per-round ratios {:>5.2}; {note})",
+        y / x,
         median(ratios)
     );
 }
@@ -140,23 +175,46 @@ fn interleaved(s: &Sizes) {
         ("stream 8192 B", 8192usize),
         ("stream fit (one packet)", fit),
     ] {
-        let (raw_st, rpp_st) = interleave(
+        let [raw_st, checked_st, rpp_st] = interleave3(
             s.rounds,
-            || {
-                raw::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
-                    .expect("raw stream")
-                    .mb_per_s
-            },
-            || {
-                let r = reliable::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
-                    .expect("rpp stream");
-                tally.borrow_mut().add(r.rpp.as_ref());
-                r.mb_per_s
-            },
+            &mut [
+                &mut || {
+                    raw::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
+                        .expect("raw stream")
+                        .mb_per_s
+                },
+                &mut || {
+                    let r = raw::stream_checked(&setup, size, s.stream_count, 8, s.stream_rounds)
+                        .expect("checked raw stream");
+                    assert_eq!(r.delivered, s.stream_count * u64::from(s.stream_rounds));
+                    r.mb_per_s
+                },
+                &mut || {
+                    let r =
+                        reliable::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
+                            .expect("rpp stream");
+                    tally.borrow_mut().add(r.rpp.as_ref());
+                    r.mb_per_s
+                },
+            ],
         );
         let name = format!("{name} x {}", s.stream_count);
         line(&name, "MB/s", &raw_st, &rpp_st, "target >= 0.85");
         tally.take().print();
+        compare(
+            "  the check alone",
+            "MB/s",
+            ("raw", &raw_st),
+            ("crc", &checked_st),
+            "raw with each packet's CRC-32C and nothing else: RPP's ceiling",
+        );
+        compare(
+            "  the protocol beyond it",
+            "MB/s",
+            ("crc", &checked_st),
+            ("rpp", &rpp_st),
+            "RPP against that ceiling",
+        );
     }
 }
 

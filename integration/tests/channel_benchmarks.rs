@@ -98,6 +98,31 @@ fn streams_balance_in_every_mode() {
     }
 }
 
+/// The stream with every packet checked end to end (a CRC-32C the sender computes over
+/// each packet and the sink verifies, the check alone of RPP): every packet the sink
+/// takes passes the check, in every mode. (Raw streams may overrun the sink's receive
+/// pool, as `streams_balance_in_every_mode` allows; those drops are counted.)
+#[test]
+fn checked_streams_deliver_every_packet_intact_in_every_mode() {
+    for mode in MODES {
+        let setup = Setup {
+            mode,
+            ..Setup::default()
+        };
+        for size in [8192, 28, 1] {
+            let r = raw::stream_checked(&setup, size, 200, 8, 2).unwrap();
+            let a = &r.accounting;
+            let overruns: u64 = a.drops.iter().map(|&(_, n)| n).sum();
+            assert!(
+                a.drops.iter().all(|(cause, _)| *cause == "rx pool full"),
+                "{mode:?} {size}: {a:?}"
+            );
+            assert_eq!(r.delivered + overruns, 400, "{mode:?} {size}: {a:?}");
+            assert!(a.balanced(), "{mode:?} {size}: {a:?}");
+        }
+    }
+}
+
 /// A send's buffer belongs to the board before the slot naming it is published, so an
 /// MCP running on its own thread never finds a page the host still owns.
 #[test]

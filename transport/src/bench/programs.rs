@@ -229,6 +229,24 @@ impl Echo {
 const STREAM_HEADER: usize = 24;
 /// The sequence number of a stream's acknowledgement.
 const ACK: u64 = u64::MAX;
+/// Bytes of the end-to-end check a checked stream packet ends with: the CRC-32C of the
+/// rest of the packet, as RPP computes it over each of its packets.
+const CHECK: usize = 4;
+
+/// Writes the CRC-32C of `packet` less its last [`CHECK`] bytes into those bytes.
+fn seal_checked(packet: &mut [u8]) {
+    let body = packet.len() - CHECK;
+    let crc = myri_rpp::wire::crc32c(&packet[..body]);
+    packet[body..].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Whether `packet` ends with the CRC-32C of the rest of it.
+fn check_ok(packet: &[u8]) -> bool {
+    let Some(body) = packet.len().checked_sub(CHECK) else {
+        return false;
+    };
+    packet[body..] == myri_rpp::wire::crc32c(&packet[..body]).to_be_bytes()
+}
 
 fn word(bytes: &[u8], i: usize) -> Option<u64> {
     bytes
@@ -255,6 +273,11 @@ pub struct StreamSender {
     pub timeout: Duration,
     /// Which stream this is: packets of other streams are told apart by it.
     pub round: u64,
+    /// Each packet ends with a CRC-32C of the rest of it, computed here and checked by a
+    /// checked [`StreamSink`]: the end-to-end check RPP makes, alone, so that a run can
+    /// show what the check costs apart from the protocol (packets are then at least 28
+    /// bytes: [`StreamSender::packet_size`]).
+    pub checked: bool,
     /// Packets sent.
     pub sent: u64,
     /// When the first packet went.
@@ -296,6 +319,7 @@ impl StreamSender {
             window: window.max(1),
             timeout,
             round,
+            checked: false,
             sent: 0,
             started: None,
             acked: None,
@@ -339,10 +363,14 @@ impl StreamSender {
             b[..8].copy_from_slice(&self.sent.to_be_bytes());
             b[8..16].copy_from_slice(&self.count.to_be_bytes());
             b[16..24].copy_from_slice(&self.round.to_be_bytes());
+            let size = self.packet_size();
+            if self.checked {
+                seal_checked(&mut b[..size]);
+            }
             if self.started.is_none() {
                 self.started = Some(self.clock.map_or(now, |c| c.now()));
             }
-            match api.send_and_release(self.peer_chan, self.route, buf, self.size) {
+            match api.send_and_release(self.peer_chan, self.route, buf, size) {
                 Ok(()) => {
                     pending += 1;
                     self.sent += 1;
@@ -371,12 +399,21 @@ impl StreamSender {
         }
     }
 
+    /// The size of each packet: `size`, and room for the check in a checked stream.
+    pub fn packet_size(&self) -> usize {
+        if self.checked {
+            self.size.max(STREAM_HEADER + CHECK)
+        } else {
+            self.size
+        }
+    }
+
     /// Bytes per second from the first send to the acknowledgement (seed 000: total bytes
     /// sent divided by the time until the ack arrives).
     pub fn bytes_per_sec(&self) -> Option<f64> {
         let (start, end) = (self.started?, self.acked?);
         let secs = end.saturating_since(start).as_secs_f64();
-        (secs > 0.0).then(|| (self.count * self.size as u64) as f64 / secs)
+        (secs > 0.0).then(|| (self.count * self.packet_size() as u64) as f64 / secs)
     }
 }
 
@@ -402,8 +439,11 @@ pub struct StreamSink {
     pub total: u64,
     /// Packets of earlier streams.
     pub stale: u64,
-    /// Packets too short to be a stream packet.
+    /// Packets too short to be a stream packet, or failing the check of a checked stream.
     pub corrupt: u64,
+    /// Every packet is checked end to end: it must end with the CRC-32C of the rest of it
+    /// (see [`StreamSender::checked`]).
+    pub checked: bool,
     /// Acknowledgements sent.
     pub acks: u64,
     expected: Option<u64>,
@@ -429,6 +469,7 @@ impl StreamSink {
             total: 0,
             stale: 0,
             corrupt: 0,
+            checked: false,
             acks: 0,
             expected: None,
             last: None,
@@ -442,6 +483,10 @@ impl StreamSink {
             progressed = true;
             self.total += 1;
             let b = r.as_slice();
+            if self.checked && !check_ok(b) {
+                self.corrupt += 1;
+                continue;
+            }
             match (word(b, 1), word(b, 2)) {
                 (Some(count), Some(round)) if round >= self.round => {
                     if round > self.round {
@@ -531,3 +576,32 @@ impl Drain {
 }
 
 program!(Drain, |_| true);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checked_packet_passes_and_any_flipped_bit_fails() {
+        let mut packet: Vec<u8> = (0..8192u32).map(|i| (i * 31 + 7) as u8).collect();
+        seal_checked(&mut packet);
+        assert!(check_ok(&packet));
+        for bit in [0, 7, 8 * 100 + 3, 8 * 8188 - 1, 8 * 8188, 8 * 8192 - 1] {
+            packet[bit / 8] ^= 1 << (bit % 8);
+            assert!(!check_ok(&packet), "bit {bit} flipped");
+            packet[bit / 8] ^= 1 << (bit % 8);
+        }
+        assert!(check_ok(&packet));
+    }
+
+    #[test]
+    fn a_packet_too_short_to_carry_the_check_fails_it() {
+        for len in 0..CHECK {
+            assert!(!check_ok(&vec![0; len]), "{len} bytes");
+        }
+        // Exactly the check: the CRC of nothing.
+        let mut packet = [0u8; CHECK];
+        seal_checked(&mut packet);
+        assert!(check_ok(&packet));
+    }
+}

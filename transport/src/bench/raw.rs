@@ -105,19 +105,48 @@ pub fn stream(
     count: u64,
     window: usize,
     rounds: u32,
+    reference: Option<&mut dyn Reference>,
+) -> Result<StreamReport, String> {
+    stream_with(setup, size, count, window, rounds, reference, false)
+}
+
+/// [`stream`] with every packet checked end to end as RPP checks its packets: the sender
+/// computes a CRC-32C over each packet (all of it: its bytes from the DMA buffer, header
+/// and payload) and the sink verifies it, and nothing else of a protocol is done
+/// ([`StreamSender::checked`]). Beside the plain stream and RPP's, in the same run, it
+/// says how much of RPP's cost is the check itself. Packets failing the check are
+/// counted as not delivered.
+pub fn stream_checked(
+    setup: &Setup,
+    size: usize,
+    count: u64,
+    window: usize,
+    rounds: u32,
+) -> Result<StreamReport, String> {
+    stream_with(setup, size, count, window, rounds, None, true)
+}
+
+fn stream_with(
+    setup: &Setup,
+    size: usize,
+    count: u64,
+    window: usize,
+    rounds: u32,
     mut reference: Option<&mut dyn Reference>,
+    checked: bool,
 ) -> Result<StreamReport, String> {
     let mut pair = Pair::new(setup)?;
     let (chan_a, chan_b) = channels(&mut pair)?;
     // The sink gives up waiting first, so its acknowledgement beats the sender's timeout.
-    let sink = StreamSink::new(chan_b, ROUTE, CHAN, setup.timeout / 2, 0);
+    let mut sink = StreamSink::new(chan_b, ROUTE, CHAN, setup.timeout / 2, 0);
+    sink.checked = checked;
     let rounds = u64::from(rounds.max(1));
     let mut senders = Vec::new();
     let mut base_rates = Vec::new();
     let (sink, drained) = if setup.mode == ExecMode::Sim {
         let (mut chan_a, mut sink) = (chan_a, sink);
         for round in 0..rounds {
-            let sender = StreamSender::new(
+            let mut sender = StreamSender::new(
                 chan_a,
                 ROUTE,
                 CHAN,
@@ -127,6 +156,7 @@ pub fn stream(
                 setup.timeout,
                 round,
             );
+            sender.checked = checked;
             let (s, k) = run_sim(
                 &mut pair,
                 sender,
@@ -164,6 +194,7 @@ pub fn stream(
                     round,
                 );
                 sender.clock = Some(*clock);
+                sender.checked = checked;
                 set(RUN);
                 drive(api, clock, &mut sender, setup.mode);
                 set(PAUSE);
