@@ -55,9 +55,12 @@ fn setup() -> Setup {
     }
 }
 
-/// The orders [`interleave3`] cycles through: each of three runs goes first, second and
-/// third equally often, and after each of the other two equally often.
-const ORDERS: [[usize; 3]; 6] = [
+/// Two runs alternating: A B, B A, ...
+const ORDERS_2: [[usize; 2]; 2] = [[0, 1], [1, 0]];
+
+/// Three runs in turn: each goes first, second and third equally often, and after each of
+/// the other two equally often.
+const ORDERS_3: [[usize; 3]; 6] = [
     [0, 1, 2],
     [2, 1, 0],
     [1, 2, 0],
@@ -66,35 +69,20 @@ const ORDERS: [[usize; 3]; 6] = [
     [1, 0, 2],
 ];
 
-/// Runs `runs[0]`, `runs[1]` and `runs[2]` `rounds` times each, in the orders of
-/// [`ORDERS`] in turn; returns each one's values.
-fn interleave3(rounds: usize, runs: &mut [&mut dyn FnMut() -> f64; 3]) -> [Vec<f64>; 3] {
-    let mut values: [Vec<f64>; 3] = Default::default();
+/// Runs each of `runs` `rounds` times, round `r` in the order `orders[r % orders.len()]`;
+/// returns each run's values.
+fn interleave<const N: usize>(
+    rounds: usize,
+    orders: &[[usize; N]],
+    runs: &mut [&mut dyn FnMut() -> f64; N],
+) -> [Vec<f64>; N] {
+    let mut values: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
     for r in 0..rounds {
-        for i in ORDERS[r % ORDERS.len()] {
+        for i in orders[r % orders.len()] {
             values[i].push(runs[i]());
         }
     }
     values
-}
-
-/// Runs `a` and `b` alternately (A B B A ...) `rounds` times each; returns their values.
-fn interleave(
-    rounds: usize,
-    mut a: impl FnMut() -> f64,
-    mut b: impl FnMut() -> f64,
-) -> (Vec<f64>, Vec<f64>) {
-    let (mut va, mut vb) = (Vec::new(), Vec::new());
-    for r in 0..rounds {
-        if r % 2 == 0 {
-            va.push(a());
-            vb.push(b());
-        } else {
-            vb.push(b());
-            va.push(a());
-        }
-    }
-    (va, vb)
 }
 
 fn line(what: &str, unit: &str, raw: &[f64], rpp: &[f64], ratio_target: &str) {
@@ -149,18 +137,22 @@ fn interleaved(s: &Sizes) {
         s.rounds
     );
     let tally = RefCell::new(RppTally::default());
-    let (raw_pp, rpp_pp) = interleave(
+    let [raw_pp, rpp_pp] = interleave(
         s.rounds,
-        || {
-            raw::pingpong(&setup, 8, s.pingpong_iters, None)
-                .expect("raw pingpong")
-                .one_way_us
-        },
-        || {
-            let r = reliable::pingpong(&setup, 8, s.pingpong_iters, None).expect("rpp pingpong");
-            tally.borrow_mut().add(r.rpp.as_ref());
-            r.one_way_us
-        },
+        &ORDERS_2,
+        &mut [
+            &mut || {
+                raw::pingpong(&setup, 8, s.pingpong_iters, None)
+                    .expect("raw pingpong")
+                    .one_way_us
+            },
+            &mut || {
+                let r =
+                    reliable::pingpong(&setup, 8, s.pingpong_iters, None).expect("rpp pingpong");
+                tally.borrow_mut().add(r.rpp.as_ref());
+                r.one_way_us
+            },
+        ],
     );
     line(
         "ping-pong 8 B one-way",
@@ -175,8 +167,9 @@ fn interleaved(s: &Sizes) {
         ("stream 8192 B", 8192usize),
         ("stream fit (one packet)", fit),
     ] {
-        let [raw_st, checked_st, rpp_st] = interleave3(
+        let [raw_st, checked_st, rpp_st] = interleave(
             s.rounds,
+            &ORDERS_3,
             &mut [
                 &mut || {
                     raw::stream(&setup, size, s.stream_count, 8, s.stream_rounds, None)
