@@ -8,6 +8,7 @@
 use super::harness::{PAUSE, Quiet, RUN, channels, drive, run_sim, settle, with_server};
 use super::programs::{Drain, Echo, Pinger, StreamSender, StreamSink};
 use super::{Reference, median};
+use myri_mcp::Channel;
 use std::time::Duration;
 
 /// How long a simulated run goes on after the client is done, so that what is in flight
@@ -141,25 +142,20 @@ fn stream_with(
     let mut sink = StreamSink::new(chan_b, ROUTE, CHAN, setup.timeout / 2, 0);
     sink.checked = checked;
     let rounds = u64::from(rounds.max(1));
+    // Round `round`'s sender, on board A's channel.
+    let sender = |chan: Channel, round: u64| {
+        let mut s = StreamSender::new(chan, ROUTE, CHAN, size, count, window, setup.timeout, round);
+        s.checked = checked;
+        s
+    };
     let mut senders = Vec::new();
     let mut base_rates = Vec::new();
     let (sink, drained) = if setup.mode == ExecMode::Sim {
         let (mut chan_a, mut sink) = (chan_a, sink);
         for round in 0..rounds {
-            let mut sender = StreamSender::new(
-                chan_a,
-                ROUTE,
-                CHAN,
-                size,
-                count,
-                window,
-                setup.timeout,
-                round,
-            );
-            sender.checked = checked;
             let (s, k) = run_sim(
                 &mut pair,
-                sender,
+                sender(chan_a, round),
                 sink,
                 setup.timeout * 4 + Duration::from_secs(1),
                 LAND,
@@ -183,18 +179,8 @@ fn stream_with(
         let (drained, sink) = with_server(&mut pair, setup.mode, sink, |api, clock, set| {
             let mut chan_a = chan_a;
             for round in 0..rounds {
-                let mut sender = StreamSender::new(
-                    chan_a,
-                    ROUTE,
-                    CHAN,
-                    size,
-                    count,
-                    window,
-                    setup.timeout,
-                    round,
-                );
+                let mut sender = sender(chan_a, round);
                 sender.clock = Some(*clock);
-                sender.checked = checked;
                 set(RUN);
                 drive(api, clock, &mut sender, setup.mode);
                 set(PAUSE);
