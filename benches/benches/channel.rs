@@ -5,9 +5,9 @@
 //! `cargo bench -p myri-benches --bench channel`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use myri_transport::bench::Reference;
-use myri_transport::bench::raw::{self, ExecMode, Setup};
-use myri_transport::bench::reference::RingReference;
+use myri_board_bench::Reference;
+use myri_board_bench::raw::{self, ExecMode, Setup};
+use myri_board_bench::reference::RingReference;
 use std::time::Duration;
 
 fn pingpong(c: &mut Criterion) {

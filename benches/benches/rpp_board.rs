@@ -33,10 +33,10 @@
 //! With `--test` (as `cargo test --benches` passes) every part runs once, briefly.
 
 use criterion::{Criterion, Throughput};
-use myri_transport::bench::harness::{ExecMode, Setup};
-use myri_transport::bench::report::RppReport;
-use myri_transport::bench::rpp_link::board_config;
-use myri_transport::bench::{median, raw, reliable};
+use myri_board_bench::harness::{ExecMode, Setup};
+use myri_board_bench::report::RppReport;
+use myri_board_bench::rpp_link::board_config;
+use myri_board_bench::{median, raw, reliable};
 use std::cell::RefCell;
 use std::time::Duration;
 

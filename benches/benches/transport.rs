@@ -11,11 +11,11 @@
 //! `cargo bench -p myri-benches --bench transport`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use myri_transport::netbench::bare_udp::BareUdpClient;
-use myri_transport::netbench::ring::RingClient;
-use myri_transport::netbench::tcp::TcpClient;
-use myri_transport::netbench::wire::{References, SizeSpec};
-use myri_transport::netbench::{Client, ClientConfig, Server, ServerConfig};
+use myri_netbench::bare_udp::BareUdpClient;
+use myri_netbench::ring::RingClient;
+use myri_netbench::tcp::TcpClient;
+use myri_netbench::wire::{References, SizeSpec};
+use myri_netbench::{Client, ClientConfig, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

@@ -24,7 +24,7 @@
 //! 'transport_cost::idle_pass'`: its own work delays the sight of the next datagram) and
 //! `--only bare-idle` (an empty `recv` on a bare socket).
 
-use myri_transport::shm::heap_ring;
+use myri_ring::heap_ring;
 use myri_transport::{Endpoint, Options, Peer};
 use std::hint::black_box;
 use std::net::UdpSocket;
@@ -102,8 +102,8 @@ fn exchange_udp(a: &UdpSocket, b: &UdpSocket, buf: &mut [u8; 64]) {
 /// One exchange over two bare rings.
 #[inline(never)]
 fn exchange_ring(
-    ab: &mut (myri_transport::shm::Producer, myri_transport::shm::Consumer),
-    ba: &mut (myri_transport::shm::Producer, myri_transport::shm::Consumer),
+    ab: &mut (myri_ring::Producer, myri_ring::Consumer),
+    ba: &mut (myri_ring::Producer, myri_ring::Consumer),
 ) {
     ab.0.try_send(&[1; 8]).expect("room");
     {

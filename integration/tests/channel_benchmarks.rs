@@ -2,7 +2,7 @@
 //! under faults, every packet sent is received or counted as dropped, and nothing hangs.
 
 use myri_device::fabric::FaultConfig;
-use myri_transport::bench::raw::{self, ExecMode, Setup};
+use myri_board_bench::raw::{self, ExecMode, Setup};
 use std::time::Duration;
 
 const MODES: [ExecMode; 3] = [ExecMode::Inline, ExecMode::Threaded, ExecMode::Sim];
@@ -83,6 +83,7 @@ fn streams_balance_in_every_mode() {
     for mode in MODES {
         let setup = Setup {
             mode,
+            timeout: Duration::from_millis(500),
             ..Setup::default()
         };
         let r = raw::stream(&setup, 8192, 200, 8, 3, None).unwrap();
@@ -105,8 +106,12 @@ fn streams_balance_in_every_mode() {
 #[test]
 fn checked_streams_deliver_every_packet_intact_in_every_mode() {
     for mode in MODES {
+        // A stream's acknowledgement waits long enough for a machine whose cores are
+        // busy with something else: a round that gave up early would leave packets
+        // neither delivered nor dropped.
         let setup = Setup {
             mode,
+            timeout: Duration::from_millis(500),
             ..Setup::default()
         };
         for size in [8192, 28, 1] {

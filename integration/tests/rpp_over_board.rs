@@ -12,7 +12,7 @@ use myri_device::fabric::{CableConfig, FabricCounters, FaultConfig, LinkModel};
 use myri_device::time::Time;
 use myri_integration::{Cluster, ExecMode, HostProgram, Step, run};
 use myri_mcp::{Api, ChanRequest, McpConfig};
-use myri_transport::bench::rpp_link::{BoardConnection, board_config};
+use myri_board_bench::rpp_link::{BoardConnection, board_config};
 use std::time::Duration;
 
 /// The faults, on every link: drop 10%, corrupt 1%, duplicate 2%, reorder 5%.
@@ -268,8 +268,8 @@ mod benchmarks {
     //! faults: nothing lost, the books balance, and sim mode repeats itself exactly.
 
     use super::faults;
-    use myri_transport::bench::harness::{ExecMode, Setup};
-    use myri_transport::bench::reliable;
+    use myri_board_bench::harness::{ExecMode, Setup};
+    use myri_board_bench::reliable;
 
     fn setup(mode: ExecMode, seed: u64) -> Setup {
         Setup {
@@ -326,7 +326,7 @@ mod glue {
     use myri_device::time::Time;
     use myri_integration::Cluster;
     use myri_mcp::{ChanRequest, RouteId};
-    use myri_transport::bench::rpp_link::{BoardConnection, board_config};
+    use myri_board_bench::rpp_link::{BoardConnection, board_config};
     use std::time::Duration;
 
     /// Two inline boards, A sending to B over RPP, stepped by hand.

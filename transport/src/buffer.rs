@@ -20,7 +20,7 @@
 //! (the board's receive buffer, the slab slot, the peer's slot in the region). Dropping it
 //! gives that memory back to the backend, so hold received buffers briefly.
 
-use crate::shm::raw::{SlotMut, SlotView};
+use myri_ring::raw::{SlotMut, SlotView};
 use core::ops::{Deref, DerefMut, Range};
 use std::sync::{Arc, Mutex};
 

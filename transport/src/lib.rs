@@ -1,5 +1,4 @@
-//! The transport layer of myri: the plugin frameworks and applications use, and the
-//! `myri` command.
+//! The transport layer of myri: the library frameworks and applications link.
 //!
 //! An [`Endpoint`] is opened from a URL (see [`url`] for the grammar) on one of three
 //! backends, each an unreliable datagram channel:
@@ -69,42 +68,32 @@
 //! This crate is the outermost driver of the stack: it is where clocks are read and
 //! threads are spawned for the layers below, which take time as an argument.
 
-// Under `--cfg loom` only the shared-memory ring is built, to be model-checked
-// (`RUSTFLAGS="--cfg loom" cargo test -p myri-transport --release --lib shm::raw`).
-#[cfg(not(loom))]
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "myri-transport runs on Linux only: its udp:// backend uses recvmmsg, UDP_SEGMENT and \
+     UDP_GRO, and its shm:// backend regions under /dev/shm"
+);
+
 pub(crate) mod backend;
-#[cfg(not(loom))]
 pub mod background;
-#[cfg(not(loom))]
-pub mod bench;
-#[cfg(not(loom))]
 pub mod buffer;
-#[cfg(not(loom))]
 pub mod endpoint;
-#[cfg(not(loom))]
 pub mod error;
-#[cfg(not(loom))]
-pub mod netbench;
-#[cfg(not(loom))]
-pub mod proxy;
-pub mod shm;
-#[cfg(not(loom))]
 pub(crate) mod sys;
-#[cfg(not(loom))]
 pub mod url;
 
-#[cfg(not(loom))]
+/// Simulated worlds built with settings of the caller's: faults, the modelled board's
+/// timing, how the clock runs and where the control programs run (see [`sim::SimWorld`]).
+pub mod sim {
+    pub use crate::backend::sim::{SimClock, SimWorld, TICK_NANOS, WorldConfig};
+}
+
 pub use backend::shm::{
     SLOT_LEN as SHM_SLOT_LEN, SLOTS as SHM_SLOTS, layout as shm_layout,
     region_path as shm_region_path,
 };
-#[cfg(not(loom))]
 pub use background::BackgroundEndpoint;
-#[cfg(not(loom))]
 pub use buffer::{Buf, RecvBuf};
-#[cfg(not(loom))]
 pub use endpoint::{Capabilities, Completion, Delivery, Endpoint, MsgId, Options, Peer, Stats};
-#[cfg(not(loom))]
 pub use error::{Error, SendError};
-#[cfg(not(loom))]
 pub use url::{Address, Scheme, Url, UrlError};

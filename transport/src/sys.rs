@@ -6,7 +6,7 @@
 //! hands over coalesced datagrams of one flow with their segment size); and the path MTU
 //! the kernel's route to a peer has (`IP_MTU` / `IPV6_MTU`). See the kernel's
 //! `Documentation/networking/segmentation-offloads.rst` and `udp(7)`. Every `unsafe` block
-//! has a `// SAFETY:` note; this and [`crate::shm::raw`] are the crate's only unsafe code.
+//! has a `// SAFETY:` note; the shared-memory ring (the `myri-ring` crate) has its own.
 #![allow(unsafe_code)]
 
 use std::io;

@@ -103,6 +103,11 @@ pub(crate) trait Backend: Send {
     fn gather_copies(&self) -> bool;
     /// The time, in nanoseconds since an epoch of the backend's choosing (virtual for sim).
     fn now(&self) -> u64;
+    /// When the backend will next do something by itself (a simulated board's timers), in
+    /// the time of [`Backend::now`]; `None` for backends that need no call for that.
+    fn next_deadline(&self) -> Option<u64> {
+        None
+    }
     /// The remote address of a peer URL.
     fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error>;
     /// A remote address as a URL.

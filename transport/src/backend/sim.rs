@@ -18,13 +18,19 @@ use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind};
 use crate::error::{Error, SendError};
 use crate::url::{Address, Scheme};
-use myri_device::board::{Board, BoardConfig};
+use myri_device::board::{Board, BoardConfig, Timing};
 use myri_device::fabric::topology::star;
-use myri_device::fabric::{CableConfig, Fabric, FabricBuilder, PortId, SwitchSize};
+use myri_device::fabric::{
+    CableConfig, Fabric, FabricBuilder, FaultConfig, LinkModel, PortId, SwitchSize,
+};
+use myri_device::run::Clock;
 use myri_device::time::Time;
-use myri_mcp::{Api, ApiError, ChanRequest, Channel, InitOptions, Mode, RouteId, RouteSlot, Unit};
+use myri_mcp::{
+    Api, ApiError, ChanRequest, Channel, InitOptions, McpConfig, McpRunner, Mode, RouteId,
+    RouteSlot, Unit,
+};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Endpoints a world holds.
@@ -39,12 +45,103 @@ pub const TICK_NANOS: u64 = 1_000;
 /// Where a world's clock starts.
 const START_NANOS: u64 = 1_000_000_000;
 
+/// How a simulated world's clock runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SimClock {
+    /// Every progress call of an endpoint advances the world by [`TICK_NANOS`] of virtual
+    /// time: a program that steps its endpoints in a fixed order runs the same way every
+    /// time (the default).
+    #[default]
+    Ticks,
+    /// Real time, from a monotonic clock started with the world: for measuring the stack
+    /// as it runs on this host.
+    Real,
+    /// The driver sets the time with [`SimWorld::set_now`]: for running endpoints under the
+    /// device crate's deterministic scheduler, in virtual time.
+    Driven,
+}
+
+/// How a simulated world is built: its links, boards, clock and control programs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct WorldConfig {
+    /// Seed of the fabric's fault injection.
+    pub seed: u64,
+    /// Faults on every cable (none by default).
+    pub faults: FaultConfig,
+    /// Model a PCI64B's timing and SAN-2000 links (1.28 Gbit/s and their latency) instead
+    /// of an unthrottled board and fabric; meant for [`SimClock::Driven`] runs.
+    pub modelled: bool,
+    /// How the world's clock runs.
+    pub clock: SimClock,
+    /// Run each board's control program on a thread of its own (spinning, then parking)
+    /// instead of stepping it from the endpoint's progress calls; needs
+    /// [`SimClock::Real`].
+    pub mcp_threads: bool,
+    /// The control program's settings.
+    pub mcp: McpConfig,
+}
+
+impl Default for WorldConfig {
+    fn default() -> WorldConfig {
+        WorldConfig {
+            seed: 0x5133_0000,
+            faults: FaultConfig::default(),
+            modelled: false,
+            clock: SimClock::Ticks,
+            mcp_threads: false,
+            mcp: McpConfig::default(),
+        }
+    }
+}
+
+impl WorldConfig {
+    /// Sets the fault seed.
+    pub fn with_seed(mut self, seed: u64) -> WorldConfig {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets the faults on every cable.
+    pub fn with_faults(mut self, faults: FaultConfig) -> WorldConfig {
+        self.faults = faults;
+        self
+    }
+
+    /// Models a PCI64B and SAN-2000 links, or not.
+    pub fn with_modelled(mut self, modelled: bool) -> WorldConfig {
+        self.modelled = modelled;
+        self
+    }
+
+    /// Sets how the clock runs.
+    pub fn with_clock(mut self, clock: SimClock) -> WorldConfig {
+        self.clock = clock;
+        self
+    }
+
+    /// Runs the control programs on threads of their own, or inline.
+    pub fn with_mcp_threads(mut self, threads: bool) -> WorldConfig {
+        self.mcp_threads = threads;
+        self
+    }
+
+    /// Sets the control program's settings.
+    pub fn with_mcp(mut self, mcp: McpConfig) -> WorldConfig {
+        self.mcp = mcp;
+        self
+    }
+}
+
 /// One simulated fabric and the names of the endpoints on it.
 struct World {
     fabric: Arc<Fabric>,
     ports: Vec<PortId>,
     names: Mutex<Vec<Option<String>>>,
+    config: WorldConfig,
     clock: AtomicU64,
+    real: Clock,
     next_auto: AtomicU64,
 }
 
@@ -58,29 +155,66 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl World {
-    fn get(name: &str) -> Result<Arc<World>, Error> {
+    /// The live world called `name`, or a new one built from `config` (the default
+    /// config when `None`). With a config, a live world of that name is an error.
+    fn get(name: &str, config: Option<WorldConfig>) -> Result<Arc<World>, Error> {
         let mut all = lock(worlds());
         if let Some(w) = all.get(name).and_then(Weak::upgrade) {
+            if config.is_some() {
+                return Err(Error::AddrInUse(format!("sim world `{name}` exists")));
+            }
             return Ok(w);
         }
-        let mut b = FabricBuilder::new(0x5133_0000 ^ name.len() as u64);
+        let config = config.unwrap_or(WorldConfig {
+            seed: 0x5133_0000 ^ name.len() as u64,
+            ..WorldConfig::default()
+        });
+        if config.mcp_threads && config.clock != SimClock::Real {
+            return Err(Error::Config(
+                "a sim world whose control programs run on threads needs the real clock".into(),
+            ));
+        }
+        let model = if config.modelled {
+            LinkModel::SAN_2000
+        } else {
+            LinkModel::default()
+        };
+        let mut b = FabricBuilder::new(config.seed);
         let ports = star(
             &mut b,
             WORLD_PORTS,
             SwitchSize::Sixteen,
-            CableConfig::default(),
+            CableConfig::symmetric(model, config.faults),
         )
         .map_err(|e| Error::Config(format!("building the simulated fabric: {e}")))?;
         let w = Arc::new(World {
             fabric: Arc::new(b.build()),
             ports,
             names: Mutex::new(vec![None; WORLD_PORTS]),
+            config,
             clock: AtomicU64::new(START_NANOS),
+            real: Clock::new(),
             next_auto: AtomicU64::new(0),
         });
         all.retain(|_, w| w.strong_count() > 0);
         all.insert(name.to_owned(), Arc::downgrade(&w));
         Ok(w)
+    }
+
+    /// The time now, in nanoseconds.
+    fn now(&self) -> u64 {
+        match self.config.clock {
+            SimClock::Real => START_NANOS + self.real.now().as_nanos(),
+            SimClock::Ticks | SimClock::Driven => self.clock.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The time for a progress call: ticking worlds advance by one tick.
+    fn advance(&self) -> u64 {
+        match self.config.clock {
+            SimClock::Ticks => self.clock.fetch_add(TICK_NANOS, Ordering::Relaxed) + TICK_NANOS,
+            _ => self.now(),
+        }
     }
 
     /// Takes a free port for `name` (a generated one if `None`).
@@ -119,8 +253,113 @@ impl World {
     }
 }
 
+/// A simulated world built with settings of the caller's, kept alive while the handle
+/// lives: endpoints join it with `sim://NAME?world=WORLD`. Without one, a world is made
+/// with the defaults when its first endpoint opens and goes when its last closes.
+///
+/// ```
+/// use myri_transport::{Endpoint, sim::{SimClock, SimWorld, WorldConfig}};
+/// let world = SimWorld::create("doc-driven", WorldConfig::default().with_clock(SimClock::Driven))?;
+/// let a = Endpoint::open("sim://a?world=doc-driven")?;
+/// world.set_now(world.now() + 5_000);
+/// assert_eq!(world.port_of("a"), Some(world.ports()[0]));
+/// # Ok::<(), myri_transport::Error>(())
+/// ```
+pub struct SimWorld {
+    world: Arc<World>,
+}
+
+impl SimWorld {
+    /// Builds the world `name` from `config`; an error if a world of that name is alive.
+    pub fn create(name: &str, config: WorldConfig) -> Result<SimWorld, Error> {
+        if !crate::url::is_valid_name(name) {
+            return Err(Error::Url(crate::UrlError::BadName(name.to_owned())));
+        }
+        Ok(SimWorld {
+            world: World::get(name, Some(config))?,
+        })
+    }
+
+    /// The settings it was built with.
+    pub fn config(&self) -> &WorldConfig {
+        &self.world.config
+    }
+
+    /// The time now, in nanoseconds.
+    pub fn now(&self) -> u64 {
+        self.world.now()
+    }
+
+    /// Sets the time of a [`SimClock::Driven`] world (time never goes back: an earlier
+    /// time is ignored); other worlds keep their own.
+    pub fn set_now(&self, nanos: u64) {
+        if self.world.config.clock == SimClock::Driven {
+            self.world.clock.fetch_max(nanos, Ordering::Relaxed);
+        }
+    }
+
+    /// The fabric: its counters, queues and the scheduler's wake-ups.
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.world.fabric
+    }
+
+    /// The fabric ports of the world's endpoints, in the order they are handed out.
+    pub fn ports(&self) -> &[PortId] {
+        &self.world.ports
+    }
+
+    /// The fabric port of the endpoint `sim://name` in this world.
+    pub fn port_of(&self, name: &str) -> Option<PortId> {
+        let i = self.world.find(name)?;
+        self.world.ports.get(usize::from(i)).copied()
+    }
+
+    /// Packets waiting in the fabric's port queues.
+    pub fn queued(&self) -> u64 {
+        self.world
+            .ports
+            .iter()
+            .map(|&p| self.world.fabric.queued(p) as u64)
+            .sum()
+    }
+}
+
+/// A control program running on a thread of its own, stopped and joined on drop.
+struct McpThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl McpThread {
+    fn start(unit: &Arc<Unit>, world: &Arc<World>) -> Result<McpThread, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let runner = McpRunner::new(unit.clone());
+        let (w, flag) = (world.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("myri-mcp".into())
+            .spawn(move || runner.run(|| Time::from_nanos(w.now()), &flag))
+            .map_err(|e| Error::Config(format!("starting a control-program thread: {e}")))?;
+        Ok(McpThread {
+            stop,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for McpThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
+
 /// A sim endpoint's board and channel.
 pub(crate) struct SimBackend {
+    // Dropped first: the control program's thread stops before the board goes.
+    _mcp_thread: Option<McpThread>,
     world: Arc<World>,
     world_name: String,
     index: u16,
@@ -136,24 +375,42 @@ impl SimBackend {
     /// Opens `sim://name?world=world`.
     pub(crate) fn open(name: Option<&str>, world: Option<&str>) -> Result<SimBackend, Error> {
         let world_name = world.unwrap_or("default").to_owned();
-        let w = World::get(&world_name)?;
+        let w = World::get(&world_name, None)?;
         let (index, name) = w.join(name)?;
         let release = |w: &World| lock(&w.names)[usize::from(index)] = None;
-        let setup = || -> Result<(Api, Channel), ApiError> {
-            let mut board = Board::new(BoardConfig::pci64b(u32::from(index)));
+        let setup = || -> Result<(Api, Channel, Option<McpThread>), Error> {
+            let mut cfg = BoardConfig::pci64b(u32::from(index));
+            if w.config.modelled {
+                cfg.timing = Timing::PCI64B;
+            }
+            let mut board = Board::new(cfg);
             board.attach_link(w.fabric.clone(), w.ports[usize::from(index)]);
-            let unit = Unit::new(board, 0x1_0000_0000 * (u64::from(index) + 1), Mode::Inline);
-            unit.poll(Time::from_nanos(w.clock.load(Ordering::Relaxed)));
-            let mut api = Api::init(&unit, InitOptions::default())?;
+            let mode = if w.config.mcp_threads {
+                Mode::Threaded
+            } else {
+                Mode::Inline
+            };
+            let unit = Unit::new(board, 0x1_0000_0000 * (u64::from(index) + 1), mode);
+            unit.poll(Time::from_nanos(w.now()));
+            let thread = match mode {
+                Mode::Threaded => Some(McpThread::start(&unit, &w)?),
+                Mode::Inline => None,
+            };
+            let options = InitOptions {
+                mcp: w.config.mcp,
+                ..InitOptions::default()
+            };
+            let mut api = Api::init(&unit, options)?;
             let chan = api.get_chan(ChanRequest::Specific(u32::from(CHAN)))?;
             api.init_recv_chan(&chan)?;
-            Ok((api, chan))
+            Ok((api, chan, thread))
         };
-        let (api, chan) = setup().inspect_err(|_| release(&w))?;
+        let (api, chan, mcp_thread) = setup().inspect_err(|_| release(&w))?;
         let mut header = [0u8; HEADER_LEN];
         header[..4].copy_from_slice(&MAGIC);
         header[4..6].copy_from_slice(&index.to_be_bytes());
         Ok(SimBackend {
+            _mcp_thread: mcp_thread,
             world: w,
             world_name,
             index,
@@ -251,7 +508,11 @@ impl Backend for SimBackend {
     }
 
     fn now(&self) -> u64 {
-        self.world.clock.load(Ordering::Relaxed)
+        self.world.now()
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        self.api.next_deadline().map(Time::as_nanos)
     }
 
     fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
@@ -420,7 +681,7 @@ impl Backend for SimBackend {
     }
 
     fn progress(&mut self) -> bool {
-        let now = self.world.clock.fetch_add(TICK_NANOS, Ordering::Relaxed) + TICK_NANOS;
+        let now = self.world.advance();
         self.api.progress(Time::from_nanos(now))
     }
 

@@ -459,14 +459,23 @@ impl Endpoint {
             .any(|p| p.conn.as_ref().is_some_and(Connection::has_pending))
     }
 
-    /// How long until the endpoint has timer work (reliable mode), if ever.
+    /// How long until the endpoint has timer work (RPP's timers in reliable mode, a
+    /// simulated board's own), if ever: a driver with nothing else to do may wait that
+    /// long before calling [`Endpoint::progress`] again.
     pub fn next_timeout(&mut self) -> Option<Duration> {
         let now = self.backend.now();
         self.peers
             .iter_mut()
-            .filter_map(|p| p.conn.as_mut()?.poll_timeout())
+            .filter_map(|p| p.conn.as_mut()?.poll_timeout().map(|t| t.as_nanos()))
+            .chain(self.backend.next_deadline())
             .min()
-            .map(|t| Duration::from_nanos(t.as_nanos().saturating_sub(now)))
+            .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+    }
+
+    /// The endpoint's time now, in nanoseconds since an epoch of its backend's (virtual on
+    /// `sim://`), the time [`Endpoint::next_timeout`] counts from.
+    pub fn now_nanos(&self) -> u64 {
+        self.backend.now()
     }
 
     // ---- Peers -----------------------------------------------------------------------

@@ -40,7 +40,7 @@ use descriptor::{DESCRIPTOR, MORE, descriptor};
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
 use crate::error::{Error, SendError};
-use crate::shm::raw::{self, Consumer, Producer, Region, RingPlace, SlotArea};
+use myri_ring::raw::{self, Consumer, Producer, Region, RingPlace, SlotArea};
 use crate::url::{Address, Scheme};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -159,7 +159,7 @@ pub(crate) struct SlotReturn {
 
 impl SlotReturn {
     /// Gives back the slot `view` is of.
-    pub(crate) fn give_back(&self, view: &crate::shm::raw::SlotView) {
+    pub(crate) fn give_back(&self, view: &myri_ring::raw::SlotView) {
         if let Some(w) = view.area().region().word(self.state_at) {
             // Release: this side's reads of the slot happen before the owner reuses it.
             w.store(0, Ordering::Release);
@@ -539,7 +539,7 @@ impl ShmBackend {
         self.peer_owner = owner;
     }
 
-    fn claim_free(&mut self) -> Option<crate::shm::raw::SlotMut> {
+    fn claim_free(&mut self) -> Option<myri_ring::raw::SlotMut> {
         for k in 0..SLOTS {
             let i = (self.cursor + k) % SLOTS;
             if self.state(self.side, i).load(Ordering::Acquire) == 0

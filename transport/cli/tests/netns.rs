@@ -40,7 +40,7 @@ fn serve_and_clients_on_two_hosts_joined_by_a_veth_pair() {
         return;
     }
     let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../integration/netns/two_hosts.sh");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../integration/netns/two_hosts.sh");
     let mut child = Command::new("bash")
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_myri"))

@@ -12,7 +12,7 @@ use super::bare_udp::UdpReflector;
 use super::ring::RingReflector;
 use super::tcp::TcpSink;
 use super::wire::{self, Control, KIND_PING, References, SessionCounters, SizeSpec};
-use crate::{Address, Completion, Endpoint, Options, Peer, Scheme, Stats, Url};
+use myri_transport::{Address, Completion, Endpoint, Options, Peer, Scheme, Stats, Url};
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
 use signal_hook_mio::v1_0::Signals;
@@ -71,7 +71,7 @@ pub enum ServeError {
     Unsupported(Scheme),
     /// The endpoint could not be opened (port in use, region busy...).
     #[error("{0}")]
-    Open(#[from] crate::Error),
+    Open(#[from] myri_transport::Error),
     /// A reference could not be set up.
     #[error("{0}")]
     Reference(String),
@@ -267,7 +267,7 @@ pub struct Server {
     sessions: HashMap<Peer, Session>,
     /// The last session that ended per peer, to answer a repeated goodbye (raw mode).
     ended: HashMap<Peer, (u64, SessionCounters)>,
-    outbox: VecDeque<(Peer, crate::Buf)>,
+    outbox: VecDeque<(Peer, myri_transport::Buf)>,
     totals: ServerTotals,
     stop: Arc<AtomicBool>,
     events_out: Vec<ServerEvent>,
@@ -279,7 +279,7 @@ impl Server {
     pub fn open(url: &str, config: ServerConfig) -> Result<Server, ServeError> {
         let parsed: Url = url
             .parse()
-            .map_err(|e: crate::UrlError| ServeError::Url(url.to_owned(), e.to_string()))?;
+            .map_err(|e: myri_transport::UrlError| ServeError::Url(url.to_owned(), e.to_string()))?;
         if parsed.scheme() == Scheme::Sim {
             return Err(ServeError::Unsupported(Scheme::Sim));
         }

@@ -4,8 +4,8 @@
 use crate::Failure;
 use crate::opts::print_json;
 use clap::Args;
-use myri_transport::netbench::{ServeError, Server, ServerConfig, ServerEvent, StopReason};
-use myri_transport::proxy::parse_duration;
+use myri_netbench::{ServeError, Server, ServerConfig, ServerEvent, StopReason};
+use myri_proxy::parse_duration;
 use myri_transport::{Url, UrlError};
 use serde_json::json;
 use std::time::Duration;

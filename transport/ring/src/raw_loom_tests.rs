@@ -1,5 +1,5 @@
 //! Model checks of the ring's handoff. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p myri-transport --release --lib shm`.
+//! `RUSTFLAGS="--cfg loom" cargo test -p myri-ring --release --lib`.
 
 use super::*;
 

@@ -10,10 +10,10 @@ use crate::opts::{FaultArgs, print_json};
 use clap::{Args, ValueEnum};
 use myri_mcp::{McpConfig, RecvMode};
 use myri_rpp::Stats;
-use myri_transport::bench::Reference;
-use myri_transport::bench::harness::{Accounting, ExecMode, Setup};
-use myri_transport::bench::report::{PingPongReport, RppReport, StreamReport};
-use myri_transport::bench::{raw, reliable};
+use myri_board_bench::Reference;
+use myri_board_bench::harness::{Accounting, ExecMode, Setup};
+use myri_board_bench::report::{PingPongReport, RppReport, StreamReport};
+use myri_board_bench::{raw, reliable};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ impl Protocol {
     /// Largest message (the channel's payload raw; RPP fragments larger ones).
     fn max_size(self) -> usize {
         match self {
-            Protocol::Rpp => myri_transport::bench::rpp_link::board_config().max_message_len,
+            Protocol::Rpp => myri_board_bench::rpp_link::board_config().max_message_len,
             Protocol::Raw => myri_mcp::hcb::MAX_PAYLOAD,
         }
     }
@@ -167,7 +167,7 @@ impl Common {
                 "--baseline measures real time; it cannot be compared with --mode sim's virtual time",
             ));
         }
-        myri_transport::bench::reference()
+        myri_board_bench::reference()
             .map(Some)
             .ok_or_else(|| Failure::usage("no shared-memory ring reference in this build"))
     }

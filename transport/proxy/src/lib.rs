@@ -12,7 +12,7 @@
 //! - [`url`]: `udp://host:port` addresses and durations such as `10ms`.
 //!
 //! ```no_run
-//! use myri_transport::proxy::{Limits, PipeConfig, ProxyConfig, UdpProxy};
+//! use myri_proxy::{Limits, PipeConfig, ProxyConfig, UdpProxy};
 //! use myri_device::fabric::FaultConfig;
 //!
 //! let faults = PipeConfig {

@@ -5,7 +5,7 @@ use crate::Failure;
 use crate::opts::print_json;
 use clap::{Args, ValueEnum};
 use myri_device::fabric::FaultConfig;
-use myri_transport::proxy::{
+use myri_proxy::{
     DirectionStats, Limits, PipeConfig, ProxyConfig, ProxyEvent, ProxyStats, StopReason, UdpProxy,
     UdpUrl, format_duration, parse_duration, udp_url,
 };

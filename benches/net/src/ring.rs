@@ -9,7 +9,7 @@
 
 use super::wire::{self, Control, KIND_DATA, KIND_PING};
 use super::{RoundTime, StreamRound};
-use crate::shm::raw::{self, Consumer, Producer, Region, RingError, RingPlace};
+use myri_ring::raw::{self, Consumer, Producer, Region, RingError, RingPlace};
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ fn region_len() -> usize {
 
 /// Path of the reference region of transport region `name`.
 pub fn region_path(name: &str) -> PathBuf {
-    let mut p = crate::shm_region_path(name).into_os_string();
+    let mut p = myri_transport::shm_region_path(name).into_os_string();
     p.push("+ref");
     PathBuf::from(p)
 }

@@ -5,7 +5,7 @@
 //! sequence numbers that arrive.
 
 use myri_device::fabric::FaultConfig;
-use myri_transport::proxy::{
+use myri_proxy::{
     Limits, PipeConfig, ProxyConfig, ProxyError, ProxyEvent, ProxyHandle, ProxyStats, StopReason,
     UdpProxy,
 };

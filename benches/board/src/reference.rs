@@ -6,7 +6,7 @@
 //! without the reference's threads competing with the stack's.
 
 use super::Reference;
-use crate::shm::{Consumer, Producer, RingError, heap_ring};
+use myri_ring::{Consumer, Producer, RingError, heap_ring};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;

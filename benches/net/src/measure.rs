@@ -7,7 +7,6 @@ use super::ring::RingClient;
 use super::tcp::TcpClient;
 use super::wire::SizeSpec;
 use super::{RoundTime, StreamRound};
-use crate::bench::median;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -329,4 +328,15 @@ pub fn stream(
         reference_lost: lost,
         tcp_mb_per_s: (!tcp.is_empty()).then(|| median(tcp)),
     })
+}
+
+/// The median of some values (0 for none).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::wire::{self, Control, KIND_DATA, KIND_PING, References, SessionCounters, SizeSpec};
 use super::{RoundTime, StreamRound};
-use crate::{Completion, Endpoint, Error, Options, Peer, Scheme, Stats, Url};
+use myri_transport::{Completion, Endpoint, Error, Options, Peer, Scheme, Stats, Url};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -115,7 +115,7 @@ pub struct Client {
     config: ClientConfig,
     /// Heap buffers the transport handed back, reused instead of allocating (and
     /// zeroing) new ones.
-    spare: Vec<crate::Buf>,
+    spare: Vec<myri_transport::Buf>,
     /// The UDP socket's poller, to sleep while the transport pushes back.
     poll: Option<(mio::Poll, mio::Events)>,
     /// Messages sent and not yet handed back acknowledged (reliable mode).
@@ -154,7 +154,7 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
         .mtu
         .map_or(String::new(), |m| format!("&mtu={m}"));
     let local = match &server.address {
-        crate::Address::Udp { host, port } => {
+        myri_transport::Address::Udp { host, port } => {
             if config.bind.is_some() {
                 let b = config.bind.clone().unwrap_or_default();
                 let u: Url = b
@@ -176,7 +176,7 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
                 format!("udp://{any}:0?reliable={mode}{mtu}")
             }
         }
-        crate::Address::Shm { name } => {
+        myri_transport::Address::Shm { name } => {
             if config.bind.is_some() {
                 return Err(ClientError::Setup(
                     "--bind applies to udp:// only (a shm:// client takes the region's other side)"
@@ -185,7 +185,7 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
             }
             format!("shm://{name}?reliable={mode}{mtu}")
         }
-        crate::Address::Sim { .. } => {
+        myri_transport::Address::Sim { .. } => {
             return Err(ClientError::Setup(
                 "sim:// endpoints live in one process: a server runs over udp:// or shm://".into(),
             ));
@@ -397,7 +397,7 @@ impl Client {
     }
 
     /// Sends `buf`, progressing while the transport pushes back.
-    fn send(&mut self, mut buf: crate::Buf) -> Result<(), ClientError> {
+    fn send(&mut self, mut buf: myri_transport::Buf) -> Result<(), ClientError> {
         let mut since = None;
         loop {
             match self.ep.send(self.peer, buf) {
@@ -458,7 +458,7 @@ impl Client {
     ) -> Result<T, ClientError> {
         let start = Instant::now();
         let mut sent_at = start;
-        self.send(crate::Buf::copy_of(msg))?;
+        self.send(myri_transport::Buf::copy_of(msg))?;
         loop {
             if let Some(d) = self.ep.recv() {
                 if let Some(Ok(c)) = wire::control(&d.data)
@@ -477,7 +477,7 @@ impl Client {
                 && now - sent_at > self.config.exchange_timeout.max(Duration::from_millis(10))
             {
                 sent_at = now;
-                self.send(crate::Buf::copy_of(msg))?;
+                self.send(myri_transport::Buf::copy_of(msg))?;
             }
         }
     }
@@ -505,7 +505,7 @@ impl Client {
 
     /// A buffer of `len` bytes: a reused one when the transport handed one back, else a
     /// new one from the endpoint.
-    fn buffer(&mut self, len: usize) -> crate::Buf {
+    fn buffer(&mut self, len: usize) -> myri_transport::Buf {
         if let Some(mut b) = self.spare.pop()
             && b.set_len(len)
         {
