@@ -35,7 +35,6 @@
 use criterion::{Criterion, Throughput};
 use myri_board_bench::harness::{ExecMode, Setup};
 use myri_board_bench::report::RppReport;
-use myri_board_bench::rpp_link::board_config;
 use myri_board_bench::{median, raw, reliable};
 use std::cell::RefCell;
 use std::time::Duration;
@@ -162,7 +161,7 @@ fn interleaved(s: &Sizes) {
         "target <= 1.50",
     );
     tally.take().print();
-    let fit = board_config().max_payload();
+    let fit = myri_board_bench::reliable::fit_payload();
     for (name, size) in [
         ("stream 8192 B", 8192usize),
         ("stream fit (one packet)", fit),

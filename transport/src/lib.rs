@@ -85,7 +85,7 @@ pub mod url;
 /// Simulated worlds built with settings of the caller's: faults, the modelled board's
 /// timing, how the clock runs and where the control programs run (see [`sim::SimWorld`]).
 pub mod sim {
-    pub use crate::backend::sim::{SimClock, SimWorld, TICK_NANOS, WorldConfig};
+    pub use crate::backend::sim::{HEADER_LEN, SimClock, SimWorld, TICK_NANOS, WorldConfig};
 }
 
 pub use backend::shm::{

@@ -2,8 +2,9 @@
 //!
 //! [`raw`] runs ping-pong and streaming over the unreliable channel API between two
 //! simulated boards joined by a switch, inline, threaded or under the deterministic
-//! scheduler ([`harness`]); [`reliable`] runs the same over RPP on that channel
-//! ([`rpp_link`], [`rpp_programs`]). Both report in the shapes of [`report`]. A
+//! scheduler ([`harness`]); [`reliable`] runs the same over reliable `sim://` endpoints
+//! of `myri-transport`, the path applications take (RPP over the board's channel). Both
+//! report in the shapes of [`report`]. A
 //! [`Reference`] measures the same exchange without the stack; the drivers alternate
 //! stack and reference in short rounds and report medians, because this machine's
 //! cross-core latency jumps between levels from second to second.
@@ -14,8 +15,6 @@ pub mod raw;
 pub mod reference;
 pub mod reliable;
 pub mod report;
-pub mod rpp_link;
-pub mod rpp_programs;
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! What a board benchmark reports, whichever protocol ran it.
 
 use super::harness::Accounting;
-use super::rpp_link::LinkCounters;
 use myri_rpp::Stats;
 use std::time::Duration;
 
@@ -53,15 +52,15 @@ pub struct StreamReport {
     pub rpp: Option<RppReport>,
 }
 
-/// What RPP did over a run: each end's connection counters and the glue's.
+/// What RPP did over a run: each end's connection counters and endpoint counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RppReport {
     /// Board A's connection (the pinging or sending side).
     pub client: Stats,
     /// Board B's connection (the echoing or receiving side).
     pub server: Stats,
-    /// What the glue between RPP and the channel did, both ends summed.
-    pub link: LinkCounters,
+    /// The endpoints' own counters (A, B): copies, in-place deliveries, datagrams.
+    pub endpoints: [myri_transport::Stats; 2],
     /// Each end's protocol trace hash (A, B): in sim mode the same seed gives the same.
     pub trace_hashes: [u64; 2],
 }

@@ -12,8 +12,8 @@ use super::bare_udp::UdpReflector;
 use super::ring::RingReflector;
 use super::tcp::TcpSink;
 use super::wire::{self, Control, KIND_PING, References, SessionCounters, SizeSpec};
-use myri_transport::{Address, Completion, Endpoint, Options, Peer, Scheme, Stats, Url};
 use mio::{Events, Interest, Poll, Token};
+use myri_transport::{Address, Completion, Endpoint, Options, Peer, Scheme, Stats, Url};
 use serde::Serialize;
 use signal_hook_mio::v1_0::Signals;
 use std::collections::{HashMap, VecDeque};
@@ -277,9 +277,9 @@ pub struct Server {
 impl Server {
     /// Opens the endpoint at `url` and the references beside it.
     pub fn open(url: &str, config: ServerConfig) -> Result<Server, ServeError> {
-        let parsed: Url = url
-            .parse()
-            .map_err(|e: myri_transport::UrlError| ServeError::Url(url.to_owned(), e.to_string()))?;
+        let parsed: Url = url.parse().map_err(|e: myri_transport::UrlError| {
+            ServeError::Url(url.to_owned(), e.to_string())
+        })?;
         if parsed.scheme() == Scheme::Sim {
             return Err(ServeError::Unsupported(Scheme::Sim));
         }

@@ -1,7 +1,7 @@
 //! What RPP costs over the board, against the channel API alone: two simulated boards
 //! stepped inline on one thread (no clock, no other work), exchanging the seed's
-//! benchmarks raw and over RPP ([`BoardConnection`], as `myri pingpong`/`stream` run
-//! them). Counted in instructions under callgrind, because wall time on this machine is
+//! benchmarks raw (the channel API) and over reliable `sim://` endpoints (RPP over the
+//! same channel API, the path `myri pingpong`/`stream` and applications take). Counted in instructions under callgrind, because wall time on this machine is
 //! too noisy to compare A with B.
 //!
 //! ```sh
@@ -16,27 +16,32 @@
 //!
 //! Modes (the unit of COUNT in parentheses):
 //! * `raw-pingpong`, `rpp-pingpong` (exchanges): an 8-byte message and its echo. Raw, the
-//!   echo turns the receive buffer around; over RPP it copies the 8 bytes into a message.
+//!   echo turns the receive buffer around; over the endpoint it copies the 8 bytes into a
+//!   new message.
 //! * `raw-stream`, `rpp-stream` (messages): 8 KiB one way with at most 8 sends in the
 //!   send channel, one packet per message both ways (the channel's payload is 12 KiB, so
 //!   RPP's header fits beside 8 KiB). Raw, the sender writes only the 8-byte sequence
-//!   number into the DMA buffer; over RPP the same, into a DMA buffer lent to the board
-//!   while RPP keeps the message (the packet's header goes inline, the payload by DMA
-//!   from the lent buffer), and each packet is checked end to end with CRC-32C on both
-//!   sides. The run prints how many acknowledgements the receiver sent.
+//!   number into the DMA buffer; over the endpoint the same, into a DMA buffer
+//!   (`Endpoint::alloc`) lent to the board while RPP keeps the message (the packet's header
+//!   goes inline, the payload by DMA from the lent buffer) and reused once its completion
+//!   hands it back; each packet is checked end to end with CRC-32C on both sides. The run
+//!   prints how many acknowledgements the receiver sent.
 //! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
 //!   largest payload per packet.
 //!
 //! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
 //! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction.
 //!
-//! Virtual time moves 1 µs per hop, so RPP's timers and round-trip estimate run as on a
-//! fast link; nothing is lost, so nothing is retransmitted (the run checks).
+//! Virtual time moves 1 µs per hop (raw) or per progress call (the endpoints' world
+//! ticks), so RPP's timers and round-trip estimate run as on a fast link; nothing is
+//! lost, so nothing is retransmitted (the run checks).
 
 use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair};
+use myri_board_bench::reliable::{fit_payload, rpp_config};
 use myri_device::time::Time;
 use myri_mcp::{Api, Channel, RouteId};
-use myri_board_bench::rpp_link::{BoardConnection, board_config};
+use myri_transport::sim::{SimWorld, WorldConfig};
+use myri_transport::{Buf, Completion, Endpoint, Options, Peer};
 use std::collections::VecDeque;
 use std::time::Duration;
 use thiserror::Error;
@@ -96,7 +101,7 @@ impl Which {
     /// Bytes per stream message.
     fn stream_size(self) -> usize {
         match self {
-            Which::RawStreamFit | Which::RppStreamFit => board_config().max_payload(),
+            Which::RawStreamFit | Which::RppStreamFit => fit_payload(),
             _ => 8192,
         }
     }
@@ -131,9 +136,11 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
     let mut boards = Boards::new();
     let what = match which {
         Which::RawPingPong => boards.raw_pingpong(count),
-        Which::RppPingPong => boards.rpp_pingpong(count),
+        Which::RppPingPong => Endpoints::new().and_then(|mut e| e.pingpong(count)),
         Which::RawStream | Which::RawStreamFit => boards.raw_stream(count, which.stream_size()),
-        Which::RppStream | Which::RppStreamFit => boards.rpp_stream(count, which.stream_size()),
+        Which::RppStream | Which::RppStreamFit => {
+            Endpoints::new().and_then(|mut e| e.stream(count, which.stream_size()))
+        }
     }
     .map_err(|why| CostError::Run(which.name(), why))?;
     println!("{}: {what}", which.name());
@@ -206,33 +213,6 @@ impl Boards {
         self.now
     }
 
-    /// RPP connections over both channels (which they take over).
-    fn links(
-        &mut self,
-        window: Option<usize>,
-    ) -> Result<(BoardConnection, BoardConnection), String> {
-        let now = self.now;
-        let chans = [self.chan_a.take(), self.chan_b.take()];
-        let mut links = Vec::new();
-        for (i, chan) in chans.into_iter().enumerate() {
-            let chan = chan.ok_or("channel taken")?;
-            let link = BoardConnection::new(
-                board_config(),
-                1 + i as u64,
-                0x636f_7374,
-                chan,
-                RouteId(1),
-                1,
-                window,
-                now,
-            )?;
-            links.push(link);
-        }
-        let b = links.pop().ok_or("link b")?;
-        let a = links.pop().ok_or("link a")?;
-        Ok((a, b))
-    }
-
     fn raw_pingpong(&mut self, count: u64) -> Result<String, String> {
         let mut sum = 0u64;
         for i in 0..count {
@@ -270,45 +250,6 @@ impl Boards {
             sum += u64::from_be_bytes(pong.as_slice()[..8].try_into().expect("8 bytes"));
         }
         check_sum(sum, count)?;
-        Ok(format!("{count} exchanges of 8 bytes"))
-    }
-
-    fn rpp_pingpong(&mut self, count: u64) -> Result<String, String> {
-        let (mut a, mut b) = self.links(None)?;
-        let mut sum = 0u64;
-        for i in 0..count {
-            if !a.send_with(&mut self.a, 8, |m| m.copy_from_slice(&i.to_be_bytes())) {
-                return Err("rpp refused a message".into());
-            }
-            let mut answered = false;
-            for _ in 0..STUCK {
-                let now = self.tick();
-                a.transmit(&mut self.a, now);
-                self.a.progress(now);
-                self.b.progress(now);
-                while let Some(d) = b.recv(&mut self.b, now) {
-                    if !b.send_with(&mut self.b, d.len(), |m| m.copy_from_slice(d.bytes())) {
-                        return Err("rpp refused an echo".into());
-                    }
-                    b.recycle(d);
-                }
-                b.transmit(&mut self.b, now);
-                let now = self.tick();
-                self.b.progress(now);
-                self.a.progress(now);
-                if let Some(d) = a.recv(&mut self.a, now) {
-                    sum += word(d.bytes())?;
-                    a.recycle(d);
-                    answered = true;
-                    break;
-                }
-            }
-            if !answered {
-                return Err(format!("exchange {i} got no answer"));
-            }
-        }
-        check_sum(sum, count)?;
-        check_links(&a, &b)?;
         Ok(format!("{count} exchanges of 8 bytes"))
     }
 
@@ -352,51 +293,6 @@ impl Boards {
         check_sum(sum, count)?;
         Ok(format!("{count} messages of {size} bytes"))
     }
-
-    fn rpp_stream(&mut self, count: u64, size: usize) -> Result<String, String> {
-        let (mut a, mut b) = self.links(Some(8))?;
-        let (mut queued, mut received, mut sum) = (0u64, 0u64, 0u64);
-        let mut steps = 0u64;
-        while received < count {
-            while queued < count
-                && a.send_with(&mut self.a, size, |m| {
-                    m[..8].copy_from_slice(&queued.to_be_bytes())
-                })
-            {
-                queued += 1;
-            }
-            let now = self.tick();
-            a.transmit(&mut self.a, now);
-            self.a.progress(now);
-            self.b.progress(now);
-            while let Some(d) = b.recv(&mut self.b, now) {
-                if d.len() != size {
-                    return Err(format!("a message of {} bytes, not {size}", d.len()));
-                }
-                received += 1;
-                sum += word(d.bytes())?;
-                b.recycle(d);
-            }
-            b.transmit(&mut self.b, now);
-            self.b.progress(now);
-            self.a.progress(now);
-            // Acknowledgements: RPP hands the sent messages back.
-            if let Some(d) = a.recv(&mut self.a, now) {
-                a.recycle(d);
-                return Err("the sender received a message".into());
-            }
-            steps += 1;
-            if steps > count * u64::from(STUCK) {
-                return Err(format!("stuck at {received} of {count}"));
-            }
-        }
-        check_sum(sum, count)?;
-        check_links(&a, &b)?;
-        Ok(format!(
-            "{count} messages of {size} bytes; the receiver sent {} acknowledgements",
-            b.stats().acks_sent
-        ))
-    }
 }
 
 fn word(b: &[u8]) -> Result<u64, String> {
@@ -412,18 +308,141 @@ fn check_sum(sum: u64, count: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn check_links(a: &BoardConnection, b: &BoardConnection) -> Result<(), String> {
-    for l in [a, b] {
-        if let Some(f) = l.failure() {
-            return Err(format!("the connection failed: {f}"));
-        }
-        let s = l.stats();
-        if s.retransmitted > 0 {
-            return Err(format!(
-                "{} retransmissions on a perfect channel",
-                s.retransmitted
-            ));
-        }
+/// Two reliable endpoints on a simulated world of their own whose clock ticks with every
+/// progress call, stepped in turn on this thread.
+struct Endpoints {
+    _world: SimWorld,
+    a: Endpoint,
+    b: Endpoint,
+    to_b: Peer,
+    to_a: Peer,
+}
+
+impl Endpoints {
+    fn new() -> Result<Endpoints, String> {
+        let world = SimWorld::create("rpp-board-cost", WorldConfig::default())
+            .map_err(|e| e.to_string())?;
+        let options = Options {
+            rpp: rpp_config(),
+            ..Options::default()
+        };
+        let open = |n: &str| {
+            Endpoint::open_with(&format!("sim://{n}?world=rpp-board-cost"), options.clone())
+                .map_err(|e| e.to_string())
+        };
+        let (mut a, mut b) = (open("a")?, open("b")?);
+        let to_b = a.insert_addr("sim://b").map_err(|e| e.to_string())?;
+        let to_a = b.insert_addr("sim://a").map_err(|e| e.to_string())?;
+        Ok(Endpoints {
+            _world: world,
+            a,
+            b,
+            to_b,
+            to_a,
+        })
     }
-    Ok(())
+
+    fn pingpong(&mut self, count: u64) -> Result<String, String> {
+        let mut sum = 0u64;
+        for i in 0..count {
+            let mut m = self.a.alloc(8);
+            m.copy_from_slice(&i.to_be_bytes());
+            self.a
+                .send(self.to_b, m)
+                .map_err(|e| format!("the endpoint refused a message: {}", e.error))?;
+            let mut answered = false;
+            for _ in 0..STUCK {
+                self.a.progress();
+                self.b.progress();
+                while let Some(d) = self.b.recv() {
+                    let mut m = self.b.alloc(d.data.len());
+                    m.copy_from_slice(&d.data);
+                    drop(d);
+                    self.b
+                        .send(self.to_a, m)
+                        .map_err(|e| format!("the endpoint refused an echo: {}", e.error))?;
+                }
+                self.b.progress();
+                self.a.progress();
+                if let Some(d) = self.a.recv() {
+                    sum += word(&d.data)?;
+                    answered = true;
+                    break;
+                }
+            }
+            while self.a.poll_completion().is_some() || self.b.poll_completion().is_some() {}
+            if !answered {
+                return Err(format!("exchange {i} got no answer"));
+            }
+        }
+        check_sum(sum, count)?;
+        self.check()?;
+        Ok(format!("{count} exchanges of 8 bytes"))
+    }
+
+    fn stream(&mut self, count: u64, size: usize) -> Result<String, String> {
+        let (mut queued, mut received, mut sum) = (0u64, 0u64, 0u64);
+        let mut spare: Vec<Buf> = Vec::new();
+        let mut steps = 0u64;
+        while received < count {
+            while queued < count {
+                let mut m = spare.pop().unwrap_or_else(|| self.a.alloc(size));
+                m[..8].copy_from_slice(&queued.to_be_bytes());
+                match self.a.send(self.to_b, m) {
+                    Ok(_) => queued += 1,
+                    Err(e) => {
+                        spare.push(e.buf);
+                        break;
+                    }
+                }
+            }
+            self.a.progress();
+            self.b.progress();
+            while let Some(d) = self.b.recv() {
+                if d.data.len() != size {
+                    return Err(format!("a message of {} bytes, not {size}", d.data.len()));
+                }
+                received += 1;
+                sum += word(&d.data)?;
+            }
+            self.b.progress();
+            self.a.progress();
+            // Acknowledgements: the endpoint hands the sent messages' buffers back.
+            while let Some(c) = self.a.poll_completion() {
+                if let Completion::Sent { buf, .. } = c {
+                    spare.push(buf);
+                }
+            }
+            if self.a.recv().is_some() {
+                return Err("the sender received a message".into());
+            }
+            steps += 1;
+            if steps > count * u64::from(STUCK) {
+                return Err(format!("stuck at {received} of {count}"));
+            }
+        }
+        check_sum(sum, count)?;
+        self.check()?;
+        let acks = self.b.peer_stats(self.to_a).map_or(0, |s| s.acks_sent);
+        Ok(format!(
+            "{count} messages of {size} bytes; the receiver sent {acks} acknowledgements"
+        ))
+    }
+
+    /// Neither connection failed or retransmitted: the channel lost nothing.
+    fn check(&self) -> Result<(), String> {
+        for (ep, peer) in [(&self.a, self.to_b), (&self.b, self.to_a)] {
+            if ep.peer_failed(peer) {
+                return Err("the connection failed".into());
+            }
+            let s = ep.peer_stats(peer).ok_or("no connection")?;
+            if s.retransmitted > 0 {
+                return Err(format!(
+                    "{} retransmissions on a perfect channel",
+                    s.retransmitted
+                ));
+            }
+        }
+        Ok(())
+    }
 }

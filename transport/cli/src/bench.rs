@@ -1,5 +1,5 @@
 //! `myri pingpong` and `myri stream`: seed 000's benchmarks over the stack, reliable (RPP
-//! on the channel API, the default) or raw (the channel API alone, `--raw`).
+//! over `sim://` endpoints, the default) or raw (the channel API alone, `--raw`).
 //!
 //! Each run goes through [`Protocol`]: it picks the driver and names the run; the
 //! reports and their printing are shared, so another way to carry the benchmark is one
@@ -8,12 +8,12 @@
 use crate::Failure;
 use crate::opts::{FaultArgs, print_json};
 use clap::{Args, ValueEnum};
-use myri_mcp::{McpConfig, RecvMode};
-use myri_rpp::Stats;
 use myri_board_bench::Reference;
 use myri_board_bench::harness::{Accounting, ExecMode, Setup};
 use myri_board_bench::report::{PingPongReport, RppReport, StreamReport};
 use myri_board_bench::{raw, reliable};
+use myri_mcp::{McpConfig, RecvMode};
+use myri_rpp::Stats;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ impl Protocol {
     /// Largest message (the channel's payload raw; RPP fragments larger ones).
     fn max_size(self) -> usize {
         match self {
-            Protocol::Rpp => myri_board_bench::rpp_link::board_config().max_message_len,
+            Protocol::Rpp => reliable::max_message_len(),
             Protocol::Raw => myri_mcp::hcb::MAX_PAYLOAD,
         }
     }
@@ -269,27 +269,29 @@ fn rpp_json(r: Option<&RppReport>) -> Value {
     let Some(r) = r else {
         return json!({});
     };
-    let l = &r.link;
+    let [ea, eb] = &r.endpoints;
     json!({
         "retransmitted": r.retransmitted(), "spurious_retransmits": r.spurious_retransmits(),
         "rto_expirations": r.rto_expirations(), "lost": r.lost(), "dup_packets": r.dup_packets(),
         "bad_crc": r.bad_crc(), "acks_sent": r.acks_sent(), "rtt_us": us(r.client.srtt),
         "rpp": {
             "a": stats_json(&r.client), "b": stats_json(&r.server),
-            "in_place": l.in_place, "assembled": l.assembled, "bytes_copied": l.bytes_copied,
-            "channel_full": l.channel_full, "no_send_buffer": l.no_send_buffer,
-            "send_errors": l.send_errors, "recv_errors": l.recv_errors,
+            "in_place": ea.registered_recvs + eb.registered_recvs,
+            "assembled": ea.heap_recvs + eb.heap_recvs,
+            "transmit_copies": ea.transmit_copies + eb.transmit_copies,
+            "would_block": ea.would_block + eb.would_block,
+            "io_errors": ea.io_errors + eb.io_errors,
             "trace_hashes": [format!("{:016x}", r.trace_hashes[0]), format!("{:016x}", r.trace_hashes[1])],
         },
     })
 }
 
 fn rpp_text(r: &RppReport) -> String {
-    let l = &r.link;
+    let [ea, eb] = &r.endpoints;
     format!(
         "  rpp         retransmitted {} (spurious {}, timer expiries {}), lost {}, duplicates {}, \
          bad crc-32c {}, acks {}; srtt {:.1} us; delivered in place {}, assembled {}; \
-         {} payload bytes copied into dma buffers",
+         {} packets copied into dma buffers",
         r.retransmitted(),
         r.spurious_retransmits(),
         r.rto_expirations(),
@@ -298,9 +300,9 @@ fn rpp_text(r: &RppReport) -> String {
         r.bad_crc(),
         r.acks_sent(),
         us(r.client.srtt),
-        l.in_place,
-        l.assembled,
-        l.bytes_copied
+        ea.registered_recvs + eb.registered_recvs,
+        ea.heap_recvs + eb.heap_recvs,
+        ea.transmit_copies + eb.transmit_copies
     )
 }
 

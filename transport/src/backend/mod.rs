@@ -169,6 +169,10 @@ pub(crate) trait Backend: Send {
     }
     /// Counters.
     fn counters(&self) -> BackendCounters;
+    /// Packets the device below dropped, by cause (a simulated board's control program).
+    fn board_drops(&mut self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// Whether the backend gives reliability itself ([`Backend::send_reliable`] and the
     /// calls after it): a channel that is lossless and ordered between live processes and
     /// tells when the remote process dies (shm). Then reliable mode runs no RPP.

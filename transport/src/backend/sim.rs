@@ -692,4 +692,25 @@ impl Backend for SimBackend {
     fn counters(&self) -> BackendCounters {
         self.counters
     }
+
+    fn board_drops(&mut self) -> Vec<(&'static str, u64)> {
+        use myri_mcp::hcb::counter;
+        let causes = [
+            (counter::DROP_RX_FULL, "rx pool full"),
+            (counter::DROP_TYPE, "wrong type"),
+            (counter::DROP_SUBTYPE, "wrong subtype"),
+            (counter::DROP_CHANNEL, "bad channel"),
+            (counter::DROP_LENGTH, "bad length"),
+            (counter::DROP_OVERRUN, "receive overrun"),
+            (counter::SEND_ERRORS, "send refused by the mcp"),
+        ];
+        let Ok(c) = self.api.mcp_counters() else {
+            return Vec::new();
+        };
+        causes
+            .into_iter()
+            .map(|(id, name)| (name, u64::from(c.get(id))))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
 }

@@ -240,6 +240,11 @@ pub struct Stats {
     pub gro_buffers: u64,
     /// Datagrams those buffers held.
     pub gro_segments: u64,
+    /// Datagrams handed to the backend (messages in raw mode; RPP's packets, first
+    /// transmissions, retransmissions and acknowledgements, in reliable mode).
+    pub datagrams_sent: u64,
+    /// Datagrams taken from the backend.
+    pub datagrams_received: u64,
 }
 
 struct PeerSlot {
@@ -420,6 +425,20 @@ impl Endpoint {
             gro_segments: b.gro_segments,
             ..self.stats
         }
+    }
+
+    /// Packets the device under a `sim://` endpoint dropped, by cause (its control
+    /// program's counters, read from the board: a receive pool or channel that was full,
+    /// bad packets), causes with none left out; empty on other backends.
+    pub fn board_drops(&mut self) -> Vec<(&'static str, u64)> {
+        self.backend.board_drops()
+    }
+
+    /// The hash of RPP's trace of events with a peer (reliable mode): two runs in virtual
+    /// time from the same seed give the same hash.
+    pub fn peer_trace_hash(&self, peer: Peer) -> Option<u64> {
+        let conn = self.peers.get(peer.0 as usize)?.conn.as_ref()?;
+        Some(conn.trace().hash())
     }
 
     /// RPP's counters for a peer (reliable mode).
@@ -653,6 +672,7 @@ impl Endpoint {
         } else {
             match self.backend.send(&addr, buf) {
                 Ok(sent) => {
+                    self.stats.datagrams_sent += 1;
                     self.stats.copied_sends += u64::from(sent.copied);
                 }
                 Err(e) => {
@@ -741,6 +761,7 @@ impl Endpoint {
                 break;
             };
             worked = true;
+            self.stats.datagrams_received += 1;
             let known = match self.last_sender {
                 Some((addr, p)) if addr == inc.from => Some(p),
                 _ => self.by_addr.get(&inc.from).copied(),
@@ -862,6 +883,7 @@ impl Endpoint {
             match result {
                 Ok(s) => {
                     sent = true;
+                    stats.datagrams_sent += 1;
                     stats.transmit_copies += u64::from(s.copied);
                 }
                 // The packet is lost to the channel; RPP sends it again.
