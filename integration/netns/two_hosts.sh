@@ -95,15 +95,15 @@ grep -q "\"local\":\"udp://0.0.0.0:" "$WORK/pingpong.out" || fail "no connected 
 
 client stream.out stream --size 65536 --count 200 --rounds 2 --baseline --verify
 grep -q '"errors":0' "$WORK/stream.out" || fail "stream errors"
-grep -q '"received":400' "$WORK/stream.out" || fail "the stream lost messages"
+grep -q '"delivered":400' "$WORK/stream.out" || fail "the stream lost messages"
 grep -q '"ratio_tcp":[0-9]' "$WORK/stream.out" || fail "no tcp ratio"
 
 QUERY='?gso=0' client fragmented.out stream --size 65536 --count 200 --rounds 2 --baseline --verify
 grep -q '"errors":0' "$WORK/fragmented.out" || fail "stream errors without offload"
-grep -q '"received":400' "$WORK/fragmented.out" || fail "the stream without offload lost messages"
+grep -q '"delivered":400' "$WORK/fragmented.out" || fail "the stream without offload lost messages"
 
 client random.out stream --random-sizes 1048576 --count 300 --rounds 1 --verify
-grep -q '"received":300' "$WORK/random.out" || fail "the random-size stream lost messages"
+grep -q '"delivered":300' "$WORK/random.out" || fail "the random-size stream lost messages"
 
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || fail "the server exited with $?"

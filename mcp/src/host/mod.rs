@@ -572,6 +572,17 @@ impl Api {
         }
     }
 
+    /// How many send buffers [`Api::get_send_buffer`] could hand out now, finished sends
+    /// reaped first: a caller that must keep some for packets of its own (a protocol's
+    /// acknowledgements) stops taking buffers for long-lived uses below its reserve.
+    pub fn free_send_buffers(&mut self) -> usize {
+        let unit = &self.unit;
+        let mut g = unit.locked();
+        let sh = &mut *g;
+        unit.reap_locked(sh);
+        unit::SEND_BUFS - usize::from(sh.st.send_created) + sh.st.free_send.len()
+    }
+
     /// Gives back a send buffer that was not sent (seed 000, `myri_api0_free_send`).
     /// Dropping it does the same. A buffer that was sent is freed by dropping its ticket.
     pub fn free_send(&mut self, buf: SendBuf) {

@@ -226,7 +226,7 @@ fn accounting_json(a: &Accounting) -> Value {
         .iter()
         .map(|&(k, v)| (k.replace([' ', '-'], "_"), json!(v)))
         .collect();
-    json!({"sent": a.sent, "received": a.received, "dropped": a.dropped, "duplicated": a.duplicated, "drops": drops})
+    json!({"packets": {"sent": a.sent, "received": a.received, "dropped": a.dropped, "duplicated": a.duplicated, "drops": drops}})
 }
 
 fn drops_text(a: &Accounting) -> String {
@@ -411,7 +411,7 @@ pub fn stream(args: &StreamArgs) -> Result<(), Failure> {
                 "test": "stream", "protocol": protocol.name(), "mode": setup.mode.name(),
                 "size": args.size, "count": args.count, "window": args.window,
                 "rounds": args.rounds, "mb_per_s": r.mb_per_s, "timeouts": r.timeouts,
-                "delivered": r.delivered, "baseline_mb_per_s": r.baseline_mb_per_s,
+                "sent": args.count * u64::from(args.rounds.max(1)), "delivered": r.delivered, "baseline_mb_per_s": r.baseline_mb_per_s,
                 "ratio": ratio,
             }),
             accounting_json(&r.accounting),

@@ -72,6 +72,11 @@ datagrams (the server must run raw too) and --timeout-ms bounds each raw exchang
 ping-pong (udp://) or a bare shared-memory ring (shm://) against the same server, and \
 reports the ratio. --mode, --polled and the fault options are for sim:// only.
 
+--json prints one JSON object per line, one with \"test\": \"pingpong\" per size: size, iters, \
+one_way_us (median, half the round trip), mb_per_s, timeouts (raw), baseline_one_way_us and \
+ratio (--baseline); on sim:// also packets.{sent,received,dropped,duplicated,drops} and, \
+reliable, RPP's counters as for `myri stream`.
+
 Examples:
   myri pingpong --raw --baseline
   myri serve udp://0.0.0.0:7000      then      myri pingpong --transport udp://HOST:7000 --sizes 8,1024 --baseline")]
@@ -94,6 +99,20 @@ draws sizes from --seed. --baseline measures, interleaved, the same stream over 
 UDP socket and over a TCP connection (udp://), or over a bare shared-memory ring \
 (shm://), and reports the ratios. A server that dies mid-stream ends the run with exit \
 code 3 and the number of unacknowledged messages the transport handed back.
+
+--json prints one JSON object per line; the last, with \"test\": \"stream\", holds the result. \
+Its fields mean the same on every transport:
+  sent, delivered     messages the sending application handed over, and messages handed to
+                      the receiving one (count x rounds each when nothing fails)
+  mb_per_s, ratio     median goodput (10^6 bytes/s); goodput / the reference's
+  baseline_mb_per_s   the reference's median goodput (--baseline)
+  packets.{sent,received,dropped,duplicated,drops}
+                      sim:// only: datagrams on the fabric, drops by cause
+  retransmitted, lost, rtt_us, rpp.{a,b}
+                      reliable sim:// only: RPP's counters (both ends, then each)
+  transport, reliable, bytes, errors, tcp_mb_per_s
+                      udp:// and shm:// only: the server, its byte count and the errors it
+                      found, TCP's goodput (udp:// --baseline)
 
 Examples:
   myri serve udp://0.0.0.0:7000      then      myri stream --transport udp://HOST:7000 --size 65536 --count 2000 --baseline

@@ -397,7 +397,7 @@ pub fn stream(
         print_json(&json!({
             "test": "stream", "transport": client.server_url(), "reliable": client.is_reliable(),
             "sizes": sizes, "count": count, "rounds": rounds.max(1), "verify": args.verify,
-            "sent": f.sent(), "received": f.received(), "bytes": f.bytes(), "errors": f.errors(),
+            "sent": f.sent(), "delivered": f.received(), "bytes": f.bytes(), "errors": f.errors(),
             "mb_per_s": f.mb_per_s,
             "baseline": reference, "baseline_mb_per_s": f.reference_mb_per_s,
             "baseline_lost": baselines.as_ref().map(|_| f.reference_lost),

@@ -48,7 +48,7 @@ fn verified_stream(url: &str, extra: &[&str]) -> Vec<Value> {
     assert!(status.success(), "{status}: {stderr}\n{lines:#?}");
     let s = last(&lines, "test", "stream");
     assert_eq!(
-        (&s["received"], &s["errors"]),
+        (&s["delivered"], &s["errors"]),
         (&Value::from(1000), &Value::from(0))
     );
     lines

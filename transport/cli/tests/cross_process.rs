@@ -33,7 +33,7 @@ fn ten_thousand(transport: &str) -> Vec<&str> {
 fn check_exact(lines: &[Value], server_end: &Value) {
     let s = last(lines, "test", "stream");
     assert_eq!(
-        (&s["sent"], &s["received"], &s["errors"]),
+        (&s["sent"], &s["delivered"], &s["errors"]),
         (&Value::from(10_000), &Value::from(10_000), &Value::from(0)),
         "{s}"
     );
@@ -162,9 +162,9 @@ fn a_server_takes_clients_one_after_another_in_both_modes_and_reports_each() {
                 sessions.push(ended["session"].clone());
                 if client == 1 {
                     let s = last(&lines, "test", "stream");
-                    assert_eq!(ended["counters"]["received"], s["received"]);
+                    assert_eq!(ended["counters"]["received"], s["delivered"]);
                     if mode == "reliable" {
-                        assert_eq!(s["received"], 600, "{s}");
+                        assert_eq!(s["delivered"], 600, "{s}");
                     }
                 } else {
                     let echoed = ended["counters"]["echoed"].as_u64().unwrap();

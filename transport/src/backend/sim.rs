@@ -40,6 +40,8 @@ pub const CHAN: u8 = 1;
 /// Bytes of the sender header in front of every datagram.
 pub const HEADER_LEN: usize = 8;
 const MAGIC: [u8; 4] = *b"MYT1";
+/// Send buffers [`Backend::alloc`] leaves on the board for the packets the endpoint copies.
+const SEND_RESERVE: usize = 8;
 /// Virtual time one progress call advances the world by.
 pub const TICK_NANOS: u64 = 1_000;
 /// Where a world's clock starts.
@@ -540,7 +542,11 @@ impl Backend for SimBackend {
     }
 
     fn alloc(&mut self, len: usize) -> Option<Buf> {
-        if len > self.mtu() {
+        // The application's messages may stay lent to the board until acknowledged; the
+        // last few buffers are kept for the packets RPP must copy (acknowledgements,
+        // short messages), which would otherwise be lost to a full pool and resent only
+        // after a timeout. The application gets heap memory instead, copied at send.
+        if len > self.mtu() || self.api.free_send_buffers() <= SEND_RESERVE {
             return None;
         }
         let sb = self.api.get_send_buffer().ok()?;

@@ -1,0 +1,66 @@
+//! The `--json` lines of `myri stream` and `myri pingpong` on the simulated fabric mean
+//! what the command's help says, with the fields the network runs use for the same
+//! things: `sent` and `delivered` count messages (the application's), packet counts live
+//! under `packets`. (The `udp://` and `shm://` lines are checked by `cross_process.rs`.)
+
+use serde_json::Value;
+use std::process::Command;
+
+const MYRI: &str = env!("CARGO_BIN_EXE_myri");
+
+#[track_caller]
+fn json_run(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(MYRI).args(args).output().expect("run myri");
+    assert!(
+        out.status.success(),
+        "myri {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn stream_json_delivered_counts_messages_on_the_simulated_fabric() {
+    for extra in [&[][..], &["--raw"][..], &["--mode", "sim"][..]] {
+        let mut args = vec![
+            "stream", "--size", "4096", "--count", "150", "--rounds", "3", "--json",
+        ];
+        args.extend_from_slice(extra);
+        let lines = json_run(&args);
+        let s = lines.last().expect("a line");
+        assert_eq!(s["test"], "stream", "{s}");
+        assert_eq!(s["sent"], 450, "{extra:?}: {s}");
+        let delivered = s["delivered"].as_u64().expect("delivered");
+        if extra == ["--raw"] {
+            // Raw: a receive pool may overrun; what was not delivered was dropped.
+            let dropped = s["packets"]["dropped"].as_u64().expect("packets.dropped");
+            assert!(delivered + dropped >= 450, "{s}");
+        } else {
+            assert_eq!(delivered, 450, "{extra:?}: {s}");
+        }
+        let p = &s["packets"];
+        for k in ["sent", "received", "dropped", "duplicated"] {
+            assert!(p[k].is_u64(), "packets.{k}: {s}");
+        }
+        assert!(
+            s.get("received").is_none(),
+            "no ambiguous top-level field: {s}"
+        );
+    }
+}
+
+#[test]
+fn pingpong_json_has_one_line_per_size_with_packet_counts() {
+    let lines = json_run(&["pingpong", "--sizes", "8,1024", "--iters", "50", "--json"]);
+    let tests: Vec<&Value> = lines.iter().filter(|l| l["test"] == "pingpong").collect();
+    assert_eq!(tests.len(), 2, "{lines:?}");
+    for (t, size) in tests.iter().zip([8, 1024]) {
+        assert_eq!(t["size"], size, "{t}");
+        assert_eq!(t["iters"], 50, "{t}");
+        assert!(t["one_way_us"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t["packets"]["sent"].as_u64().unwrap() >= 100, "{t}");
+    }
+}
