@@ -572,15 +572,22 @@ impl Api {
         }
     }
 
-    /// How many send buffers [`Api::get_send_buffer`] could hand out now, finished sends
-    /// reaped first: a caller that must keep some for packets of its own (a protocol's
-    /// acknowledgements) stops taking buffers for long-lived uses below its reserve.
-    pub fn free_send_buffers(&mut self) -> usize {
+    /// Whether [`Api::get_send_buffer`] could hand out more than `reserve` send buffers
+    /// now (finished sends are reaped only when the free ones alone do not say so): a
+    /// caller that must keep some for packets of its own (a protocol's acknowledgements)
+    /// stops taking buffers for long-lived uses at its reserve.
+    pub fn send_buffers_above(&mut self, reserve: usize) -> bool {
         let unit = &self.unit;
         let mut g = unit.locked();
         let sh = &mut *g;
+        let free = |sh: &unit::Shared| {
+            unit::SEND_BUFS - usize::from(sh.st.send_created) + sh.st.free_send.len()
+        };
+        if free(sh) > reserve {
+            return true;
+        }
         unit.reap_locked(sh);
-        unit::SEND_BUFS - usize::from(sh.st.send_created) + sh.st.free_send.len()
+        free(sh) > reserve
     }
 
     /// Gives back a send buffer that was not sent (seed 000, `myri_api0_free_send`).

@@ -103,6 +103,11 @@ pub(crate) trait Backend: Send {
     fn gather_copies(&self) -> bool;
     /// The time, in nanoseconds since an epoch of the backend's choosing (virtual for sim).
     fn now(&self) -> u64;
+    /// The time as of the last [`Backend::progress`] call (a backend whose clock reading
+    /// costs something keeps it; the rest read the clock).
+    fn progressed_at(&self) -> u64 {
+        self.now()
+    }
     /// When the backend will next do something by itself (a simulated board's timers), in
     /// the time of [`Backend::now`]; `None` for backends that need no call for that.
     fn next_deadline(&self) -> Option<u64> {
@@ -158,6 +163,19 @@ pub(crate) trait Backend: Send {
     }
     /// The next datagram that arrived, if any.
     fn recv(&mut self) -> Option<Incoming>;
+    /// Whether nothing can have arrived or become due since the last
+    /// [`Backend::progress`] that found nothing to do, short of a new call from the host
+    /// (a simulated board stepped inline and quiet: a few loads). Backends that cannot
+    /// tell cheaply say `false`.
+    fn is_idle(&self) -> bool {
+        false
+    }
+    /// Lets the device start on what was just posted, where the host must step it (a
+    /// simulated board run inline: the doorbell rings and the board takes the packet at
+    /// once instead of at the next progress call). Returns whether anything happened.
+    fn kick(&mut self) -> bool {
+        false
+    }
     /// Does the backend's own work (steps a simulated board, checks a shm peer's life).
     /// Returns whether anything happened.
     fn progress(&mut self) -> bool;

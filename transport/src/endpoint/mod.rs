@@ -288,6 +288,12 @@ pub struct Endpoint {
     stats: Stats,
     next_raw_id: u64,
     header: Vec<u8>,
+    /// Until when (backend time) a progress pass that finds the backend idle has nothing
+    /// to do: RPP's earliest timer, when the last pass took every datagram and sent all
+    /// it could; 0 when the next pass must run in full.
+    idle_until: u64,
+    /// The last transmit pass stopped before RPP ran out of packets.
+    transmit_blocked: bool,
 }
 
 fn wall_clock_incarnation() -> u64 {
@@ -356,6 +362,8 @@ impl Endpoint {
             unsettled: VecDeque::new(),
             stats: Stats::default(),
             next_raw_id: 0,
+            idle_until: 0,
+            transmit_blocked: false,
             header: vec![0; myri_rpp::wire::MAX_HEADER_LEN],
             options,
         })
@@ -502,6 +510,7 @@ impl Endpoint {
     /// Makes `url` (same scheme as the endpoint, no parameters) a peer; inserting the same
     /// address again gives the same handle.
     pub fn insert_addr(&mut self, url: &str) -> Result<Peer, Error> {
+        self.idle_until = 0;
         let parsed: Url = url.parse()?;
         let scheme = self.backend.scheme();
         let bad = |why| Error::BadPeerAddr {
@@ -611,6 +620,7 @@ impl Endpoint {
     /// is registered memory of this backend. On refusal the buffer comes back in the
     /// error ([`Error::WouldBlock`]: progress, then retry).
     pub fn send(&mut self, peer: Peer, buf: Buf) -> Result<MsgId, SendError> {
+        self.idle_until = 0;
         if self.native
             && let Some(p) = self.peers.get(peer.0 as usize)
             && !p.failed
@@ -664,9 +674,12 @@ impl Endpoint {
                     return Err(e);
                 }
             };
-            // Latency: the first packets go out now, not at the next progress call.
+            // Latency: the first packets go out now, not at the next progress call, and
+            // the device starts on them at once.
             let now = myri_rpp::Instant::from_nanos(self.backend.now());
-            self.transmit(peer.0 as usize, now);
+            if self.transmit(peer.0 as usize, now) {
+                self.backend.kick();
+            }
             self.drain_events(peer);
             id
         } else {
@@ -674,6 +687,7 @@ impl Endpoint {
                 Ok(sent) => {
                     self.stats.datagrams_sent += 1;
                     self.stats.copied_sends += u64::from(sent.copied);
+                    self.backend.kick();
                 }
                 Err(e) => {
                     self.stats.would_block += u64::from(e.error.is_would_block());
@@ -753,11 +767,23 @@ impl Endpoint {
             return self.progress_native();
         }
         let mut worked = self.backend.progress();
+        // Nothing arrived, nothing is due and nothing waits to be sent: done (a host
+        // spinning on `progress` for the next packet costs a few loads a turn).
+        if !worked
+            && self.backend.is_idle()
+            && self.unsettled.is_empty()
+            && !self.backend.has_events()
+            && self.backend.progressed_at() < self.idle_until
+        {
+            return false;
+        }
         worked |= self.backend_events();
         self.settle_waiting();
-        let now = myri_rpp::Instant::from_nanos(self.backend.now());
+        let now = myri_rpp::Instant::from_nanos(self.backend.progressed_at());
+        let mut drained = false;
         while self.deliveries.len() < self.options.max_pending_deliveries {
             let Some(inc) = self.backend.recv() else {
+                drained = true;
                 break;
             };
             worked = true;
@@ -801,6 +827,8 @@ impl Endpoint {
             }
             self.drain_events(peer);
         }
+        self.transmit_blocked = false;
+        let mut next_timer = u64::MAX;
         if self.reliable {
             for i in 0..self.peers.len() {
                 let Some(conn) = self.peers[i].conn.as_mut() else {
@@ -812,8 +840,16 @@ impl Endpoint {
                 }
                 worked |= self.transmit(i, now);
                 self.drain_events(Peer(i as u32));
+                if let Some(t) = self.peers[i].conn.as_mut().and_then(|c| c.poll_timeout()) {
+                    next_timer = next_timer.min(t.as_nanos());
+                }
             }
         }
+        self.idle_until = if drained && !self.transmit_blocked {
+            next_timer
+        } else {
+            0
+        };
         worked
     }
 
@@ -867,6 +903,7 @@ impl Endpoint {
             peers,
             header,
             stats,
+            transmit_blocked: blocked,
             ..
         } = self;
         let slot = &mut peers[i];
@@ -874,7 +911,11 @@ impl Endpoint {
             return false;
         };
         let mut sent = false;
-        while backend.can_send(&slot.addr) {
+        loop {
+            if !backend.can_send(&slot.addr) {
+                *blocked = true;
+                break;
+            }
             let Some(g) = conn.poll_transmit_gather(now, header) else {
                 break;
             };
@@ -887,9 +928,13 @@ impl Endpoint {
                     stats.transmit_copies += u64::from(s.copied);
                 }
                 // The packet is lost to the channel; RPP sends it again.
-                Err(Error::WouldBlock) => break,
+                Err(Error::WouldBlock) => {
+                    *blocked = true;
+                    break;
+                }
                 Err(_) => {
                     stats.io_errors += 1;
+                    *blocked = true;
                     break;
                 }
             }
