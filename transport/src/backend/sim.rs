@@ -725,7 +725,7 @@ impl Backend for SimBackend {
     fn progress(&mut self) -> bool {
         if self.world.config.clock == SimClock::Real && self.api.is_quiet() {
             self.quiet_calls = self.quiet_calls.wrapping_add(1);
-            if self.quiet_calls % QUIET_READS == 0 {
+            if self.quiet_calls.is_multiple_of(QUIET_READS) {
                 self.last_now = self.world.advance();
             }
             return false;
