@@ -1,8 +1,8 @@
 //! The seed's benchmarks as `myri pingpong` and `myri stream` run them: in every mode and
 //! under faults, every packet sent is received or counted as dropped, and nothing hangs.
 
-use myri_device::fabric::FaultConfig;
 use myri_board_bench::raw::{self, ExecMode, Setup};
+use myri_device::fabric::FaultConfig;
 use std::time::Duration;
 
 const MODES: [ExecMode; 3] = [ExecMode::Inline, ExecMode::Threaded, ExecMode::Sim];

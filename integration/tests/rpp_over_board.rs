@@ -8,11 +8,11 @@
 //! draw. A sends under a window, so its messages of a KiB or more go in DMA buffers lent
 //! to the board (every transmission and resend a DMA from there); B copies every packet.
 
+use myri_board_bench::rpp_link::{BoardConnection, board_config};
 use myri_device::fabric::{CableConfig, FabricCounters, FaultConfig, LinkModel};
 use myri_device::time::Time;
 use myri_integration::{Cluster, ExecMode, HostProgram, Step, run};
 use myri_mcp::{Api, ChanRequest, McpConfig};
-use myri_board_bench::rpp_link::{BoardConnection, board_config};
 use std::time::Duration;
 
 /// The faults, on every link: drop 10%, corrupt 1%, duplicate 2%, reorder 5%.
@@ -323,10 +323,10 @@ mod benchmarks {
 mod glue {
     //! The glue's own promises about DMA buffers, scripted on two inline boards.
 
+    use myri_board_bench::rpp_link::{BoardConnection, board_config};
     use myri_device::time::Time;
     use myri_integration::Cluster;
     use myri_mcp::{ChanRequest, RouteId};
-    use myri_board_bench::rpp_link::{BoardConnection, board_config};
     use std::time::Duration;
 
     /// Two inline boards, A sending to B over RPP, stepped by hand.

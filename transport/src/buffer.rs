@@ -20,8 +20,8 @@
 //! (the board's receive buffer, the slab slot, the peer's slot in the region). Dropping it
 //! gives that memory back to the backend, so hold received buffers briefly.
 
-use myri_ring::raw::{SlotMut, SlotView};
 use core::ops::{Deref, DerefMut, Range};
+use myri_ring::raw::{SlotMut, SlotView};
 use std::sync::{Arc, Mutex};
 
 /// Where a [`Buf`]'s bytes live.

@@ -34,9 +34,9 @@
 //! fast link; nothing is lost, so nothing is retransmitted (the run checks).
 
 use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair};
+use myri_board_bench::rpp_link::{BoardConnection, board_config};
 use myri_device::time::Time;
 use myri_mcp::{Api, Channel, RouteId};
-use myri_board_bench::rpp_link::{BoardConnection, board_config};
 use std::collections::VecDeque;
 use std::time::Duration;
 use thiserror::Error;

@@ -8,12 +8,12 @@
 use crate::Failure;
 use crate::opts::{FaultArgs, print_json};
 use clap::{Args, ValueEnum};
-use myri_mcp::{McpConfig, RecvMode};
-use myri_rpp::Stats;
 use myri_board_bench::Reference;
 use myri_board_bench::harness::{Accounting, ExecMode, Setup};
 use myri_board_bench::report::{PingPongReport, RppReport, StreamReport};
 use myri_board_bench::{raw, reliable};
+use myri_mcp::{McpConfig, RecvMode};
+use myri_rpp::Stats;
 use serde_json::{Value, json};
 use std::time::Duration;
 
