@@ -31,10 +31,7 @@ use std::net::UdpSocket;
 use std::time::Instant;
 
 fn pair(a: &str, b: &str, rpp_over_shm: bool) -> (Endpoint, Endpoint, Peer, Peer) {
-    let options = || Options {
-        rpp_over_shm,
-        ..Options::default()
-    };
+    let options = || Options::default().with_rpp_over_shm(rpp_over_shm);
     let mut ea = Endpoint::open_with(a, options()).expect("open a");
     let mut eb = Endpoint::open_with(b, options()).expect("open b");
     let to_b = ea.insert_addr(&strip(&eb.local_url())).expect("b");

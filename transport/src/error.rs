@@ -7,6 +7,7 @@ use thiserror::Error;
 
 /// An endpoint operation that could not be done.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The URL did not parse.
     #[error("bad url: {0}")]

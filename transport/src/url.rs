@@ -42,6 +42,7 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Scheme {
     /// The in-process simulated fabric of myri boards.
     Sim,
@@ -70,6 +71,7 @@ impl fmt::Display for Scheme {
 
 /// Where an endpoint is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Address {
     /// An endpoint of a simulated world; `None` asks for a generated name.
     Sim {
@@ -103,6 +105,7 @@ impl Address {
 
 /// The parameters of a URL (each `None` when the URL does not name it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Params {
     /// `reliable=`: RPP on top (true) or raw datagrams (false).
     pub reliable: Option<bool>,
@@ -132,6 +135,7 @@ pub struct Url {
 
 /// Why a URL did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum UrlError {
     /// No `://` after the scheme.
     #[error(

@@ -228,10 +228,10 @@ fn restarted_peer(rpp_over_shm: bool) {
         "restart"
     });
     let url = format!("shm://{name}");
-    let with = |incarnation| Options {
-        incarnation: Some(incarnation),
-        rpp_over_shm,
-        ..Options::default()
+    let with = |incarnation| {
+        Options::default()
+            .with_incarnation(incarnation)
+            .with_rpp_over_shm(rpp_over_shm)
     };
     let mut a = Endpoint::open_with(&url, with(50)).unwrap();
     let mut b = Endpoint::open_with(&url, with(100)).unwrap();

@@ -281,10 +281,7 @@ fn a_dead_peer_hands_back_every_message_it_did_not_take() {
 fn rpp_over_shm_stays_available_as_an_option() {
     let name = unique("rpp");
     let url = format!("shm://{name}");
-    let options = || Options {
-        rpp_over_shm: true,
-        ..Options::default()
-    };
+    let options = || Options::default().with_rpp_over_shm(true);
     let mut a = Endpoint::open_with(&url, options()).unwrap();
     let mut b = Endpoint::open_with(&url, options()).unwrap();
     assert!(a.is_reliable() && !a.is_native());
@@ -311,14 +308,7 @@ fn rpp_over_shm_stays_available_as_an_option() {
 fn a_native_endpoint_refuses_a_peer_that_runs_rpp() {
     let name = unique("mixed");
     let url = format!("shm://{name}");
-    let mut rpp = Endpoint::open_with(
-        &url,
-        Options {
-            rpp_over_shm: true,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut rpp = Endpoint::open_with(&url, Options::default().with_rpp_over_shm(true)).unwrap();
     let mut native = Endpoint::open(&url).unwrap();
     let to_rpp = native.insert_addr(&url).unwrap();
     let to_native = rpp.insert_addr(&url).unwrap();

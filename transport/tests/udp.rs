@@ -154,11 +154,9 @@ fn datagrams_from_unknown_addresses_are_counted_and_dropped_or_accepted() {
     .expect("counted");
     assert!(a.recv().is_none());
 
-    let opts = Options {
-        accept_unknown_peers: true,
-        reliable: false,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_accept_unknown_peers(true)
+        .with_reliable(false);
     let mut server = Endpoint::open_with("udp://127.0.0.1:0", opts).unwrap();
     let target = server.local_url().trim_start_matches("udp://").to_owned();
     stranger.send_to(b"hello", &target).unwrap();
@@ -275,17 +273,13 @@ fn reliable_small_messages_are_sent_gathered_and_received_in_place() {
 #[test]
 fn a_client_connected_to_its_one_peer_talks_to_it_alone() {
     for reliable in [true, false] {
-        let server_opts = Options {
-            accept_unknown_peers: true,
-            reliable,
-            ..Options::default()
-        };
+        let server_opts = Options::default()
+            .with_accept_unknown_peers(true)
+            .with_reliable(reliable);
         let mut server = Endpoint::open_with("udp://127.0.0.1:0", server_opts).unwrap();
-        let client_opts = Options {
-            connect_one_peer: true,
-            reliable,
-            ..Options::default()
-        };
+        let client_opts = Options::default()
+            .with_connect_one_peer(true)
+            .with_reliable(reliable);
         let mut client = Endpoint::open_with("udp://127.0.0.1:0", client_opts).unwrap();
         let to_server = client.insert_addr(&server.local_url()).unwrap();
         assert_eq!(client.insert_addr(&server.local_url()).unwrap(), to_server);

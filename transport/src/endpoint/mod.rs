@@ -33,6 +33,7 @@ pub struct MsgId(pub u64);
 /// What an endpoint can do (as a libfabric provider's `fi_info` or an Open MPI BTL's
 /// module fields tell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// The backend's scheme.
     pub scheme: Scheme,
@@ -55,8 +56,11 @@ pub struct Capabilities {
     pub copy_free: bool,
 }
 
-/// How to open an endpoint.
+/// How to open an endpoint: [`Options::default`] and the `with_*` methods, as in
+/// `Options::default().with_reliable(false)`; the fields are public for reading (and
+/// for setting in place, as `options.rpp.max_retries = 3`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// RPP on top (true) or raw datagrams, when the URL does not say (`reliable=`).
     /// Default: reliable.
@@ -109,6 +113,50 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Sets [`Options::reliable`]: RPP on top (true) or raw datagrams.
+    pub fn with_reliable(mut self, reliable: bool) -> Options {
+        self.reliable = reliable;
+        self
+    }
+
+    /// Sets [`Options::accept_unknown_peers`].
+    pub fn with_accept_unknown_peers(mut self, accept: bool) -> Options {
+        self.accept_unknown_peers = accept;
+        self
+    }
+
+    /// Sets [`Options::incarnation`] (`None`: the wall clock at open).
+    pub fn with_incarnation(mut self, incarnation: impl Into<Option<u64>>) -> Options {
+        self.incarnation = incarnation.into();
+        self
+    }
+
+    /// Sets the RPP settings ([`Options::rpp`]).
+    pub fn with_rpp(mut self, rpp: myri_rpp::Config) -> Options {
+        self.rpp = rpp;
+        self
+    }
+
+    /// Sets [`Options::max_pending_deliveries`].
+    pub fn with_max_pending_deliveries(mut self, max: usize) -> Options {
+        self.max_pending_deliveries = max;
+        self
+    }
+
+    /// Sets [`Options::rpp_over_shm`].
+    pub fn with_rpp_over_shm(mut self, rpp_over_shm: bool) -> Options {
+        self.rpp_over_shm = rpp_over_shm;
+        self
+    }
+
+    /// Sets [`Options::connect_one_peer`].
+    pub fn with_connect_one_peer(mut self, connect: bool) -> Options {
+        self.connect_one_peer = connect;
+        self
+    }
+}
+
 /// A message received from a peer.
 #[derive(Debug)]
 pub struct Delivery {
@@ -120,6 +168,7 @@ pub struct Delivery {
 
 /// Something that happened to a send or a peer. See [`Endpoint::poll_completion`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Completion {
     /// Reliable mode: the peer is known (its incarnation learned).
     Connected {
@@ -191,6 +240,7 @@ pub enum Completion {
 /// `copied_sends` had to be copied into registered memory because the backend sends only
 /// from its own (CLF's fallback).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Messages taken by `send`.
     pub sends: u64,
