@@ -44,13 +44,19 @@ pub enum Error {
     /// copy a heap buffer into): try again after [`Endpoint::progress`](crate::Endpoint::progress).
     #[error("would block: the send queue is full")]
     WouldBlock,
-    /// The peer failed (unreachable, crashed, or broke the protocol).
-    #[error("peer {peer} failed: {why}")]
+    /// The peer failed earlier (unreachable, crashed, or broke the protocol): see its
+    /// [`Completion::PeerFailed`](crate::Completion::PeerFailed).
+    #[error("peer {peer} failed earlier")]
     PeerFailed {
         /// Which.
         peer: Peer,
-        /// Why.
-        why: String,
+    },
+    /// The peer's reliable connection is closing or closed
+    /// ([`Completion::PeerClosed`](crate::Completion::PeerClosed)).
+    #[error("the connection to peer {peer} is closed")]
+    PeerClosed {
+        /// Which.
+        peer: Peer,
     },
     /// The shared-memory region is damaged or of another version.
     #[error("shared-memory region `{name}` is unusable: {why}")]
@@ -105,5 +111,53 @@ impl SendError {
     /// The buffer back.
     pub fn into_buf(self) -> Buf {
         self.buf
+    }
+}
+
+/// Why a peer failed ([`Completion::PeerFailed`](crate::Completion::PeerFailed)): what
+/// RPP's timers or protocol checks found, or what the backend saw of the peer's process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Error)]
+#[non_exhaustive]
+pub enum PeerFailure {
+    /// Reliable mode: the peer answered nothing through `retries` retransmission timeouts
+    /// in a row (RPP's `max_retries` and `peer_timeout`).
+    #[error("peer unreachable: no answer after {retries} retries")]
+    Unreachable {
+        /// The retries made.
+        retries: u32,
+    },
+    /// Reliable mode: the peer sent a valid packet that breaks the protocol (message
+    /// framing): nothing it sends can be trusted.
+    #[error("protocol violation by the peer: {what}")]
+    ProtocolViolation {
+        /// What it broke.
+        what: &'static str,
+    },
+    /// Reliable mode: the connection was aborted by this side.
+    #[error("connection aborted: {why}")]
+    Aborted {
+        /// Why.
+        why: &'static str,
+    },
+    /// `shm://`: the peer's process died (its pid is gone).
+    #[error("the peer process died")]
+    ProcessGone,
+    /// `shm://`: the peer closed its side of the region.
+    #[error("the peer closed its side of the region")]
+    Closed,
+    /// `shm://` raw mode: a new process took the peer's side before the old one was seen
+    /// gone ([`Completion::PeerRestarted`](crate::Completion::PeerRestarted) follows).
+    #[error("the peer process was replaced")]
+    Replaced,
+}
+
+impl From<myri_rpp::ConnectionError> for PeerFailure {
+    fn from(e: myri_rpp::ConnectionError) -> PeerFailure {
+        use myri_rpp::ConnectionError as C;
+        match e {
+            C::PeerUnreachable { retries } => PeerFailure::Unreachable { retries },
+            C::ProtocolViolation(what) => PeerFailure::ProtocolViolation { what },
+            C::Aborted(why) => PeerFailure::Aborted { why },
+        }
     }
 }

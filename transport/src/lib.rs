@@ -95,5 +95,5 @@ pub use backend::shm::{
 pub use background::BackgroundEndpoint;
 pub use buffer::{Buf, RecvBuf};
 pub use endpoint::{Capabilities, Completion, Delivery, Endpoint, MsgId, Options, Peer, Stats};
-pub use error::{Error, SendError};
+pub use error::{Error, PeerFailure, SendError};
 pub use url::{Address, Scheme, Url, UrlError};

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{forge_dead_owner, wait_for};
-use myri_transport::{Buf, Completion, Endpoint, Error};
+use myri_transport::{Buf, Completion, Endpoint, Error, PeerFailure};
 
 /// A region name no other test or concurrent run uses.
 fn unique(name: &str) -> String {
@@ -169,7 +169,7 @@ fn a_dead_peer_is_reported_and_its_side_taken_over_by_a_newcomer() {
         _ => None,
     })
     .expect("the death is noticed");
-    assert!(why.contains("died"), "{why}");
+    assert_eq!(why, PeerFailure::ProcessGone, "{why}");
     assert!(unsent.is_empty(), "raw mode keeps nothing to hand back");
     assert!(
         a.send(to_b, Buf::copy_of(b"x")).is_err(),

@@ -351,7 +351,7 @@ impl Client {
                 }
                 Completion::PeerFailed { why, unsent, .. } => {
                     return Err(ClientError::PeerFailed {
-                        why,
+                        why: why.to_string(),
                         unacked: unsent.len(),
                     });
                 }

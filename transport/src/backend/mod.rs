@@ -11,7 +11,7 @@ pub(crate) mod sim;
 pub(crate) mod udp;
 
 use crate::buffer::{Buf, RecvBuf};
-use crate::error::{Error, SendError};
+use crate::error::{Error, PeerFailure, SendError};
 use crate::url::{Address, Scheme};
 use std::net::SocketAddr;
 
@@ -43,14 +43,14 @@ pub(crate) struct Incoming {
 }
 
 /// Something the backend learned about a remote endpoint on its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BackendEvent {
     /// The remote process is gone (shm: its pid is dead).
     PeerGone {
         /// Which.
         addr: RemoteAddr,
         /// Why the backend thinks so.
-        why: String,
+        why: PeerFailure,
         /// Noticed only as a new process took the remote side ([`BackendEvent::PeerReplaced`]
         /// follows at once): a restart rather than a failure.
         replaced: bool,

@@ -7,7 +7,7 @@ use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
 use crate::backend::{Backend, BackendEvent, RemoteAddr};
 use crate::buffer::{Buf, RecvBuf};
-use crate::error::{Error, SendError};
+use crate::error::{Error, PeerFailure, SendError};
 use crate::url::{Address, Scheme, Url};
 use myri_rpp::{Connection, Event, Received};
 use std::collections::{HashMap, VecDeque};
@@ -221,7 +221,7 @@ pub enum Completion {
         /// Which.
         peer: Peer,
         /// Why.
-        why: String,
+        why: PeerFailure,
         /// Messages not (fully) acknowledged.
         unsent: Vec<Buf>,
     },
@@ -630,10 +630,7 @@ impl Endpoint {
             .get(peer.0 as usize)
             .ok_or(Error::UnknownPeer(peer))?;
         if p.failed {
-            return Err(Error::PeerFailed {
-                peer,
-                why: "failed earlier (see its PeerFailed completion)".into(),
-            });
+            return Err(Error::PeerFailed { peer });
         }
         Ok(p)
     }
@@ -681,10 +678,7 @@ impl Endpoint {
                     buf: unlend(buf),
                 },
                 myri_rpp::SendError::Closed(buf) => SendError {
-                    error: Error::PeerFailed {
-                        peer,
-                        why: "the connection is closed".into(),
-                    },
+                    error: Error::PeerClosed { peer },
                     buf: unlend(buf),
                 },
             });
@@ -967,7 +961,7 @@ impl Endpoint {
                     self.stats.peer_failures += 1;
                     Completion::PeerFailed {
                         peer,
-                        why: error.to_string(),
+                        why: error.into(),
                         unsent,
                     }
                 }
@@ -1001,7 +995,7 @@ impl Endpoint {
 
     /// The backend says a peer's process is gone. Raw mode: the peer fails now. Reliable
     /// mode: RPP's own timers decide (a restarted peer is told apart by its incarnation).
-    fn backend_peer_gone(&mut self, peer: Peer, why: String) {
+    fn backend_peer_gone(&mut self, peer: Peer, why: PeerFailure) {
         let slot = &mut self.peers[peer.0 as usize];
         if slot.conn.is_some() || slot.failed {
             return;

@@ -6,7 +6,7 @@
 use super::{Completion, Delivery, Endpoint, MsgId, Peer};
 use crate::backend::RemoteAddr;
 use crate::buffer::Buf;
-use crate::error::SendError;
+use crate::error::{PeerFailure, SendError};
 
 /// Calls of [`Endpoint::recv`] (a message taken off the ring, or an empty ring) between
 /// two progress passes: a program that spins on `recv` while waiting for a message looks
@@ -116,7 +116,7 @@ impl Endpoint {
     /// Native reliability: the peer's process is gone. Messages it took are acknowledged
     /// first; the rest come back in [`Completion::PeerFailed`], or, when a new process
     /// already took its place, in the [`Completion::PeerRestarted`] that follows.
-    pub(super) fn native_peer_gone(&mut self, peer: Peer, why: String, replaced: bool) {
+    pub(super) fn native_peer_gone(&mut self, peer: Peer, why: PeerFailure, replaced: bool) {
         self.native_completions();
         let unsent = self.backend.take_unacked();
         let slot = &mut self.peers[peer.0 as usize];

@@ -39,7 +39,7 @@ use descriptor::{DESCRIPTOR, MORE, descriptor};
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
-use crate::error::{Error, SendError};
+use crate::error::{Error, PeerFailure, SendError};
 use crate::url::{Address, Scheme};
 use myri_ring::raw::{self, Consumer, Producer, Region, RingPlace, SlotArea};
 use std::fs::{File, OpenOptions};
@@ -477,7 +477,7 @@ impl ShmBackend {
     /// The peer's life ended (`replaced`: seen only as a new process took its side):
     /// native reliability sorts what it had sent into taken and handed back, then every
     /// slot of mine is free again (the dead process held some, or never read them).
-    fn peer_lost(&mut self, why: &str, replaced: bool) {
+    fn peer_lost(&mut self, why: PeerFailure, replaced: bool) {
         self.native_peer_lost();
         for i in 0..SLOTS {
             self.state(self.side, i).store(0, Ordering::Release);
@@ -486,7 +486,7 @@ impl ShmBackend {
         self.skipping = false;
         self.events.push(BackendEvent::PeerGone {
             addr: RemoteAddr::Shm,
-            why: why.into(),
+            why,
             replaced,
         });
     }
@@ -504,7 +504,7 @@ impl ShmBackend {
         if epoch != self.peer_epoch {
             let had_peer = self.peer_seen;
             if had_peer && !self.peer_reported_gone {
-                self.peer_lost("the peer process was replaced", true);
+                self.peer_lost(PeerFailure::Replaced, true);
             } else if !had_peer {
                 // What was sent before anyone took the other side named an epoch that is
                 // over: the newcomer skips it, so its slots are free again.
@@ -529,9 +529,9 @@ impl ShmBackend {
         }
         if !self.peer_reported_gone && (owner == 0 || !alive(owner)) {
             let why = if owner == 0 {
-                "the peer closed its side of the region"
+                PeerFailure::Closed
             } else {
-                "the peer process died"
+                PeerFailure::ProcessGone
             };
             self.peer_reported_gone = true;
             self.peer_lost(why, false);
