@@ -20,8 +20,8 @@
 //! move messages, [`Endpoint::poll_completion`] reports acknowledged sends and peer
 //! failures; [`Endpoint::progress`] does the work, called by the application or by a
 //! background thread ([`BackgroundEndpoint`]); a UDP endpoint can be registered with the
-//! application's `mio::Poll`. Errors are typed ([`Error`]); a full queue is
-//! [`Error::WouldBlock`] with the buffer handed back.
+//! application's `mio::Poll`. Errors are typed, one type per operation (see [`error`]);
+//! a full queue is [`SendErrorKind::WouldBlock`] with the buffer handed back.
 //!
 //! ```
 //! use myri_transport::Endpoint;
@@ -95,5 +95,8 @@ pub use backend::shm::{
 pub use background::BackgroundEndpoint;
 pub use buffer::{Buf, RecvBuf};
 pub use endpoint::{Capabilities, Completion, Delivery, Endpoint, MsgId, Options, Peer, Stats};
-pub use error::{Error, PeerFailure, SendError};
-pub use url::{Address, Scheme, Url, UrlError};
+pub use error::{
+    InsertError, OpenError, PeerFailure, RegionProblem, RegisterError, SendError, SendErrorKind,
+    SpawnError, WorldError,
+};
+pub use url::{Address, ResolveError, Scheme, Url, UrlError};

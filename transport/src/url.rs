@@ -35,6 +35,7 @@
 
 use core::fmt;
 use core::str::FromStr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use thiserror::Error;
 
 /// Longest name (sim endpoint, shm region, world).
@@ -101,6 +102,76 @@ impl Address {
             Address::Shm { .. } => Scheme::Shm,
         }
     }
+
+    /// The socket address of a `udp://` address: the first the resolver gives for its
+    /// host (an IP address resolves to itself).
+    pub fn socket_addr(&self) -> Result<SocketAddr, ResolveError> {
+        let Address::Udp { host, port } = self else {
+            return Err(ResolveError::NotUdp {
+                scheme: self.scheme(),
+            });
+        };
+        (host.as_str(), *port)
+            .to_socket_addrs()
+            .map_err(|source| ResolveError::Lookup {
+                addr: self.to_string(),
+                source,
+            })?
+            .next()
+            .ok_or_else(|| ResolveError::NoAddress {
+                addr: self.to_string(),
+            })
+    }
+}
+
+/// The address as a URL without parameters (`udp://[::1]:9`, `shm://ring`).
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Sim { name } => write!(f, "sim://{}", name.as_deref().unwrap_or("")),
+            Address::Shm { name } => write!(f, "shm://{name}"),
+            Address::Udp { host, port } if host.contains(':') => {
+                write!(f, "udp://[{host}]:{port}")
+            }
+            Address::Udp { host, port } => write!(f, "udp://{host}:{port}"),
+        }
+    }
+}
+
+impl From<SocketAddr> for Address {
+    fn from(addr: SocketAddr) -> Address {
+        Address::Udp {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        }
+    }
+}
+
+/// Why [`Address::socket_addr`] found no socket address.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// Only `udp://` addresses are socket addresses.
+    #[error("{scheme}:// addresses are not socket addresses")]
+    NotUdp {
+        /// The address's scheme.
+        scheme: Scheme,
+    },
+    /// The resolver failed (an unknown host name, say).
+    #[error("cannot resolve {addr}: {source}")]
+    Lookup {
+        /// The address, as a URL.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host resolved to no address.
+    #[error("{addr} resolves to no address")]
+    NoAddress {
+        /// The address, as a URL.
+        addr: String,
+    },
 }
 
 /// The parameters of a URL (each `None` when the URL does not name it).
@@ -365,14 +436,7 @@ impl Url {
 
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.address {
-            Address::Sim { name } => write!(f, "sim://{}", name.as_deref().unwrap_or(""))?,
-            Address::Shm { name } => write!(f, "shm://{name}")?,
-            Address::Udp { host, port } if host.contains(':') => {
-                write!(f, "udp://[{host}]:{port}")?
-            }
-            Address::Udp { host, port } => write!(f, "udp://{host}:{port}")?,
-        }
+        write!(f, "{}", self.address)?;
         let mut sep = '?';
         let mut put = |f: &mut fmt::Formatter<'_>, kv: String| {
             let r = write!(f, "{sep}{kv}");

@@ -3,7 +3,7 @@
 
 use super::wire::{self, Control, KIND_DATA, KIND_PING, References, SessionCounters, SizeSpec};
 use super::{RoundTime, StreamRound};
-use myri_transport::{Completion, Endpoint, Error, Options, Peer, Scheme, Stats, Url};
+use myri_transport::{Completion, Endpoint, Options, Peer, Scheme, SendErrorKind, Stats, Url};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -424,7 +424,9 @@ impl Client {
                     // A failed peer: the completion says why and hands back the rest.
                     self.completions()?;
                     return Err(match e.error {
-                        Error::TooLarge { .. } => ClientError::TooLarge(e.error.to_string()),
+                        SendErrorKind::TooLarge { .. } => {
+                            ClientError::TooLarge(e.error.to_string())
+                        }
                         other => ClientError::PeerFailed {
                             why: other.to_string(),
                             unacked: 1,

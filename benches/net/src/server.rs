@@ -71,7 +71,10 @@ pub enum ServeError {
     Unsupported(Scheme),
     /// The endpoint could not be opened (port in use, region busy...).
     #[error("{0}")]
-    Open(#[from] myri_transport::Error),
+    Open(#[from] myri_transport::OpenError),
+    /// The endpoint's socket could not be registered with the poller.
+    #[error("{0}")]
+    Register(#[from] myri_transport::RegisterError),
     /// A reference could not be set up.
     #[error("{0}")]
     Reference(String),

@@ -11,7 +11,7 @@ pub(crate) mod sim;
 pub(crate) mod udp;
 
 use crate::buffer::{Buf, RecvBuf};
-use crate::error::{Error, PeerFailure, SendError};
+use crate::error::{InsertError, PeerFailure, SendError, SendErrorKind};
 use crate::url::{Address, Scheme};
 use std::net::SocketAddr;
 
@@ -109,7 +109,7 @@ pub(crate) trait Backend: Send {
         None
     }
     /// The remote address of a peer URL.
-    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error>;
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError>;
     /// A remote address as a URL.
     fn addr_url(&self, addr: &RemoteAddr) -> String;
     /// A buffer of `len` bytes in registered memory, if some is free and `len` fits.
@@ -130,7 +130,7 @@ pub(crate) trait Backend: Send {
         header: &[u8],
         payload: &[u8],
         message: Option<(&Buf, usize)>,
-    ) -> Result<Sent, Error> {
+    ) -> Result<Sent, SendErrorKind> {
         let _ = message;
         self.send_gather(to, header, payload)
     }
@@ -142,13 +142,13 @@ pub(crate) trait Backend: Send {
         to: &RemoteAddr,
         header: &[u8],
         payload: &[u8],
-    ) -> Result<Sent, Error>;
+    ) -> Result<Sent, SendErrorKind>;
     /// Whether a send to `to` would be taken now.
     fn can_send(&mut self, to: &RemoteAddr) -> bool;
     /// Sends what [`Backend::send_gather`] held back to send together (UDP segmentation
     /// offload); the endpoint calls it at the end of each transmit pass. `WouldBlock`
     /// keeps the datagrams for the next call.
-    fn flush(&mut self) -> Result<(), Error> {
+    fn flush(&mut self) -> Result<(), SendErrorKind> {
         Ok(())
     }
     /// The largest datagram to send to `to` when the URL set no `mtu` (UDP: the path's, when
@@ -179,9 +179,8 @@ pub(crate) trait Backend: Send {
     /// [`Backend::native_max_message`] (fragmented across datagrams where needed); `tag`
     /// comes back with the buffer once the remote application has taken the message
     /// ([`Backend::poll_acked`]). Refusals give the buffer back.
-    fn send_reliable(&mut self, _to: &RemoteAddr, buf: Buf, _tag: u64) -> Result<Sent, SendError> {
-        let error = Error::Unsupported(self.scheme());
-        Err(SendError { error, buf })
+    fn send_reliable(&mut self, _to: &RemoteAddr, _buf: Buf, _tag: u64) -> Result<Sent, SendError> {
+        unreachable!("the endpoint asks only backends with native reliability")
     }
     /// Native reliability: the largest message.
     fn native_max_message(&self) -> usize {
@@ -213,7 +212,7 @@ pub(crate) trait Backend: Send {
     fn recycle(&mut self, _buf: Vec<u8>) {}
     /// Sends to `to` only from now on and hears only from it, where the backend can make
     /// that cheaper (UDP: a connected socket). Others ignore it.
-    fn connect(&mut self, _to: &RemoteAddr) -> Result<(), Error> {
+    fn connect(&mut self, _to: &RemoteAddr) -> Result<(), InsertError> {
         Ok(())
     }
     /// The UDP socket, to register with a caller's `mio::Poll` (UDP only).

@@ -7,7 +7,9 @@ use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
 use crate::backend::{Backend, BackendEvent, RemoteAddr};
 use crate::buffer::{Buf, RecvBuf};
-use crate::error::{Error, PeerFailure, SendError};
+use crate::error::{
+    InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
+};
 use crate::url::{Address, Scheme, Url};
 use myri_rpp::{Connection, Event, Received};
 use std::collections::{HashMap, VecDeque};
@@ -94,7 +96,7 @@ pub struct Options {
     /// lookup per datagram (here about 0.4 us less per send on loopback) and drops
     /// datagrams from any other address before the endpoint sees them (so they are not
     /// counted in [`Stats::unknown_source`]); inserting a second peer is an error
-    /// ([`Error::BadPeerAddr`]). Ignored with [`Options::accept_unknown_peers`] and by
+    /// ([`InsertError::Connected`]). Ignored with [`Options::accept_unknown_peers`] and by
     /// other backends. Default: false.
     pub connect_one_peer: bool,
 }
@@ -344,17 +346,17 @@ fn wall_clock_incarnation() -> u64 {
 
 impl Endpoint {
     /// Opens an endpoint at `url` with default [`Options`].
-    pub fn open(url: &str) -> Result<Endpoint, Error> {
+    pub fn open(url: &str) -> Result<Endpoint, OpenError> {
         Endpoint::open_with(url, Options::default())
     }
 
     /// Opens an endpoint at `url` (see [`crate::url`] for the grammar).
-    pub fn open_with(url: &str, options: Options) -> Result<Endpoint, Error> {
-        let url: Url = url.parse()?;
+    pub fn open_with(url: &str, options: Options) -> Result<Endpoint, OpenError> {
+        let url: Url = url.parse().map_err(OpenError::Url)?;
         let reliable = url.params.reliable.unwrap_or(options.reliable);
         let incarnation = options.incarnation.unwrap_or_else(wall_clock_incarnation);
         if incarnation == 0 {
-            return Err(Error::Config("incarnation must not be zero".into()));
+            return Err(OpenError::ZeroIncarnation);
         }
         let backend: Box<dyn Backend> = match &url.address {
             Address::Sim { name } => Box::new(SimBackend::open(
@@ -383,7 +385,7 @@ impl Endpoint {
         rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
         rpp.in_place_delivery = true;
         if reliable {
-            rpp.validate().map_err(|e| Error::Config(e.to_string()))?;
+            rpp.validate().map_err(OpenError::Rpp)?;
         }
         Ok(Endpoint {
             backend,
@@ -532,26 +534,33 @@ impl Endpoint {
 
     /// Makes `url` (same scheme as the endpoint, no parameters) a peer; inserting the same
     /// address again gives the same handle.
-    pub fn insert_addr(&mut self, url: &str) -> Result<Peer, Error> {
-        let parsed: Url = url.parse()?;
+    pub fn insert_addr(&mut self, url: &str) -> Result<Peer, InsertError> {
+        let parsed: Url = url.parse().map_err(InsertError::Url)?;
         let scheme = self.backend.scheme();
-        let bad = |why| Error::BadPeerAddr {
-            addr: url.to_owned(),
-            scheme,
-            why,
-        };
+        let text = || url.to_owned();
         if parsed.scheme() != scheme {
-            return Err(bad("another scheme"));
+            return Err(InsertError::OtherScheme {
+                addr: text(),
+                scheme,
+            });
         }
         if parsed.has_params() {
-            return Err(bad("peer addresses take no parameters"));
+            return Err(InsertError::HasParams {
+                addr: text(),
+                scheme,
+            });
         }
         let addr = self.backend.resolve(&parsed.address)?;
         if self.options.connect_one_peer && !self.options.accept_unknown_peers {
             match self.peers.first() {
                 None => self.backend.connect(&addr)?,
                 Some(p) if p.addr == addr => {}
-                Some(_) => return Err(bad("the endpoint is connected to its one peer")),
+                Some(_) => {
+                    return Err(InsertError::Connected {
+                        addr: text(),
+                        scheme,
+                    });
+                }
             }
         }
         Ok(self.peer_for(addr))
@@ -624,20 +633,20 @@ impl Endpoint {
         })
     }
 
-    fn slot(&self, peer: Peer) -> Result<&PeerSlot, Error> {
+    fn slot(&self, peer: Peer) -> Result<&PeerSlot, SendErrorKind> {
         let p = self
             .peers
             .get(peer.0 as usize)
-            .ok_or(Error::UnknownPeer(peer))?;
+            .ok_or(SendErrorKind::UnknownPeer(peer))?;
         if p.failed {
-            return Err(Error::PeerFailed { peer });
+            return Err(SendErrorKind::PeerFailed { peer });
         }
         Ok(p)
     }
 
     /// Sends `buf` to `peer`: the buffer moves in, and is sent from where it is when it
     /// is registered memory of this backend. On refusal the buffer comes back in the
-    /// error ([`Error::WouldBlock`]: progress, then retry).
+    /// error ([`SendErrorKind::WouldBlock`]: progress, then retry).
     pub fn send(&mut self, peer: Peer, buf: Buf) -> Result<MsgId, SendError> {
         if self.native
             && let Some(p) = self.peers.get(peer.0 as usize)
@@ -667,18 +676,18 @@ impl Endpoint {
             let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
             let id = conn.send(buf).map_err(|e| match e {
                 myri_rpp::SendError::WouldBlock(buf) => SendError {
-                    error: Error::WouldBlock,
+                    error: SendErrorKind::WouldBlock,
                     buf: unlend(buf),
                 },
                 myri_rpp::SendError::TooLarge(buf) => SendError {
-                    error: Error::TooLarge {
+                    error: SendErrorKind::TooLarge {
                         len: buf.len(),
                         max,
                     },
                     buf: unlend(buf),
                 },
                 myri_rpp::SendError::Closed(buf) => SendError {
-                    error: Error::PeerClosed { peer },
+                    error: SendErrorKind::PeerClosed { peer },
                     buf: unlend(buf),
                 },
             });
@@ -718,7 +727,7 @@ impl Endpoint {
 
     /// Sends a copy of `data` (for small messages: the caller's bytes are free again at
     /// once). Would-block and other refusals are as for [`Endpoint::send`].
-    pub fn inject(&mut self, peer: Peer, data: &[u8]) -> Result<MsgId, Error> {
+    pub fn inject(&mut self, peer: Peer, data: &[u8]) -> Result<MsgId, SendErrorKind> {
         let mut buf = self.alloc(data.len());
         buf.copy_from_slice(data);
         self.send(peer, buf).map_err(|e| e.error)
@@ -909,7 +918,7 @@ impl Endpoint {
                     stats.transmit_copies += u64::from(s.copied);
                 }
                 // The packet is lost to the channel; RPP sends it again.
-                Err(Error::WouldBlock) => break,
+                Err(SendErrorKind::WouldBlock) => break,
                 Err(_) => {
                     stats.io_errors += 1;
                     break;
@@ -1058,28 +1067,32 @@ impl Endpoint {
     /// Registers a UDP endpoint's socket with a caller's `mio::Poll`: the token becomes
     /// readable when datagrams arrive (then call [`Endpoint::progress`] until it returns
     /// false, as mio's edge-triggered events require). Other backends:
-    /// [`Error::Unsupported`].
-    pub fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> Result<(), Error> {
+    /// [`RegisterError::Unsupported`].
+    pub fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+    ) -> Result<(), RegisterError> {
         let scheme = self.backend.scheme();
         let socket = self
             .backend
             .udp_socket()
-            .ok_or(Error::Unsupported(scheme))?;
+            .ok_or(RegisterError::Unsupported(scheme))?;
         registry
             .register(socket, token, mio::Interest::READABLE)
-            .map_err(Error::io("registering with mio"))
+            .map_err(io_err!(RegisterError, "registering with mio"))
     }
 
     /// Undoes [`Endpoint::register`].
-    pub fn deregister(&mut self, registry: &mio::Registry) -> Result<(), Error> {
+    pub fn deregister(&mut self, registry: &mio::Registry) -> Result<(), RegisterError> {
         let scheme = self.backend.scheme();
         let socket = self
             .backend
             .udp_socket()
-            .ok_or(Error::Unsupported(scheme))?;
+            .ok_or(RegisterError::Unsupported(scheme))?;
         registry
             .deregister(socket)
-            .map_err(Error::io("deregistering from mio"))
+            .map_err(io_err!(RegisterError, "deregistering from mio"))
     }
 }
 

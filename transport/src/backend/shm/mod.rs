@@ -14,7 +14,7 @@
 //! A side records its owner as one word, pid and process start time (a zombie counts as
 //! dead). Whoever opens a region checks the owners: a side whose process is gone (or that
 //! was closed) is taken over; when both are live the open fails with
-//! [`Error::AddrInUse`]. Every attach bumps the side's epoch, and every descriptor carries
+//! [`OpenError::AddrInUse`](crate::OpenError::AddrInUse). Every attach bumps the side's epoch, and every descriptor carries
 //! the sender's epoch and the epoch of the receiver it was meant for: a newcomer skips
 //! (without touching) what was meant for the dead owner of its side, the survivor drops
 //! what the dead process sent once it knows of the death, and takes back its slots the
@@ -39,7 +39,9 @@ use descriptor::{DESCRIPTOR, MORE, descriptor};
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
-use crate::error::{Error, PeerFailure, SendError};
+use crate::error::{
+    InsertError, OpenError, PeerFailure, RegionProblem, SendError, SendErrorKind, io_err,
+};
 use crate::url::{Address, Scheme};
 use myri_ring::raw::{self, Consumer, Producer, Region, RingPlace, SlotArea};
 use std::fs::{File, OpenOptions};
@@ -240,10 +242,10 @@ pub(crate) struct ShmBackend {
     native: Option<native::NativeTx>,
 }
 
-fn bad(name: &str, why: impl Into<String>) -> Error {
-    Error::BadRegion {
+fn bad(name: &str, problem: RegionProblem) -> OpenError {
+    OpenError::BadRegion {
         name: name.to_owned(),
-        why: why.into(),
+        problem,
     }
 }
 
@@ -288,7 +290,11 @@ impl ShmBackend {
 
     /// Opens (or creates) region `name` and takes a free side, for an endpoint of
     /// `incarnation` running in `mode`.
-    pub(crate) fn open(name: &str, incarnation: u64, mode: ShmMode) -> Result<ShmBackend, Error> {
+    pub(crate) fn open(
+        name: &str,
+        incarnation: u64,
+        mode: ShmMode,
+    ) -> Result<ShmBackend, OpenError> {
         let path = region_path(name);
         let owner = my_owner();
         let me = Opener {
@@ -323,10 +329,12 @@ impl ShmBackend {
                     match OpenOptions::new().read(true).write(true).open(&path) {
                         Ok(f) => f,
                         Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                        Err(e) => return Err(Error::io("opening the shared-memory region")(e)),
+                        Err(e) => {
+                            return Err(io_err!(OpenError, "opening the shared-memory region")(e));
+                        }
                     }
                 }
-                Err(e) => return Err(Error::io("creating the shared-memory region")(e)),
+                Err(e) => return Err(io_err!(OpenError, "creating the shared-memory region")(e)),
             };
             let region = match existing(&file, name)? {
                 Some(r) => Arc::new(r),
@@ -349,14 +357,12 @@ impl ShmBackend {
                     return ShmBackend::attach(name, path, region, side, me, false);
                 }
             }
-            return Err(Error::AddrInUse(format!(
-                "shm://{name}: both sides of the region are used by live processes"
-            )));
+            // Both sides of the region are used by live processes.
+            return Err(OpenError::AddrInUse {
+                url: format!("shm://{name}"),
+            });
         }
-        Err(bad(
-            name,
-            "the region keeps disappearing while being opened",
-        ))
+        Err(bad(name, RegionProblem::Disappearing))
     }
 
     fn attach(
@@ -366,8 +372,8 @@ impl ShmBackend {
         side: usize,
         me: Opener,
         fresh: bool,
-    ) -> Result<ShmBackend, Error> {
-        let ring_err = |e: raw::RingError| bad(name, e.to_string());
+    ) -> Result<ShmBackend, OpenError> {
+        let ring_err = |e: raw::RingError| bad(name, RegionProblem::Ring(e));
         let out = direction(side);
         let inc = direction(1 - side);
         let (tx, _) = raw::ring(region.clone(), out.ring).map_err(ring_err)?;
@@ -553,15 +559,17 @@ impl ShmBackend {
     }
 
     /// Publishes slot `slot` (`len` bytes, `more` fragments to follow) to the peer.
-    fn publish(&mut self, slot: usize, len: usize, more: bool) -> Result<(), Error> {
+    fn publish(&mut self, slot: usize, len: usize, more: bool) -> Result<(), SendErrorKind> {
         let state = self
             .region
             .word(direction(self.side).states + slot * 8)
-            .ok_or_else(|| bad(&self.name, "slot out of range"))?;
+            .ok_or(SendErrorKind::Ring(raw::RingError::Corrupt(
+                "slot out of range",
+            )))?;
         let header = self.header();
         let mut g = self.tx.try_reserve(DESCRIPTOR).map_err(|e| match e {
-            raw::RingError::Full => Error::WouldBlock,
-            e => bad(&self.name, e.to_string()),
+            raw::RingError::Full => SendErrorKind::WouldBlock,
+            e => SendErrorKind::Ring(e),
         })?;
         let word = slot as u32 | if more { MORE } else { 0 };
         descriptor::encode(g.as_mut_slice(), word, len, header);
@@ -621,33 +629,33 @@ impl ShmBackend {
 }
 
 /// Sizes a new region and writes its geometry (magic last, by the caller).
-fn create(file: &File, name: &str) -> Result<Region, Error> {
+fn create(file: &File, name: &str) -> Result<Region, OpenError> {
     file.set_len(region_len() as u64)
-        .map_err(Error::io("sizing the shared-memory region"))?;
+        .map_err(io_err!(OpenError, "sizing the shared-memory region"))?;
     let mut region =
-        Region::map_file(file).map_err(Error::io("mapping the shared-memory region"))?;
+        Region::map_file(file).map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
     let put = |r: &mut Region, at: usize, v: u64| r.write_at(at, &v.to_le_bytes());
     let ok = put(&mut region, layout::VERSION_AT, layout::VERSION)
         && put(&mut region, layout::SLOT_LEN_AT, SLOT_LEN as u64)
         && put(&mut region, layout::SLOTS_AT, SLOTS as u64)
         && put(&mut region, layout::RING_AT, RING_CAPACITY as u64);
     if !ok {
-        return Err(bad(name, "mapping is smaller than its file"));
+        return Err(bad(name, RegionProblem::Mapping));
     }
     Ok(region)
 }
 
 /// Maps an existing region and checks its header; `None` if its creator never finished.
-fn existing(file: &File, name: &str) -> Result<Option<Region>, Error> {
+fn existing(file: &File, name: &str) -> Result<Option<Region>, OpenError> {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         let len = file
             .metadata()
-            .map_err(Error::io("reading the shared-memory region"))?
+            .map_err(io_err!(OpenError, "reading the shared-memory region"))?
             .len();
         if len >= layout::HEADER as u64 {
-            let region =
-                Region::map_file(file).map_err(Error::io("mapping the shared-memory region"))?;
+            let region = Region::map_file(file)
+                .map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
             let word = |at| region.word(at).map_or(0, |w| w.load(Ordering::Acquire));
             match word(layout::MAGIC_AT) {
                 0 => {}
@@ -661,24 +669,17 @@ fn existing(file: &File, name: &str) -> Result<Option<Region>, Error> {
                     for (at, want, what) in geometry {
                         let found = word(at);
                         if found != want {
-                            return Err(bad(
-                                name,
-                                format!("{what} is {found}, this build uses {want}"),
-                            ));
+                            let problem = RegionProblem::Geometry { what, found, want };
+                            return Err(bad(name, problem));
                         }
                     }
                     if len < region_len() as u64 {
-                        return Err(bad(
-                            name,
-                            format!(
-                                "file of {len} bytes is shorter than a region ({})",
-                                region_len()
-                            ),
-                        ));
+                        let need = region_len() as u64;
+                        return Err(bad(name, RegionProblem::Short { len, need }));
                     }
                     return Ok(Some(region));
                 }
-                _ => return Err(bad(name, "not a myri region (bad magic)")),
+                _ => return Err(bad(name, RegionProblem::BadMagic)),
             }
         }
         if Instant::now() > deadline {
@@ -739,13 +740,13 @@ impl Backend for ShmBackend {
         super::nanos_since(self.epoch)
     }
 
-    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError> {
         match addr {
             Address::Shm { name } if *name == self.name => Ok(RemoteAddr::Shm),
-            _ => Err(Error::AddrNotFound(format!(
-                "{addr:?}: a shm://{} endpoint talks only to the other side of its region (shm://{})",
-                self.name, self.name
-            ))),
+            _ => Err(InsertError::OtherRegion {
+                addr: addr.to_string(),
+                region: self.name.clone(),
+            }),
         }
     }
 
@@ -765,7 +766,7 @@ impl Backend for ShmBackend {
         self.refresh_peer();
         let len = buf.len();
         if len > SLOT_LEN {
-            let error = Error::TooLarge { len, max: SLOT_LEN };
+            let error = SendErrorKind::TooLarge { len, max: SLOT_LEN };
             return Err(SendError { error, buf });
         }
         let (slot, copied, buf) = match buf.kind {
@@ -774,7 +775,7 @@ impl Backend for ShmBackend {
                 let original = Buf::new(kind, len);
                 let Some(mut s) = self.claim_free() else {
                     return Err(SendError {
-                        error: Error::WouldBlock,
+                        error: SendErrorKind::WouldBlock,
                         buf: original,
                     });
                 };
@@ -800,13 +801,13 @@ impl Backend for ShmBackend {
         _to: &RemoteAddr,
         header: &[u8],
         payload: &[u8],
-    ) -> Result<Sent, Error> {
+    ) -> Result<Sent, SendErrorKind> {
         self.refresh_peer();
         let len = header.len() + payload.len();
         if len > SLOT_LEN {
-            return Err(Error::TooLarge { len, max: SLOT_LEN });
+            return Err(SendErrorKind::TooLarge { len, max: SLOT_LEN });
         }
-        let mut s = self.claim_free().ok_or(Error::WouldBlock)?;
+        let mut s = self.claim_free().ok_or(SendErrorKind::WouldBlock)?;
         let dst = s.as_mut_slice();
         dst[..header.len()].copy_from_slice(header);
         dst[header.len()..len].copy_from_slice(payload);
