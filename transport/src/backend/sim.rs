@@ -14,7 +14,7 @@
 //! sent inline from the send slot's PIO buffer while the payload is DMA'd from the
 //! application's buffer: nothing is copied on the host.
 
-use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use super::{Backend, BackendCounters, BackendEvent, Incoming, Lending, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind};
 use crate::error::{InsertError, OpenError, SendError, SendErrorKind, WorldError};
 use crate::url::{Address, Scheme};
@@ -648,48 +648,6 @@ impl Backend for SimBackend {
         })
     }
 
-    fn lends(&self) -> bool {
-        true
-    }
-
-    /// A payload in a lent board buffer goes by DMA from where the application wrote it
-    /// (its frame and RPP headers inline, from the send slot's PIO buffer); anything else
-    /// is copied into a send buffer as [`Backend::send_gather`] does.
-    fn send_gather_from(
-        &mut self,
-        to: &RemoteAddr,
-        header: &[u8],
-        payload: &[u8],
-        message: Option<(&Buf, usize)>,
-    ) -> Result<Sent, SendErrorKind> {
-        let lent = message.and_then(|(m, at)| Some((m.lent()?, at)));
-        let Some((lent, at)) = lent.filter(|_| !payload.is_empty()) else {
-            return self.send_gather(to, header, payload);
-        };
-        let route = self.packet_route(to, header.len() + payload.len())?;
-        let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
-        let inline_len = HEADER_LEN + header.len();
-        let Some(dst) = inline.get_mut(..inline_len) else {
-            return self.send_gather(to, header, payload);
-        };
-        dst[..HEADER_LEN].copy_from_slice(&self.header);
-        dst[HEADER_LEN..].copy_from_slice(header);
-        self.api
-            .send_lent(
-                CHAN,
-                route,
-                &inline[..inline_len],
-                lent,
-                at..at + payload.len(),
-            )
-            .map_err(would_block)?;
-        Ok(Sent { copied: false })
-    }
-
-    fn reap(&mut self) {
-        self.api.reap_sent();
-    }
-
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {
         self.api.num_pending() < myri_mcp::hcb::SEND_SLOTS as usize
     }
@@ -729,5 +687,45 @@ impl Backend for SimBackend {
 
     fn counters(&self) -> BackendCounters {
         self.counters
+    }
+}
+
+impl Lending for SimBackend {
+    /// A payload in a lent board buffer goes by DMA from where the application wrote it
+    /// (its frame and RPP headers inline, from the send slot's PIO buffer); anything else
+    /// is copied into a send buffer as [`Backend::send_gather`] does.
+    fn send_gather_from(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+        message: Option<(&Buf, usize)>,
+    ) -> Result<Sent, SendErrorKind> {
+        let lent = message.and_then(|(m, at)| Some((m.lent()?, at)));
+        let Some((lent, at)) = lent.filter(|_| !payload.is_empty()) else {
+            return self.send_gather(to, header, payload);
+        };
+        let route = self.packet_route(to, header.len() + payload.len())?;
+        let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
+        let inline_len = HEADER_LEN + header.len();
+        let Some(dst) = inline.get_mut(..inline_len) else {
+            return self.send_gather(to, header, payload);
+        };
+        dst[..HEADER_LEN].copy_from_slice(&self.header);
+        dst[HEADER_LEN..].copy_from_slice(header);
+        self.api
+            .send_lent(
+                CHAN,
+                route,
+                &inline[..inline_len],
+                lent,
+                at..at + payload.len(),
+            )
+            .map_err(would_block)?;
+        Ok(Sent { copied: false })
+    }
+
+    fn reap(&mut self) {
+        self.api.reap_sent();
     }
 }

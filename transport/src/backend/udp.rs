@@ -28,17 +28,17 @@
 //! `UDP_SEGMENT` control message (the kernel, or the NIC, cuts it into datagrams of the
 //! first packet's size) when a packet of another size or for another peer comes, when it
 //! holds 64 datagrams or a datagram's worth of bytes, and at the end of the endpoint's
-//! transmit pass ([`Backend::flush`]). The socket has `UDP_GRO` on, so the kernel hands
+//! transmit pass ([`Socket::flush`]). The socket has `UDP_GRO` on, so the kernel hands
 //! over a run of datagrams of one flow in one buffer with their size; the buffer (a slab
 //! slot) is split into one view per datagram, shared, back in the slab when the last view
 //! drops. A kernel that refuses the offloaded send (`EINVAL`, `EIO`: no checksum offload,
 //! a segment larger than the route's MTU) gets the staged datagrams one call each, and
 //! the socket sends that way from then on ([`BackendCounters::gso_fallbacks`]). Without
-//! `mtu=`, the datagram size for a peer is the path's ([`Backend::peer_mtu`]), and the
+//! `mtu=`, the datagram size for a peer is the path's ([`Socket::peer_mtu`]), and the
 //! offload is turned on when that is at most half a datagram; on loopback (MTU 64 KiB)
 //! nothing changes.
 
-use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent, Socket};
 use crate::buffer::{Buf, BufKind, PoolSlot, RecvBuf, RecvKind, SlotPool};
 use crate::error::{InsertError, OpenError, SendError, SendErrorKind, io_err};
 use crate::sys;
@@ -214,7 +214,7 @@ pub(crate) struct UdpBackend {
     budget: usize,
     /// Datagrams the next call asks for (1 to [`RECV_BATCH`]).
     batch: usize,
-    /// The one peer the socket is connected to ([`Backend::connect`]), if it is.
+    /// The one peer the socket is connected to ([`Socket::connect`]), if it is.
     connected: Option<SocketAddr>,
     /// The URL set `mtu=` (every peer gets it; no path MTU is asked).
     explicit_mtu: bool,
@@ -711,33 +711,6 @@ impl Backend for UdpBackend {
         self.staging.count == 0 || self.can_send_staged()
     }
 
-    fn flush(&mut self) -> Result<(), SendErrorKind> {
-        if self.staging.count == 0 {
-            return Ok(());
-        }
-        self.send_staged()
-    }
-
-    fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
-        if self.explicit_mtu || !self.gso_ok {
-            return self.mtu;
-        }
-        let Some(a) = Self::addr(to) else {
-            return self.mtu;
-        };
-        match sys::path_payload(self.local, a) {
-            Ok(p) if p >= MIN_PATH_PAYLOAD => {
-                let p = p.min(self.mtu);
-                if p <= MAX_STAGED_DATAGRAM {
-                    self.start_gso();
-                }
-                p
-            }
-            // No route yet, or an answer not to believe: IP fragments what it must.
-            _ => self.mtu,
-        }
-    }
-
     fn recv(&mut self) -> Option<Incoming> {
         if let Some(i) = self.ready.pop_front() {
             return Some(i);
@@ -799,6 +772,35 @@ impl Backend for UdpBackend {
     fn counters(&self) -> BackendCounters {
         self.counters
     }
+}
+
+impl Socket for UdpBackend {
+    fn flush(&mut self) -> Result<(), SendErrorKind> {
+        if self.staging.count == 0 {
+            return Ok(());
+        }
+        self.send_staged()
+    }
+
+    fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
+        if self.explicit_mtu || !self.gso_ok {
+            return self.mtu;
+        }
+        let Some(a) = Self::addr(to) else {
+            return self.mtu;
+        };
+        match sys::path_payload(self.local, a) {
+            Ok(p) if p >= MIN_PATH_PAYLOAD => {
+                let p = p.min(self.mtu);
+                if p <= MAX_STAGED_DATAGRAM {
+                    self.start_gso();
+                }
+                p
+            }
+            // No route yet, or an answer not to believe: IP fragments what it must.
+            _ => self.mtu,
+        }
+    }
 
     fn connect(&mut self, to: &RemoteAddr) -> Result<(), InsertError> {
         let Some(a) = Self::addr(to) else {
@@ -812,8 +814,8 @@ impl Backend for UdpBackend {
         Ok(())
     }
 
-    fn udp_socket(&mut self) -> Option<&mut UdpSocket> {
-        Some(&mut self.socket)
+    fn udp_socket(&mut self) -> &mut UdpSocket {
+        &mut self.socket
     }
 }
 

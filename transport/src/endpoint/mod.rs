@@ -5,7 +5,7 @@ mod native;
 use crate::backend::shm::{ShmBackend, ShmMode};
 use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
-use crate::backend::{Backend, BackendEvent, RemoteAddr};
+use crate::backend::{AnyBackend, Backend, BackendEvent, NativeReliability, RemoteAddr};
 use crate::buffer::{Buf, RecvBuf};
 use crate::error::{
     InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
@@ -310,7 +310,7 @@ const CONN_ID: u32 = u32::from_be_bytes(*b"myri");
 
 /// An endpoint: one application's access to a backend. See the crate documentation.
 pub struct Endpoint {
-    backend: Box<dyn Backend>,
+    backend: AnyBackend,
     reliable: bool,
     /// Reliable mode given by the backend itself (shm), with no RPP.
     native: bool,
@@ -358,12 +358,12 @@ impl Endpoint {
         if incarnation == 0 {
             return Err(OpenError::ZeroIncarnation);
         }
-        let backend: Box<dyn Backend> = match &url.address {
-            Address::Sim { name } => Box::new(SimBackend::open(
+        let backend = match &url.address {
+            Address::Sim { name } => AnyBackend::Sim(SimBackend::open(
                 name.as_deref(),
                 url.params.world.as_deref(),
             )?),
-            Address::Udp { host, port } => Box::new(UdpBackend::open(
+            Address::Udp { host, port } => AnyBackend::Udp(UdpBackend::open(
                 host,
                 *port,
                 url.params.mtu,
@@ -377,10 +377,10 @@ impl Endpoint {
                         max_message: options.rpp.max_message_len,
                     },
                 };
-                Box::new(ShmBackend::open(name, incarnation, mode)?)
+                AnyBackend::Shm(ShmBackend::open(name, incarnation, mode)?)
             }
         };
-        let native = reliable && backend.native_reliable();
+        let native = reliable && backend.native_ref().is_some();
         let mut rpp = options.rpp.clone();
         rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
         rpp.in_place_delivery = true;
@@ -413,8 +413,9 @@ impl Endpoint {
     /// What this endpoint can do.
     pub fn capabilities(&self) -> Capabilities {
         let mtu = self.backend.mtu();
-        let max = if self.native {
-            self.backend.native_max_message()
+        let native = self.backend.native_ref();
+        let max = if let Some(n) = native {
+            n.native_max_message()
         } else if self.reliable {
             self.rpp.max_message_len
         } else {
@@ -424,11 +425,7 @@ impl Endpoint {
             scheme: self.backend.scheme(),
             max_message_size: max,
             mtu,
-            inject_size: if self.native {
-                self.backend.native_inject_size()
-            } else {
-                max
-            },
+            inject_size: native.map_or(max, NativeReliability::native_inject_size),
             reliable: self.reliable || self.backend.lossless(),
             ordered: self.reliable || self.backend.ordered(),
             copy_free: true,
@@ -503,8 +500,8 @@ impl Endpoint {
     /// acknowledged). With native reliability, as of the last progress pass (which
     /// [`Endpoint::poll_completion`] runs when it has nothing to give).
     pub fn has_unacked(&self) -> bool {
-        if self.native {
-            return self.backend.has_unacked();
+        if let Some(n) = self.backend.native_ref() {
+            return n.has_unacked();
         }
         self.peers
             .iter()
@@ -757,8 +754,8 @@ impl Endpoint {
         if delivery.data.is_registered() {
             return;
         }
-        if self.native {
-            self.backend.recycle(delivery.data.into_vec());
+        if let Some(n) = self.backend.native() {
+            n.recycle(delivery.data.into_vec());
             return;
         }
         let conn = self
@@ -911,7 +908,7 @@ impl Endpoint {
                 break;
             };
             let result =
-                backend.send_gather_from(&slot.addr, &header[..g.header_len], g.payload, g.message);
+                backend.send_packet(&slot.addr, &header[..g.header_len], g.payload, g.message);
             match result {
                 Ok(s) => {
                     sent = true;

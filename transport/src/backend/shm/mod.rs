@@ -14,7 +14,7 @@
 //! A side records its owner as one word, pid and process start time (a zombie counts as
 //! dead). Whoever opens a region checks the owners: a side whose process is gone (or that
 //! was closed) is taken over; when both are live the open fails with
-//! [`OpenError::AddrInUse`](crate::OpenError::AddrInUse). Every attach bumps the side's epoch, and every descriptor carries
+//! [`crate::OpenError::AddrInUse`]. Every attach bumps the side's epoch, and every descriptor carries
 //! the sender's epoch and the epoch of the receiver it was meant for: a newcomer skips
 //! (without touching) what was meant for the dead owner of its side, the survivor drops
 //! what the dead process sent once it knows of the death, and takes back its slots the
@@ -37,7 +37,9 @@ mod native;
 
 use descriptor::{DESCRIPTOR, MORE, descriptor};
 
-use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use super::{
+    Backend, BackendCounters, BackendEvent, Incoming, NativeReliability, RemoteAddr, Sent,
+};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
 use crate::error::{
     InsertError, OpenError, PeerFailure, RegionProblem, SendError, SendErrorKind, io_err,
@@ -226,7 +228,7 @@ pub(crate) struct ShmBackend {
     counters: BackendCounters,
     /// A message whose fragments are arriving.
     assembling: Option<Vec<u8>>,
-    /// Reassembly buffers given back ([`Backend::recycle`]).
+    /// Reassembly buffers given back ([`NativeReliability::recycle`]).
     spare: Vec<Vec<u8>>,
     /// Longest message reassembled; longer ones are dropped as malformed.
     max_message: usize,
@@ -951,7 +953,9 @@ impl Backend for ShmBackend {
     fn counters(&self) -> BackendCounters {
         self.counters
     }
+}
 
+impl NativeReliability for ShmBackend {
     fn native_reliable(&self) -> bool {
         self.native.is_some()
     }
