@@ -1,5 +1,7 @@
 //! Transport URLs: which backend an endpoint runs on, where, and how.
 //!
+//! # Grammar
+//!
 //! ```text
 //! url      = scheme "://" address [ "?" param *( "&" param ) ]
 //! scheme   = "sim" | "udp" | "shm"                  (ASCII case-insensitive)
@@ -13,7 +15,9 @@
 //!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
 //! ```
 //!
-//! `udp://` and datagram sizes: without `mtu=`, an endpoint sends datagrams as large as
+//! # `udp://` and datagram sizes
+//!
+//! Without `mtu=`, an endpoint sends datagrams as large as
 //! the path to each peer carries without IP fragmentation (the kernel's route MTU less
 //! the IP and UDP headers: 1472 bytes on a 1500-byte Ethernet link, 65,507 on loopback)
 //! and, where that is less than a UDP datagram, hands the kernel up to 64 of them per
@@ -23,6 +27,8 @@
 //! datagrams are `mtu` bytes (default 65,507) and the IP layer fragments what the path
 //! cannot carry, one system call per datagram. A kernel without segmentation offload
 //! (before Linux 4.18) gets `gso=0`'s behaviour.
+//!
+//! # Reliability, parameters and peers
 //!
 //! Reliability is chosen by the `reliable` parameter: reliable (RPP) unless the URL says
 //! `reliable=0` (or the endpoint's options say so and the URL says nothing). A URL names

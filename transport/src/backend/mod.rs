@@ -5,6 +5,22 @@
 //! addresses it resolves; it may drop, and (sim with faults) reorder, duplicate or corrupt
 //! them. It owns the registered memory that [`Buf`]s and [`RecvBuf`]s live in. The
 //! [`Endpoint`](crate::Endpoint) adds peers, RPP and completions on top.
+//!
+//! # The core and the capabilities
+//!
+//! [`Backend`] is the datagram core every backend implements: addresses, registered
+//! buffers, sends, receives, progress, events, counters. What only some backends can do
+//! is a capability trait they opt into:
+//!
+//! | capability             | who     | what the endpoint gets                                        |
+//! |------------------------|---------|---------------------------------------------------------------|
+//! | [`Lending`]            | sim     | RPP's packets sent by DMA from the application's lent buffer |
+//! | [`NativeReliability`]  | shm     | reliable mode with no RPP: the channel acknowledges itself   |
+//! | [`Socket`]             | udp     | segmentation offload, path MTUs, a connected socket, mio     |
+//!
+//! The endpoint holds an [`AnyBackend`], one variant per scheme: the core is dispatched
+//! by a `match` (no virtual call per packet), and a capability is asked for by variant,
+//! with what the endpoint does without it written once, there.
 
 pub(crate) mod shm;
 pub(crate) mod sim;

@@ -1,6 +1,8 @@
 //! `udp://host:port`: a non-blocking UDP socket (mio), so endpoints in two processes or on
 //! two machines talk.
 //!
+//! # Registered memory
+//!
 //! Registered memory is a slab of equal slots allocated at open ([`SLAB_SLOTS`] of
 //! [`SLOT_LEN`] bytes): `alloc` hands out slots, and datagrams are received straight into
 //! free slots and handed to the application as views of them. A send reads the
@@ -9,6 +11,8 @@
 //! so the payload is never copied in user space either. When the slab is empty, `alloc`
 //! falls back to the heap (the send still copies nothing here) and datagrams are received
 //! into heap buffers (counted).
+//!
+//! # Receiving
 //!
 //! Receiving takes a batch of up to [`RECV_BATCH`] datagrams with one `recvmmsg` call
 //! (the `sys` module), into slots the backend keeps ready. A batch that comes back short
@@ -20,7 +24,9 @@
 //! with the cheapest call and sets up no message headers it will not use, which matters
 //! because every pass's own work adds to the delay before it sees the next datagram.
 //!
-//! Segmentation offload (the `gso` URL parameter, see [`crate::url`]). On a link whose
+//! # Segmentation offload
+//!
+//! The `gso` URL parameter (see [`crate::url`]) turns it on or off. On a link whose
 //! MTU is far below a UDP datagram (1500-byte Ethernet), 64 KiB datagrams are fragmented
 //! by IP, and datagrams that fit the link cost one system call each way per 1.4 KiB. With
 //! segmentation offload on, [`Backend::send_gather`] copies each packet into a staging

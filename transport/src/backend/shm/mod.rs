@@ -1,6 +1,8 @@
 //! `shm://name`: two processes of one host through a shared-memory region under
 //! `/dev/shm`, with a lock-free single-producer/single-consumer ring per direction.
 //!
+//! # Sides, slots and rings
+//!
 //! The region (file `/dev/shm/myri-NAME`) has two sides. The first process to open it
 //! creates it and takes side 0; the next takes side 1. Each side owns, for the direction
 //! it sends in, a slab of [`SLOTS`] slots of [`SLOT_LEN`] bytes (its registered memory), a
@@ -10,6 +12,8 @@
 //! place and, when the application drops the view, stores 0 in the slot's state word,
 //! handing the slot back (seed 000, Send Channel: the sender learns what it may reuse from
 //! a count the other side publishes, and reaps when it runs out). No byte is copied.
+//!
+//! # Owners and epochs
 //!
 //! A side records its owner as one word, pid and process start time (a zombie counts as
 //! dead). Whoever opens a region checks the owners: a side whose process is gone (or that
@@ -21,6 +25,8 @@
 //! dead process held or never read. Nothing here waits without a bound: a region that
 //! never finishes initializing is an error after a second.
 //!
+//! # Long and short messages, reliable mode
+//!
 //! A message longer than a slot goes as fragments, one slot each, the descriptors of all
 //! but the last flagged [`MORE`]; the receiver copies them into one buffer, in order.
 //! With native reliability a message of at most 64 bytes goes inside its ring record,
@@ -30,7 +36,9 @@
 //! Reliable mode runs no RPP here (see [`native`]): the ring loses nothing and keeps
 //! order between live processes, and a death is seen through the owner words.
 //!
-//! Layout (all words little-endian u64, offsets in bytes): see [`layout`].
+//! # Layout
+//!
+//! All words are little-endian u64, offsets in bytes: see [`layout`].
 
 mod descriptor;
 mod native;

@@ -2,7 +2,9 @@
 //!
 //! Between two live processes of one host the region's rings lose nothing and keep
 //! order, and the only failure, the death of a process, shows in the owner words. So a
-//! reliable message goes straight onto the ring, and:
+//! reliable message goes straight onto the ring.
+//!
+//! # The contract
 //!
 //! - **Acknowledged** means the peer's application is done with the message: it dropped
 //!   the view of the slot (or the endpoint copied a fragment out), which stores 0 in the
