@@ -11,8 +11,8 @@
 //! Instructions per exchange and RPP's share of them (the lead's target):
 //! `valgrind --tool=callgrind --toggle-collect='transport_cost::exchange_transport'
 //!  target/release/deps/transport_cost-* --only udp --exchanges 10000` (or `--only shm`,
-//! `--only shm+rpp`; for the bare ring, `--toggle-collect='transport_cost::exchange_ring'
-//! --only ring`),
+//! `--only shm+rpp`, `--only sim` (RPP over two simulated boards in virtual time); for
+//! the bare ring, `--toggle-collect='transport_cost::exchange_ring' --only ring`),
 //! then `callgrind_annotate --inclusive=yes` and read the `myri_rpp::` entry points
 //! (`handle_packet`, `poll_transmit_gather`, `send`, `poll_timeout`, `handle_timeout`,
 //! `poll_event`) against the total (instructions only: system calls are not counted).
@@ -31,10 +31,7 @@ use std::net::UdpSocket;
 use std::time::Instant;
 
 fn pair(a: &str, b: &str, rpp_over_shm: bool) -> (Endpoint, Endpoint, Peer, Peer) {
-    let options = || Options {
-        rpp_over_shm,
-        ..Options::default()
-    };
+    let options = || Options::default().with_rpp_over_shm(rpp_over_shm);
     let mut ea = Endpoint::open_with(a, options()).expect("open a");
     let mut eb = Endpoint::open_with(b, options()).expect("open b");
     let to_b = ea.insert_addr(&strip(&eb.local_url())).expect("b");
@@ -141,8 +138,8 @@ fn main() {
     let n: u64 = arg("--exchanges")
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    // `--only udp`, `--only shm`, `--only shm+rpp` or `--only ring`: one kind of exchange,
-    // once (for callgrind).
+    // `--only udp`, `--only shm`, `--only shm+rpp`, `--only sim` or `--only ring`: one kind
+    // of exchange, once (for callgrind).
     let only = arg("--only");
     let name = format!("cost-{}", std::process::id());
     let shm = format!("shm://{name}");
@@ -169,6 +166,17 @@ fn main() {
                 exchange_transport(&mut ua, &mut ub, u_to_b, u_to_a);
                 if every_8th(&mut k) {
                     completions(&mut ua, &mut ub);
+                }
+            });
+            return;
+        }
+        Some("sim") => {
+            let (mut ma, mut mb, m_to_b, m_to_a) =
+                pair("sim://cost-a?world=cost", "sim://cost-b?world=cost", false);
+            time("sim transport (reliable)", n, || {
+                exchange_transport(&mut ma, &mut mb, m_to_b, m_to_a);
+                if every_8th(&mut k) {
+                    completions(&mut ma, &mut mb);
                 }
             });
             return;

@@ -169,11 +169,9 @@ fn exchange(clock: SimClock, seed: u64, a_count: u64, b_count: u64) -> Outcome {
         .map(|(i, end)| {
             let url = format!("sim://{end}?world={name}");
             // Fixed incarnations: a run in virtual time is a function of its seed alone.
-            let options = Options {
-                rpp: rpp_config(),
-                incarnation: Some(1 + i as u64),
-                ..Options::default()
-            };
+            let options = Options::default()
+                .with_rpp(rpp_config())
+                .with_incarnation(1 + i as u64);
             let ep = Endpoint::open_with(&url, options).unwrap();
             Side {
                 ep,

@@ -6,9 +6,9 @@
 //! cargo run -p myri-transport --example hello -- udp     # the same over UDP on loopback
 //! ```
 
-use myri_transport::{Completion, Endpoint, Error};
+use myri_transport::{Completion, Endpoint};
 
-fn main() -> Result<(), Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let over_udp = std::env::args().nth(1).as_deref() == Some("udp");
     let (url_a, url_b) = if over_udp {
         ("udp://127.0.0.1:0", "udp://127.0.0.1:0")

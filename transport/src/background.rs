@@ -3,7 +3,7 @@
 
 use crate::buffer::Buf;
 use crate::endpoint::{Completion, Delivery, Endpoint, MsgId, Peer, Stats};
-use crate::error::{Error, SendError};
+use crate::error::{InsertError, SendError, SpawnError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -34,7 +34,7 @@ impl BackgroundEndpoint {
     pub const IDLE_SLEEP: Duration = Duration::from_micros(200);
 
     /// Starts a progress thread for `endpoint`.
-    pub fn new(endpoint: Endpoint) -> Result<BackgroundEndpoint, Error> {
+    pub fn new(endpoint: Endpoint) -> Result<BackgroundEndpoint, SpawnError> {
         let shared = Arc::new(Shared {
             endpoint: Mutex::new(endpoint),
             ready: Condvar::new(),
@@ -44,7 +44,7 @@ impl BackgroundEndpoint {
         let thread = std::thread::Builder::new()
             .name("myri-progress".into())
             .spawn(move || run(&s))
-            .map_err(Error::io("spawning the progress thread"))?;
+            .map_err(SpawnError::Thread)?;
         Ok(BackgroundEndpoint {
             shared,
             thread: Some(thread),
@@ -61,7 +61,7 @@ impl BackgroundEndpoint {
     }
 
     /// See [`Endpoint::insert_addr`].
-    pub fn insert_addr(&self, url: &str) -> Result<Peer, Error> {
+    pub fn insert_addr(&self, url: &str) -> Result<Peer, InsertError> {
         self.with(|e| e.insert_addr(url))
     }
 

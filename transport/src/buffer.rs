@@ -1,6 +1,8 @@
 //! Buffers handed between the application and a backend without copying (seed 000,
 //! Buffers; CLF's copy-free mechanism).
 //!
+//! # Sending
+//!
 //! [`Endpoint::alloc`](crate::Endpoint::alloc) gives a [`Buf`] in the backend's
 //! registered memory: a DMA buffer of the simulated board, a slot of the UDP endpoint's
 //! registered slab, a slot of the shared-memory region. The application writes its message
@@ -9,12 +11,16 @@
 //! buffer instead, and the send copies it into registered memory once some is free (CLF's
 //! fallback); [`Stats::copied_sends`](crate::Stats::copied_sends) counts those copies.
 //!
+//! # Reliable mode: lent buffers
+//!
 //! In reliable mode the protocol keeps a message until it is acknowledged and may send it
 //! again. On the simulated board the buffer is then lent to the board
 //! (`myri_mcp::SendBuf::lend`): the board DMAs every transmission from it while RPP reads
 //! it, nobody writes it, and the endpoint takes it back for writing before it hands it to
 //! the application in [`Completion::Sent`](crate::Completion::Sent) (or in a failure's
 //! hand-back), waiting for the board's last read when it must.
+//!
+//! # Receiving
 //!
 //! A received message is a [`RecvBuf`]: a view of the memory the backend received it into
 //! (the board's receive buffer, the slab slot, the peer's slot in the region). Dropping it

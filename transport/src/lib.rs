@@ -1,5 +1,7 @@
 //! The transport layer of myri: the library frameworks and applications link.
 //!
+//! # Backends
+//!
 //! An [`Endpoint`] is opened from a URL (see [`url`] for the grammar) on one of three
 //! backends, each an unreliable datagram channel:
 //!
@@ -8,6 +10,8 @@
 //! | `sim://name`       | a simulated myri board on an in-process fabric, in virtual time (the default, no set-up) |
 //! | `udp://host:port`  | a UDP socket (mio): processes on any machines                      |
 //! | `shm://name`       | a shared-memory region under `/dev/shm`: two processes of one host |
+//!
+//! # Reliable or raw, and the calls
 //!
 //! Each runs *reliable* (RPP, the `myri-rpp` crate, on top: exactly-once, in-order
 //! delivery of messages up to 64 MiB, peer failure and restart detection; on `shm://`,
@@ -20,8 +24,10 @@
 //! move messages, [`Endpoint::poll_completion`] reports acknowledged sends and peer
 //! failures; [`Endpoint::progress`] does the work, called by the application or by a
 //! background thread ([`BackgroundEndpoint`]); a UDP endpoint can be registered with the
-//! application's `mio::Poll`. Errors are typed ([`Error`]); a full queue is
-//! [`Error::WouldBlock`] with the buffer handed back.
+//! application's `mio::Poll`. Errors are typed, one type per operation (see [`error`]);
+//! a full queue is [`SendErrorKind::WouldBlock`] with the buffer handed back.
+//!
+//! # A first program
 //!
 //! ```
 //! use myri_transport::Endpoint;
@@ -41,7 +47,9 @@
 //! assert_eq!(&got.data[..], b"hello");
 //! ```
 //!
-//! **Copy-free handoff** (seed 000, Buffers; CLF's copy-free mechanism): see [`buffer`].
+//! # Copy-free handoff
+//!
+//! Seed 000, Buffers; CLF's copy-free mechanism: see [`buffer`].
 //! [`Endpoint::alloc`] gives a buffer in the backend's registered memory, `send` moves it
 //! in, received messages are views that go back to the backend on drop, and a heap
 //! buffer handed out when registered memory ran out is copied at send time, counted in
@@ -58,7 +66,9 @@
 //! [`Capabilities::inject_size`], 64 bytes) is copied into its ring record, as
 //! libfabric's inject does, so the receiver reads the ring alone.
 //!
-//! **What this layer does not do**: no connection set-up handshake beyond RPP's
+//! # What this layer does not do
+//!
+//! No connection set-up handshake beyond RPP's
 //! introduction (peers are inserted by address, or accepted with
 //! [`Options::accept_unknown_peers`]); no encryption or authentication (a peer is whoever
 //! sends from its address); no congestion control beyond RPP's window and credit; raw mode
@@ -95,5 +105,8 @@ pub use backend::shm::{
 pub use background::BackgroundEndpoint;
 pub use buffer::{Buf, RecvBuf};
 pub use endpoint::{Capabilities, Completion, Delivery, Endpoint, MsgId, Options, Peer, Stats};
-pub use error::{Error, SendError};
-pub use url::{Address, Scheme, Url, UrlError};
+pub use error::{
+    InsertError, OpenError, PeerFailure, RegionProblem, RegisterError, SendError, SendErrorKind,
+    SpawnError, WorldError,
+};
+pub use url::{Address, ResolveError, Scheme, Url, UrlError};

@@ -1,5 +1,7 @@
 //! Transport URLs: which backend an endpoint runs on, where, and how.
 //!
+//! # Grammar
+//!
 //! ```text
 //! url      = scheme "://" address [ "?" param *( "&" param ) ]
 //! scheme   = "sim" | "udp" | "shm"                  (ASCII case-insensitive)
@@ -13,7 +15,9 @@
 //!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
 //! ```
 //!
-//! `udp://` and datagram sizes: without `mtu=`, an endpoint sends datagrams as large as
+//! # `udp://` and datagram sizes
+//!
+//! Without `mtu=`, an endpoint sends datagrams as large as
 //! the path to each peer carries without IP fragmentation (the kernel's route MTU less
 //! the IP and UDP headers: 1472 bytes on a 1500-byte Ethernet link, 65,507 on loopback)
 //! and, where that is less than a UDP datagram, hands the kernel up to 64 of them per
@@ -23,6 +27,8 @@
 //! datagrams are `mtu` bytes (default 65,507) and the IP layer fragments what the path
 //! cannot carry, one system call per datagram. A kernel without segmentation offload
 //! (before Linux 4.18) gets `gso=0`'s behaviour.
+//!
+//! # Reliability, parameters and peers
 //!
 //! Reliability is chosen by the `reliable` parameter: reliable (RPP) unless the URL says
 //! `reliable=0` (or the endpoint's options say so and the URL says nothing). A URL names
@@ -35,6 +41,7 @@
 
 use core::fmt;
 use core::str::FromStr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use thiserror::Error;
 
 /// Longest name (sim endpoint, shm region, world).
@@ -42,6 +49,7 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Scheme {
     /// The in-process simulated fabric of myri boards.
     Sim,
@@ -70,6 +78,7 @@ impl fmt::Display for Scheme {
 
 /// Where an endpoint is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Address {
     /// An endpoint of a simulated world; `None` asks for a generated name.
     Sim {
@@ -99,10 +108,81 @@ impl Address {
             Address::Shm { .. } => Scheme::Shm,
         }
     }
+
+    /// The socket address of a `udp://` address: the first the resolver gives for its
+    /// host (an IP address resolves to itself).
+    pub fn socket_addr(&self) -> Result<SocketAddr, ResolveError> {
+        let Address::Udp { host, port } = self else {
+            return Err(ResolveError::NotUdp {
+                scheme: self.scheme(),
+            });
+        };
+        (host.as_str(), *port)
+            .to_socket_addrs()
+            .map_err(|source| ResolveError::Lookup {
+                addr: self.to_string(),
+                source,
+            })?
+            .next()
+            .ok_or_else(|| ResolveError::NoAddress {
+                addr: self.to_string(),
+            })
+    }
+}
+
+/// The address as a URL without parameters (`udp://[::1]:9`, `shm://ring`).
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Sim { name } => write!(f, "sim://{}", name.as_deref().unwrap_or("")),
+            Address::Shm { name } => write!(f, "shm://{name}"),
+            Address::Udp { host, port } if host.contains(':') => {
+                write!(f, "udp://[{host}]:{port}")
+            }
+            Address::Udp { host, port } => write!(f, "udp://{host}:{port}"),
+        }
+    }
+}
+
+impl From<SocketAddr> for Address {
+    fn from(addr: SocketAddr) -> Address {
+        Address::Udp {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        }
+    }
+}
+
+/// Why [`Address::socket_addr`] found no socket address.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// Only `udp://` addresses are socket addresses.
+    #[error("{scheme}:// addresses are not socket addresses")]
+    NotUdp {
+        /// The address's scheme.
+        scheme: Scheme,
+    },
+    /// The resolver failed (an unknown host name, say).
+    #[error("cannot resolve {addr}: {source}")]
+    Lookup {
+        /// The address, as a URL.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host resolved to no address.
+    #[error("{addr} resolves to no address")]
+    NoAddress {
+        /// The address, as a URL.
+        addr: String,
+    },
 }
 
 /// The parameters of a URL (each `None` when the URL does not name it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Params {
     /// `reliable=`: RPP on top (true) or raw datagrams (false).
     pub reliable: Option<bool>,
@@ -132,6 +212,7 @@ pub struct Url {
 
 /// Why a URL did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum UrlError {
     /// No `://` after the scheme.
     #[error(
@@ -361,14 +442,7 @@ impl Url {
 
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.address {
-            Address::Sim { name } => write!(f, "sim://{}", name.as_deref().unwrap_or(""))?,
-            Address::Shm { name } => write!(f, "shm://{name}")?,
-            Address::Udp { host, port } if host.contains(':') => {
-                write!(f, "udp://[{host}]:{port}")?
-            }
-            Address::Udp { host, port } => write!(f, "udp://{host}:{port}")?,
-        }
+        write!(f, "{}", self.address)?;
         let mut sep = '?';
         let mut put = |f: &mut fmt::Formatter<'_>, kv: String| {
             let r = write!(f, "{sep}{kv}");

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{forge_dead_owner, wait_for};
-use myri_transport::{Buf, Completion, Endpoint, Options, Peer};
+use myri_transport::{Buf, Completion, Endpoint, Options, Peer, PeerFailure};
 
 fn unique(name: &str) -> String {
     format!("t{}-n{name}", std::process::id())
@@ -235,7 +235,7 @@ fn a_dead_peer_hands_back_every_message_it_did_not_take() {
     })
     .expect("the death is noticed");
     assert_eq!(sent, [0], "what it took came back before");
-    assert!(why.contains("died"), "{why}");
+    assert_eq!(why, PeerFailure::ProcessGone, "{why}");
     let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
     let (m1, m2, m4) = (
         slot_message(b"m1"),
@@ -281,10 +281,7 @@ fn a_dead_peer_hands_back_every_message_it_did_not_take() {
 fn rpp_over_shm_stays_available_as_an_option() {
     let name = unique("rpp");
     let url = format!("shm://{name}");
-    let options = || Options {
-        rpp_over_shm: true,
-        ..Options::default()
-    };
+    let options = || Options::default().with_rpp_over_shm(true);
     let mut a = Endpoint::open_with(&url, options()).unwrap();
     let mut b = Endpoint::open_with(&url, options()).unwrap();
     assert!(a.is_reliable() && !a.is_native());
@@ -311,14 +308,7 @@ fn rpp_over_shm_stays_available_as_an_option() {
 fn a_native_endpoint_refuses_a_peer_that_runs_rpp() {
     let name = unique("mixed");
     let url = format!("shm://{name}");
-    let mut rpp = Endpoint::open_with(
-        &url,
-        Options {
-            rpp_over_shm: true,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut rpp = Endpoint::open_with(&url, Options::default().with_rpp_over_shm(true)).unwrap();
     let mut native = Endpoint::open(&url).unwrap();
     let to_rpp = native.insert_addr(&url).unwrap();
     let to_native = rpp.insert_addr(&url).unwrap();

@@ -4,7 +4,9 @@
 mod common;
 
 use common::{drive_until, pair};
-use myri_transport::{Completion, Endpoint, Error, Options, Scheme};
+use myri_transport::{
+    Completion, Endpoint, InsertError, OpenError, Options, Scheme, SendErrorKind,
+};
 
 #[test]
 fn raw_datagrams_cross_the_simulated_fabric_without_a_copy() {
@@ -101,23 +103,23 @@ fn names_are_checked() {
     let _a = Endpoint::open("sim://taken?world=names").unwrap();
     assert!(matches!(
         Endpoint::open("sim://taken?world=names"),
-        Err(Error::AddrInUse(_))
+        Err(OpenError::AddrInUse { .. })
     ));
     let mut b = Endpoint::open("sim://?world=names").unwrap();
     assert!(b.local_url().starts_with("sim://ep"), "{}", b.local_url());
     assert!(matches!(
         b.insert_addr("sim://nobody"),
-        Err(Error::AddrNotFound(_))
+        Err(InsertError::NoSuchEndpoint { .. })
     ));
     assert!(matches!(
         b.insert_addr("udp://1.2.3.4:5"),
-        Err(Error::BadPeerAddr { .. })
+        Err(InsertError::OtherScheme { .. })
     ));
     assert!(matches!(
         b.insert_addr("sim://taken?reliable=0"),
-        Err(Error::BadPeerAddr { .. })
+        Err(InsertError::HasParams { .. })
     ));
-    assert!(matches!(b.insert_addr("bogus"), Err(Error::Url(_))));
+    assert!(matches!(b.insert_addr("bogus"), Err(InsertError::Url(_))));
     let p = b.insert_addr("sim://taken").unwrap();
     assert_eq!(
         b.insert_addr("sim://taken").unwrap(),
@@ -157,7 +159,7 @@ fn a_vanished_peer_fails_with_the_unacked_messages_handed_back_and_a_restart_is_
     assert_eq!(back, [&b"one"[..], b"two", b"three"]);
     assert!(matches!(
         a.inject(to_b, b"x"),
-        Err(Error::PeerFailed { .. })
+        Err(SendErrorKind::PeerFailed { .. })
     ));
 
     // b comes back (a new process: a later incarnation) and speaks first.
@@ -209,7 +211,10 @@ fn a_full_send_channel_is_would_block_with_the_buffer_handed_back() {
     for _ in 0..4 {
         r.inject(to_b, b"m").unwrap();
     }
-    assert!(matches!(r.inject(to_b, b"m"), Err(Error::WouldBlock)));
+    assert!(matches!(
+        r.inject(to_b, b"m"),
+        Err(SendErrorKind::WouldBlock)
+    ));
     assert_eq!(r.stats().would_block, 1);
 }
 
@@ -221,10 +226,12 @@ fn when_dma_memory_runs_out_heap_buffers_are_copied_at_send_and_counted() {
         "sim://b",
         "sim://a",
     );
-    let held: Vec<_> = (0..64).map(|_| a.alloc(100)).collect();
+    // The board has 64 DMA send buffers; `alloc` hands out all but the 8 kept for the
+    // packets the endpoint must copy.
+    let held: Vec<_> = (0..56).map(|_| a.alloc(100)).collect();
     assert!(
         held.iter().all(|m| m.is_registered()),
-        "64 DMA send buffers"
+        "56 DMA send buffers"
     );
     let mut extra = a.alloc(100);
     assert!(!extra.is_registered(), "then the heap");

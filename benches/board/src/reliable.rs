@@ -105,11 +105,9 @@ impl Two {
         let world = Arc::new(SimWorld::create(&name, config).map_err(|e| e.to_string())?);
         // Fixed incarnations: a run in virtual time is a function of its seed alone.
         let open = |end: &str, incarnation| {
-            let options = Options {
-                rpp: rpp_config(),
-                incarnation: Some(incarnation),
-                ..Options::default()
-            };
+            let options = Options::default()
+                .with_rpp(rpp_config())
+                .with_incarnation(incarnation);
             Endpoint::open_with(&format!("sim://{end}?world={name}"), options)
                 .map_err(|e| format!("opening sim://{end}: {e}"))
         };

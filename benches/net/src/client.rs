@@ -3,7 +3,7 @@
 
 use super::wire::{self, Control, KIND_DATA, KIND_PING, References, SessionCounters, SizeSpec};
 use super::{RoundTime, StreamRound};
-use myri_transport::{Completion, Endpoint, Error, Options, Peer, Scheme, Stats, Url};
+use myri_transport::{Completion, Endpoint, Options, Peer, Scheme, SendErrorKind, Stats, Url};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -190,6 +190,12 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
                 "sim:// endpoints live in one process: a server runs over udp:// or shm://".into(),
             ));
         }
+        other => {
+            return Err(ClientError::Setup(format!(
+                "{}:// has no network benchmark client: a server runs over udp:// or shm://",
+                other.scheme()
+            )));
+        }
     };
     Ok((local, peer.to_string()))
 }
@@ -201,13 +207,11 @@ impl Client {
             .parse()
             .map_err(|e| ClientError::Setup(format!("{server}: {e}")))?;
         let (local, peer_url) = urls(&url, &config)?;
-        let options = Options {
-            reliable: config.reliable,
-            rpp: super::rpp_config(),
+        let options = Options::default()
+            .with_reliable(config.reliable)
+            .with_rpp(super::rpp_config())
             // One server, as the bare UDP client the runs are compared with.
-            connect_one_peer: true,
-            ..Options::default()
-        };
+            .with_connect_one_peer(true);
         let mut ep = Endpoint::open_with(&local, options)
             .map_err(|e| ClientError::Setup(format!("opening {local}: {e}")))?;
         let peer = ep
@@ -347,7 +351,7 @@ impl Client {
                 }
                 Completion::PeerFailed { why, unsent, .. } => {
                     return Err(ClientError::PeerFailed {
-                        why,
+                        why: why.to_string(),
                         unacked: unsent.len(),
                     });
                 }
@@ -374,7 +378,8 @@ impl Client {
                         self.spare.push(buf);
                     }
                 }
-                Completion::NewPeer { .. } => {}
+                // New peers, and completions of later versions, need nothing here.
+                _ => {}
             }
         }
         Ok(())
@@ -419,7 +424,9 @@ impl Client {
                     // A failed peer: the completion says why and hands back the rest.
                     self.completions()?;
                     return Err(match e.error {
-                        Error::TooLarge { .. } => ClientError::TooLarge(e.error.to_string()),
+                        SendErrorKind::TooLarge { .. } => {
+                            ClientError::TooLarge(e.error.to_string())
+                        }
                         other => ClientError::PeerFailed {
                             why: other.to_string(),
                             unacked: 1,

@@ -71,7 +71,10 @@ pub enum ServeError {
     Unsupported(Scheme),
     /// The endpoint could not be opened (port in use, region busy...).
     #[error("{0}")]
-    Open(#[from] myri_transport::Error),
+    Open(#[from] myri_transport::OpenError),
+    /// The endpoint's socket could not be registered with the poller.
+    #[error("{0}")]
+    Register(#[from] myri_transport::RegisterError),
     /// A reference could not be set up.
     #[error("{0}")]
     Reference(String),
@@ -283,12 +286,10 @@ impl Server {
         if parsed.scheme() == Scheme::Sim {
             return Err(ServeError::Unsupported(Scheme::Sim));
         }
-        let options = Options {
-            reliable: config.reliable,
-            accept_unknown_peers: true,
-            rpp: super::rpp_config(),
-            ..Options::default()
-        };
+        let options = Options::default()
+            .with_reliable(config.reliable)
+            .with_accept_unknown_peers(true)
+            .with_rpp(super::rpp_config());
         // A second server on a live server's region must not take the client's side: the
         // bare ring's region, held by the live server, says so first.
         let ring = match (&parsed.address, config.references) {
@@ -310,53 +311,48 @@ impl Server {
             references.shm_ring = Some(r.path().display().to_string());
         }
         if config.references {
-            match &parsed.address {
-                Address::Udp { .. } => {
-                    let local: SocketAddr = ep
-                        .local_url()
-                        .trim_start_matches("udp://")
-                        .parse()
-                        .map_err(|_| ServeError::Reference("the endpoint's address".into()))?;
-                    let mut r =
-                        UdpReflector::bind(SocketAddr::new(local.ip(), config.reference_port))
-                            .map_err(|e| {
-                                ServeError::Reference(format!(
-                                    "binding the bare udp reference on port {}: {e}",
-                                    config.reference_port
-                                ))
-                            })?;
-                    registry
-                        .register(r.socket(), BARE_UDP, Interest::READABLE)
-                        .map_err(|e| ServeError::Io("registering a socket", e))?;
-                    let conn_registry = registry
-                        .try_clone()
-                        .map_err(|e| ServeError::Io("cloning the poll registry", e))?;
-                    let mut t = TcpSink::bind(
-                        local,
-                        Some((
-                            conn_registry
-                                .try_clone()
-                                .map_err(|e| ServeError::Io("cloning the poll registry", e))?,
-                            TCP_CONN,
-                        )),
-                    )
-                    .or_else(|_| {
-                        TcpSink::bind(
-                            SocketAddr::new(local.ip(), 0),
-                            Some((conn_registry, TCP_CONN)),
-                        )
-                    })
+            // No reference runs beside the other schemes.
+            if let Address::Udp { .. } = &parsed.address {
+                let local: SocketAddr = ep
+                    .local_url()
+                    .trim_start_matches("udp://")
+                    .parse()
+                    .map_err(|_| ServeError::Reference("the endpoint's address".into()))?;
+                let mut r = UdpReflector::bind(SocketAddr::new(local.ip(), config.reference_port))
                     .map_err(|e| {
-                        ServeError::Reference(format!("binding the tcp reference: {e}"))
+                        ServeError::Reference(format!(
+                            "binding the bare udp reference on port {}: {e}",
+                            config.reference_port
+                        ))
                     })?;
-                    registry
-                        .register(t.listener(), TCP_LISTEN, Interest::READABLE)
-                        .map_err(|e| ServeError::Io("registering a socket", e))?;
-                    references.udp_port = r.local_addr().ok().map(|a| a.port());
-                    references.tcp_port = t.local_addr().ok().map(|a| a.port());
-                    (udp, tcp) = (Some(r), Some(t));
-                }
-                Address::Shm { .. } | Address::Sim { .. } => {}
+                registry
+                    .register(r.socket(), BARE_UDP, Interest::READABLE)
+                    .map_err(|e| ServeError::Io("registering a socket", e))?;
+                let conn_registry = registry
+                    .try_clone()
+                    .map_err(|e| ServeError::Io("cloning the poll registry", e))?;
+                let mut t = TcpSink::bind(
+                    local,
+                    Some((
+                        conn_registry
+                            .try_clone()
+                            .map_err(|e| ServeError::Io("cloning the poll registry", e))?,
+                        TCP_CONN,
+                    )),
+                )
+                .or_else(|_| {
+                    TcpSink::bind(
+                        SocketAddr::new(local.ip(), 0),
+                        Some((conn_registry, TCP_CONN)),
+                    )
+                })
+                .map_err(|e| ServeError::Reference(format!("binding the tcp reference: {e}")))?;
+                registry
+                    .register(t.listener(), TCP_LISTEN, Interest::READABLE)
+                    .map_err(|e| ServeError::Io("registering a socket", e))?;
+                references.udp_port = r.local_addr().ok().map(|a| a.port());
+                references.tcp_port = t.local_addr().ok().map(|a| a.port());
+                (udp, tcp) = (Some(r), Some(t));
             }
         }
         let signals = if config.stop_on_signals {
@@ -892,9 +888,9 @@ impl Server {
                         unsent.len(),
                     );
                 }
-                Completion::Sent { .. }
-                | Completion::NewPeer { .. }
-                | Completion::Connected { .. } => {}
+                // Sends, new peers, connections (and completions of later versions) need
+                // nothing here.
+                _ => {}
             }
         }
     }

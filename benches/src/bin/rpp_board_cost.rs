@@ -322,10 +322,7 @@ impl Endpoints {
     fn new() -> Result<Endpoints, String> {
         let world = SimWorld::create("rpp-board-cost", WorldConfig::default())
             .map_err(|e| e.to_string())?;
-        let options = Options {
-            rpp: rpp_config(),
-            ..Options::default()
-        };
+        let options = Options::default().with_rpp(rpp_config());
         let open = |n: &str| {
             Endpoint::open_with(&format!("sim://{n}?world=rpp-board-cost"), options.clone())
                 .map_err(|e| e.to_string())

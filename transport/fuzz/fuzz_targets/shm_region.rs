@@ -22,7 +22,11 @@ fn page_offset(page: u8, region_len: u64) -> u64 {
     let pages = region_len / 4096;
     let p = u64::from(page);
     // The low half: the first pages; the high half: spread over the whole region.
-    if p < 128 { p.min(pages - 1) * 4096 } else { ((p - 128) * pages / 128) * 4096 }
+    if p < 128 {
+        p.min(pages - 1) * 4096
+    } else {
+        ((p - 128) * pages / 128) * 4096
+    }
 }
 
 fn run(data: &[u8]) -> Option<()> {
@@ -32,10 +36,10 @@ fn run(data: &[u8]) -> Option<()> {
     let path = shm_region_path(&name);
     let _ = std::fs::remove_file(&path);
     let url = format!("shm://{name}");
-    let options = || Options {
-        reliable: mode % 3 != 2,
-        rpp_over_shm: mode % 3 == 1,
-        ..Options::default()
+    let options = || {
+        Options::default()
+            .with_reliable(mode % 3 != 2)
+            .with_rpp_over_shm(mode % 3 == 1)
     };
     let mut a = Endpoint::open_with(&url, options()).ok()?;
     let region = std::fs::OpenOptions::new().write(true).open(&path).ok()?;
@@ -44,7 +48,8 @@ fn run(data: &[u8]) -> Option<()> {
         while let [lo, hi, page, len, tail @ ..] = *patches {
             let len = usize::from(*len).min(tail.len());
             let at = page_offset(*page, region_len) + u64::from(u16::from_le_bytes([*lo, *hi]));
-            let _ = region.write_all_at(&tail[..len], at.min(region_len.saturating_sub(len as u64)));
+            let _ =
+                region.write_all_at(&tail[..len], at.min(region_len.saturating_sub(len as u64)));
             *patches = &tail[len..];
         }
     };

@@ -9,7 +9,8 @@
 //! - [`udp`]: the event loop over `mio` sockets, with one session (and one upstream socket)
 //!   per client address, like a NAT.
 //! - [`stats`]: the counters, as `--json` prints them.
-//! - [`url`]: `udp://host:port` addresses and durations such as `10ms`.
+//! - [`url`]: `udp://host:port` addresses, read with the transport's URL parser.
+//! - [`duration`]: durations such as `10ms` on the command line.
 //!
 //! ```no_run
 //! use myri_proxy::{Limits, PipeConfig, ProxyConfig, UdpProxy};
@@ -27,12 +28,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod duration;
 pub mod pipe;
 pub mod stats;
 pub mod udp;
 pub mod url;
 
+pub use duration::{DurationError, format_duration, parse_duration};
 pub use pipe::{Fate, FaultPipe, PipeConfig, PipeConfigError, PipeCounters, Transmit};
 pub use stats::{DirectionStats, ProxyStats, SessionCounters};
 pub use udp::{Limits, ProxyConfig, ProxyError, ProxyEvent, ProxyHandle, StopReason, UdpProxy};
-pub use url::{DurationError, UdpUrl, UdpUrlError, format_duration, parse_duration, udp_url};
+pub use url::{UdpUrl, UdpUrlError, udp_url};

@@ -5,15 +5,34 @@
 //! addresses it resolves; it may drop, and (sim with faults) reorder, duplicate or corrupt
 //! them. It owns the registered memory that [`Buf`]s and [`RecvBuf`]s live in. The
 //! [`Endpoint`](crate::Endpoint) adds peers, RPP and completions on top.
+//!
+//! # The core and the capabilities
+//!
+//! [`Backend`] is the datagram core every backend implements: addresses, registered
+//! buffers, sends, receives, progress, events, counters. What only some backends can do
+//! is a capability trait they opt into:
+//!
+//! | capability             | who     | what the endpoint gets                                        |
+//! |------------------------|---------|---------------------------------------------------------------|
+//! | [`Lending`]            | sim     | RPP's packets sent by DMA from the application's lent buffer |
+//! | [`NativeReliability`]  | shm     | reliable mode with no RPP: the channel acknowledges itself   |
+//! | [`Socket`]             | udp     | segmentation offload, path MTUs, a connected socket, mio     |
+//!
+//! The endpoint holds an [`AnyBackend`], one variant per scheme: the core is dispatched
+//! by a `match` (no virtual call per packet), and a capability is asked for by variant,
+//! with what the endpoint does without it written once, there.
 
 pub(crate) mod shm;
 pub(crate) mod sim;
 pub(crate) mod udp;
 
 use crate::buffer::{Buf, RecvBuf};
-use crate::error::{Error, SendError};
+use crate::error::{InsertError, PeerFailure, SendError, SendErrorKind};
 use crate::url::{Address, Scheme};
+use shm::ShmBackend;
+use sim::SimBackend;
 use std::net::SocketAddr;
+use udp::UdpBackend;
 
 /// A backend's address of a remote endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,14 +62,14 @@ pub(crate) struct Incoming {
 }
 
 /// Something the backend learned about a remote endpoint on its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BackendEvent {
     /// The remote process is gone (shm: its pid is dead).
     PeerGone {
         /// Which.
         addr: RemoteAddr,
         /// Why the backend thinks so.
-        why: String,
+        why: PeerFailure,
         /// Noticed only as a new process took the remote side ([`BackendEvent::PeerReplaced`]
         /// follows at once): a restart rather than a failure.
         replaced: bool,
@@ -86,7 +105,9 @@ pub(crate) struct BackendCounters {
     pub(crate) gro_segments: u64,
 }
 
-/// The provider interface. See the module documentation.
+/// The datagram core every backend has: the provider interface (see the module
+/// documentation). What only some backends can do are capabilities they opt into:
+/// [`Lending`], [`NativeReliability`], [`Socket`].
 pub(crate) trait Backend: Send {
     /// The URL scheme.
     fn scheme(&self) -> Scheme;
@@ -114,53 +135,22 @@ pub(crate) trait Backend: Send {
         None
     }
     /// The remote address of a peer URL.
-    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error>;
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError>;
     /// A remote address as a URL.
     fn addr_url(&self, addr: &RemoteAddr) -> String;
     /// A buffer of `len` bytes in registered memory, if some is free and `len` fits.
     fn alloc(&mut self, len: usize) -> Option<Buf>;
     /// Sends `buf` as one datagram, from where it is when it is registered here.
     fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError>;
-    /// Whether the backend can send a message's bytes from the buffer the application
-    /// wrote them in while the reliable protocol keeps it ([`Backend::send_gather_from`]
-    /// with a lent buffer): then `alloc` gives registered memory in reliable mode too.
-    fn lends(&self) -> bool {
-        false
-    }
-    /// Like [`Backend::send_gather`], where `payload` starts at `message.1` of the buffer
-    /// `message.0`: a backend that can send from that buffer's memory does, with no copy.
-    fn send_gather_from(
-        &mut self,
-        to: &RemoteAddr,
-        header: &[u8],
-        payload: &[u8],
-        message: Option<(&Buf, usize)>,
-    ) -> Result<Sent, Error> {
-        let _ = message;
-        self.send_gather(to, header, payload)
-    }
-    /// Looks at what the channel has finished sending, so lent buffers can be taken back.
-    fn reap(&mut self) {}
     /// Sends `header` then `payload` as one datagram (gathered where the backend can).
     fn send_gather(
         &mut self,
         to: &RemoteAddr,
         header: &[u8],
         payload: &[u8],
-    ) -> Result<Sent, Error>;
+    ) -> Result<Sent, SendErrorKind>;
     /// Whether a send to `to` would be taken now.
     fn can_send(&mut self, to: &RemoteAddr) -> bool;
-    /// Sends what [`Backend::send_gather`] held back to send together (UDP segmentation
-    /// offload); the endpoint calls it at the end of each transmit pass. `WouldBlock`
-    /// keeps the datagrams for the next call.
-    fn flush(&mut self) -> Result<(), Error> {
-        Ok(())
-    }
-    /// The largest datagram to send to `to` when the URL set no `mtu` (UDP: the path's, when
-    /// segmentation offload makes small datagrams cheap). At most [`Backend::mtu`].
-    fn peer_mtu(&mut self, _to: &RemoteAddr) -> usize {
-        self.mtu()
-    }
     /// The next datagram that arrived, if any.
     fn recv(&mut self) -> Option<Incoming>;
     /// Whether nothing can have arrived or become due since the last
@@ -191,56 +181,276 @@ pub(crate) trait Backend: Send {
     fn board_drops(&mut self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
-    /// Whether the backend gives reliability itself ([`Backend::send_reliable`] and the
-    /// calls after it): a channel that is lossless and ordered between live processes and
-    /// tells when the remote process dies (shm). Then reliable mode runs no RPP.
-    fn native_reliable(&self) -> bool {
-        false
+}
+
+/// Capability: sending a reliable message's packets straight from the buffer the
+/// application wrote it in, lent to the channel while the protocol keeps it (sim: each
+/// transmission is a DMA from the application's buffer). With it, `alloc` gives
+/// registered memory in reliable mode too.
+pub(crate) trait Lending: Backend {
+    /// Like [`Backend::send_gather`], where `payload` starts at `message.1` of the buffer
+    /// `message.0`: sent from that buffer's memory when it is lent, with no copy.
+    fn send_gather_from(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+        message: Option<(&Buf, usize)>,
+    ) -> Result<Sent, SendErrorKind>;
+    /// Looks at what the channel has finished sending, so lent buffers can be taken back.
+    fn reap(&mut self);
+}
+
+/// Capability: reliability given by the channel itself (shm): lossless and ordered
+/// between live processes, and it tells when the remote process dies. Then reliable mode
+/// runs no RPP.
+pub(crate) trait NativeReliability: Backend {
+    /// Whether this endpoint runs it (the mode it was opened in asked for it).
+    fn native_reliable(&self) -> bool;
+    /// Sends `buf` as one message of any length up to
+    /// [`NativeReliability::native_max_message`] (fragmented across datagrams where
+    /// needed); `tag` comes back with the buffer once the remote application has taken
+    /// the message ([`NativeReliability::poll_acked`]). Refusals give the buffer back.
+    fn send_reliable(&mut self, to: &RemoteAddr, buf: Buf, tag: u64) -> Result<Sent, SendError>;
+    /// The largest message.
+    fn native_max_message(&self) -> usize;
+    /// The longest message carried inside the channel's own record (acknowledged when
+    /// taken off the channel).
+    fn native_inject_size(&self) -> usize;
+    /// A message the remote application has taken, with its tag.
+    fn poll_acked(&mut self) -> Option<(u64, Buf)>;
+    /// The messages the remote process never took, handed back when it was found gone
+    /// (in send order).
+    fn take_unacked(&mut self) -> Vec<Buf>;
+    /// Whether messages are sent and not yet taken.
+    fn has_unacked(&self) -> bool;
+    /// The incarnation of the live remote process, once known.
+    fn peer_incarnation(&self) -> Option<u64>;
+    /// Takes back a reassembled message's memory for the next one.
+    fn recycle(&mut self, buf: Vec<u8>);
+}
+
+/// Capability: a kernel socket (udp): segmentation offload, path MTUs, a connected
+/// socket, registration with a caller's `mio::Poll`.
+pub(crate) trait Socket: Backend {
+    /// Sends what [`Backend::send_gather`] held back to send together (segmentation
+    /// offload); the endpoint calls it at the end of each transmit pass. `WouldBlock`
+    /// keeps the datagrams for the next call.
+    fn flush(&mut self) -> Result<(), SendErrorKind>;
+    /// The largest datagram to send to `to` when the URL set no `mtu` (the path's, when
+    /// segmentation offload makes small datagrams cheap). At most [`Backend::mtu`].
+    fn peer_mtu(&mut self, to: &RemoteAddr) -> usize;
+    /// Sends to `to` only from now on and hears only from it (a connected socket).
+    fn connect(&mut self, to: &RemoteAddr) -> Result<(), InsertError>;
+    /// The socket, to register with a caller's `mio::Poll`.
+    fn udp_socket(&mut self) -> &mut mio::net::UdpSocket;
+}
+
+/// The backends, one per scheme: the endpoint calls them through this enum, so the
+/// datagram core is dispatched by a `match` the compiler can inline, and the
+/// capabilities are asked for by variant (no per-packet virtual call).
+pub(crate) enum AnyBackend {
+    /// `sim://`.
+    Sim(SimBackend),
+    /// `udp://`.
+    Udp(UdpBackend),
+    /// `shm://`.
+    Shm(ShmBackend),
+}
+
+/// `$e` on whichever backend `$self` holds, bound to `$b`.
+macro_rules! each {
+    ($self:expr, $b:ident => $e:expr) => {
+        match $self {
+            AnyBackend::Sim($b) => $e,
+            AnyBackend::Udp($b) => $e,
+            AnyBackend::Shm($b) => $e,
+        }
+    };
+}
+
+impl Backend for AnyBackend {
+    #[inline]
+    fn scheme(&self) -> Scheme {
+        each!(self, b => b.scheme())
     }
-    /// Native reliability: sends `buf` as one message of any length up to
-    /// [`Backend::native_max_message`] (fragmented across datagrams where needed); `tag`
-    /// comes back with the buffer once the remote application has taken the message
-    /// ([`Backend::poll_acked`]). Refusals give the buffer back.
-    fn send_reliable(&mut self, _to: &RemoteAddr, buf: Buf, _tag: u64) -> Result<Sent, SendError> {
-        let error = Error::Unsupported(self.scheme());
-        Err(SendError { error, buf })
+    #[inline]
+    fn local_url(&self) -> String {
+        each!(self, b => b.local_url())
     }
-    /// Native reliability: the largest message.
-    fn native_max_message(&self) -> usize {
-        0
+    #[inline]
+    fn mtu(&self) -> usize {
+        each!(self, b => b.mtu())
     }
-    /// Native reliability: the longest message carried inside the channel's own record
-    /// (acknowledged when taken off the channel).
-    fn native_inject_size(&self) -> usize {
-        0
+    #[inline]
+    fn ordered(&self) -> bool {
+        each!(self, b => b.ordered())
     }
-    /// Native reliability: a message the remote application has taken, with its tag.
-    fn poll_acked(&mut self) -> Option<(u64, Buf)> {
-        None
+    #[inline]
+    fn lossless(&self) -> bool {
+        each!(self, b => b.lossless())
     }
-    /// Native reliability: the messages the remote process never took, handed back when it
-    /// was found gone (in send order).
-    fn take_unacked(&mut self) -> Vec<Buf> {
-        Vec::new()
+    #[inline]
+    fn gather_copies(&self) -> bool {
+        each!(self, b => b.gather_copies())
     }
-    /// Native reliability: whether messages are sent and not yet taken.
-    fn has_unacked(&self) -> bool {
-        false
+    #[inline]
+    fn now(&self) -> u64 {
+        each!(self, b => b.now())
     }
-    /// Native reliability: the incarnation of the live remote process, once known.
-    fn peer_incarnation(&self) -> Option<u64> {
-        None
+    #[inline]
+    fn progressed_at(&self) -> u64 {
+        each!(self, b => b.progressed_at())
     }
-    /// Native reliability: takes back a reassembled message's memory for the next one.
-    fn recycle(&mut self, _buf: Vec<u8>) {}
-    /// Sends to `to` only from now on and hears only from it, where the backend can make
-    /// that cheaper (UDP: a connected socket). Others ignore it.
-    fn connect(&mut self, _to: &RemoteAddr) -> Result<(), Error> {
-        Ok(())
+    #[inline]
+    fn next_deadline(&self) -> Option<u64> {
+        each!(self, b => b.next_deadline())
     }
-    /// The UDP socket, to register with a caller's `mio::Poll` (UDP only).
-    fn udp_socket(&mut self) -> Option<&mut mio::net::UdpSocket> {
-        None
+    #[inline]
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError> {
+        each!(self, b => b.resolve(addr))
+    }
+    #[inline]
+    fn addr_url(&self, addr: &RemoteAddr) -> String {
+        each!(self, b => b.addr_url(addr))
+    }
+    #[inline]
+    fn alloc(&mut self, len: usize) -> Option<Buf> {
+        each!(self, b => b.alloc(len))
+    }
+    #[inline]
+    fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
+        each!(self, b => b.send(to, buf))
+    }
+    #[inline]
+    fn send_gather(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<Sent, SendErrorKind> {
+        each!(self, b => b.send_gather(to, header, payload))
+    }
+    #[inline]
+    fn can_send(&mut self, to: &RemoteAddr) -> bool {
+        each!(self, b => b.can_send(to))
+    }
+    #[inline]
+    fn recv(&mut self) -> Option<Incoming> {
+        each!(self, b => b.recv())
+    }
+    #[inline]
+    fn is_idle(&self) -> bool {
+        each!(self, b => b.is_idle())
+    }
+    #[inline]
+    fn kick(&mut self) -> bool {
+        each!(self, b => b.kick())
+    }
+    #[inline]
+    fn progress(&mut self) -> bool {
+        each!(self, b => b.progress())
+    }
+    #[inline]
+    fn poll_event(&mut self) -> Option<BackendEvent> {
+        each!(self, b => b.poll_event())
+    }
+    #[inline]
+    fn has_events(&self) -> bool {
+        each!(self, b => b.has_events())
+    }
+    #[inline]
+    fn counters(&self) -> BackendCounters {
+        each!(self, b => b.counters())
+    }
+    fn board_drops(&mut self) -> Vec<(&'static str, u64)> {
+        each!(self, b => b.board_drops())
+    }
+}
+
+/// The capabilities, by backend; where a backend lacks one, what the endpoint does
+/// without it.
+impl AnyBackend {
+    /// Whether the backend lends ([`Lending`]).
+    #[inline]
+    pub(crate) fn lends(&self) -> bool {
+        matches!(self, AnyBackend::Sim(_))
+    }
+
+    /// Sends a packet of a reliable message: from the lent message buffer where the
+    /// backend lends ([`Lending::send_gather_from`]), else gathered.
+    #[inline]
+    pub(crate) fn send_packet(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+        message: Option<(&Buf, usize)>,
+    ) -> Result<Sent, SendErrorKind> {
+        match self {
+            AnyBackend::Sim(b) => b.send_gather_from(to, header, payload, message),
+            AnyBackend::Udp(b) => b.send_gather(to, header, payload),
+            AnyBackend::Shm(b) => b.send_gather(to, header, payload),
+        }
+    }
+
+    /// [`Lending::reap`] where the backend lends.
+    #[inline]
+    pub(crate) fn reap(&mut self) {
+        if let AnyBackend::Sim(b) = self {
+            b.reap();
+        }
+    }
+
+    /// The backend's native reliability, when this endpoint runs it.
+    #[inline]
+    pub(crate) fn native(&mut self) -> Option<&mut impl NativeReliability> {
+        match self {
+            AnyBackend::Shm(b) if b.native_reliable() => Some(b),
+            _ => None,
+        }
+    }
+
+    /// [`AnyBackend::native`], to look.
+    #[inline]
+    pub(crate) fn native_ref(&self) -> Option<&impl NativeReliability> {
+        match self {
+            AnyBackend::Shm(b) if b.native_reliable() => Some(b),
+            _ => None,
+        }
+    }
+
+    /// [`Socket::flush`] where the backend has a socket.
+    #[inline]
+    pub(crate) fn flush(&mut self) -> Result<(), SendErrorKind> {
+        match self {
+            AnyBackend::Udp(b) => b.flush(),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Socket::peer_mtu`] where the backend has a socket, else [`Backend::mtu`].
+    pub(crate) fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
+        match self {
+            AnyBackend::Udp(b) => b.peer_mtu(to),
+            b => b.mtu(),
+        }
+    }
+
+    /// [`Socket::connect`] where the backend has a socket; others ignore it.
+    pub(crate) fn connect(&mut self, to: &RemoteAddr) -> Result<(), InsertError> {
+        match self {
+            AnyBackend::Udp(b) => b.connect(to),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Socket::udp_socket`] where the backend has a socket.
+    pub(crate) fn udp_socket(&mut self) -> Option<&mut mio::net::UdpSocket> {
+        match self {
+            AnyBackend::Udp(b) => Some(b.udp_socket()),
+            _ => None,
+        }
     }
 }
 

@@ -14,9 +14,9 @@
 //! sent inline from the send slot's PIO buffer while the payload is DMA'd from the
 //! application's buffer: nothing is copied on the host.
 
-use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use super::{Backend, BackendCounters, BackendEvent, Incoming, Lending, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind};
-use crate::error::{Error, SendError};
+use crate::error::{InsertError, OpenError, SendError, SendErrorKind, WorldError};
 use crate::url::{Address, Scheme};
 use myri_device::board::{Board, BoardConfig, Timing};
 use myri_device::fabric::topology::star;
@@ -162,11 +162,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl World {
     /// The live world called `name`, or a new one built from `config` (the default
     /// config when `None`). With a config, a live world of that name is an error.
-    fn get(name: &str, config: Option<WorldConfig>) -> Result<Arc<World>, Error> {
+    fn get(name: &str, config: Option<WorldConfig>) -> Result<Arc<World>, WorldError> {
         let mut all = lock(worlds());
         if let Some(w) = all.get(name).and_then(Weak::upgrade) {
             if config.is_some() {
-                return Err(Error::AddrInUse(format!("sim world `{name}` exists")));
+                return Err(WorldError::Exists(name.to_owned()));
             }
             return Ok(w);
         }
@@ -175,9 +175,7 @@ impl World {
             ..WorldConfig::default()
         });
         if config.mcp_threads && config.clock != SimClock::Real {
-            return Err(Error::Config(
-                "a sim world whose control programs run on threads needs the real clock".into(),
-            ));
+            return Err(WorldError::ThreadsNeedRealClock);
         }
         let model = if config.modelled {
             LinkModel::SAN_2000
@@ -191,7 +189,7 @@ impl World {
             SwitchSize::Sixteen,
             CableConfig::symmetric(model, config.faults),
         )
-        .map_err(|e| Error::Config(format!("building the simulated fabric: {e}")))?;
+        .map_err(WorldError::Fabric)?;
         let w = Arc::new(World {
             fabric: Arc::new(b.build()),
             ports,
@@ -222,8 +220,8 @@ impl World {
         }
     }
 
-    /// Takes a free port for `name` (a generated one if `None`).
-    fn join(&self, name: Option<&str>) -> Result<(u16, String), Error> {
+    /// Takes a free port for `name` (a generated one if `None`) in the world `world`.
+    fn join(&self, world: &str, name: Option<&str>) -> Result<(u16, String), OpenError> {
         let mut names = lock(&self.names);
         let name = match name {
             Some(n) => n.to_owned(),
@@ -235,12 +233,15 @@ impl World {
             },
         };
         if names.iter().flatten().any(|x| *x == name) {
-            return Err(Error::AddrInUse(format!("sim://{name}")));
+            return Err(OpenError::AddrInUse {
+                url: format!("sim://{name}"),
+            });
         }
         let Some(i) = names.iter().position(Option::is_none) else {
-            return Err(Error::AddrInUse(format!(
-                "sim://{name}: the world has no free port ({WORLD_PORTS} endpoints at most)"
-            )));
+            return Err(OpenError::WorldFull {
+                world: world.to_owned(),
+                max: WORLD_PORTS,
+            });
         };
         names[i] = Some(name.clone());
         Ok((i as u16, name))
@@ -268,7 +269,7 @@ impl World {
 /// let a = Endpoint::open("sim://a?world=doc-driven")?;
 /// world.set_now(world.now() + 5_000);
 /// assert_eq!(world.port_of("a"), Some(world.ports()[0]));
-/// # Ok::<(), myri_transport::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SimWorld {
     world: Arc<World>,
@@ -276,9 +277,9 @@ pub struct SimWorld {
 
 impl SimWorld {
     /// Builds the world `name` from `config`; an error if a world of that name is alive.
-    pub fn create(name: &str, config: WorldConfig) -> Result<SimWorld, Error> {
+    pub fn create(name: &str, config: WorldConfig) -> Result<SimWorld, WorldError> {
         if !crate::url::is_valid_name(name) {
-            return Err(Error::Url(crate::UrlError::BadName(name.to_owned())));
+            return Err(WorldError::BadName(name.to_owned()));
         }
         Ok(SimWorld {
             world: World::get(name, Some(config))?,
@@ -336,14 +337,17 @@ struct McpThread {
 }
 
 impl McpThread {
-    fn start(unit: &Arc<Unit>, world: &Arc<World>) -> Result<McpThread, Error> {
+    fn start(unit: &Arc<Unit>, world: &Arc<World>) -> Result<McpThread, OpenError> {
         let stop = Arc::new(AtomicBool::new(false));
         let runner = McpRunner::new(unit.clone());
         let (w, flag) = (world.clone(), stop.clone());
         let handle = std::thread::Builder::new()
             .name("myri-mcp".into())
             .spawn(move || runner.run(|| Time::from_nanos(w.now()), &flag))
-            .map_err(|e| Error::Config(format!("starting a control-program thread: {e}")))?;
+            .map_err(crate::error::io_err!(
+                OpenError,
+                "starting a control-program thread"
+            ))?;
         Ok(McpThread {
             stop,
             handle: Some(handle),
@@ -384,12 +388,12 @@ pub(crate) struct SimBackend {
 
 impl SimBackend {
     /// Opens `sim://name?world=world`.
-    pub(crate) fn open(name: Option<&str>, world: Option<&str>) -> Result<SimBackend, Error> {
+    pub(crate) fn open(name: Option<&str>, world: Option<&str>) -> Result<SimBackend, OpenError> {
         let world_name = world.unwrap_or("default").to_owned();
-        let w = World::get(&world_name, None)?;
-        let (index, name) = w.join(name)?;
+        let w = World::get(&world_name, None).map_err(OpenError::World)?;
+        let (index, name) = w.join(&world_name, name)?;
         let release = |w: &World| lock(&w.names)[usize::from(index)] = None;
-        let setup = || -> Result<(Api, Channel, Option<McpThread>), Error> {
+        let setup = || -> Result<(Api, Channel, Option<McpThread>), OpenError> {
             let mut cfg = BoardConfig::pci64b(u32::from(index));
             if w.config.modelled {
                 cfg.timing = Timing::PCI64B;
@@ -411,9 +415,11 @@ impl SimBackend {
                 mcp: w.config.mcp,
                 ..InitOptions::default()
             };
-            let mut api = Api::init(&unit, options)?;
-            let chan = api.get_chan(ChanRequest::Specific(u32::from(CHAN)))?;
-            api.init_recv_chan(&chan)?;
+            let mut api = Api::init(&unit, options).map_err(OpenError::Board)?;
+            let chan = api
+                .get_chan(ChanRequest::Specific(u32::from(CHAN)))
+                .map_err(OpenError::Board)?;
+            api.init_recv_chan(&chan).map_err(OpenError::Board)?;
             Ok((api, chan, thread))
         };
         let (api, chan, mcp_thread) = setup().inspect_err(|_| release(&w))?;
@@ -437,7 +443,7 @@ impl SimBackend {
         })
     }
 
-    fn route(&mut self, port: u16) -> Result<RouteId, Error> {
+    fn route(&mut self, port: u16) -> Result<RouteId, RouteError> {
         if let Some(&r) = self.routes.get(&port) {
             return Ok(r);
         }
@@ -445,31 +451,34 @@ impl SimBackend {
         let route = w
             .fabric
             .route(w.ports[usize::from(self.index)], w.ports[usize::from(port)])
-            .ok_or_else(|| Error::AddrNotFound(format!("no route to port {port}")))?;
-        let id = self.api.add_route(RouteSlot::Next, &route)?;
+            .ok_or(RouteError::NoRoute(port))?;
+        let id = self
+            .api
+            .add_route(RouteSlot::Next, &route)
+            .map_err(RouteError::Board)?;
         self.routes.insert(port, id);
         Ok(id)
     }
 
     /// The route for a packet of `len` bytes to `to`, checked: a sim address, within the
     /// MTU.
-    fn packet_route(&mut self, to: &RemoteAddr, len: usize) -> Result<RouteId, Error> {
+    fn packet_route(&mut self, to: &RemoteAddr, len: usize) -> Result<RouteId, SendErrorKind> {
         let RemoteAddr::Sim(port) = *to else {
-            return Err(Error::AddrNotFound(format!("{to:?}")));
+            return Err(SendErrorKind::NoRoute);
         };
         if len > self.mtu() {
-            return Err(Error::TooLarge {
+            return Err(SendErrorKind::TooLarge {
                 len,
                 max: self.mtu(),
             });
         }
-        self.route(port)
+        Ok(self.route(port)?)
     }
 
-    fn copy_to_board(&mut self, data: &[u8]) -> Result<myri_mcp::SendBuf, Error> {
+    fn copy_to_board(&mut self, data: &[u8]) -> Result<myri_mcp::SendBuf, SendErrorKind> {
         let mut sb = self.api.get_send_buffer().map_err(would_block)?;
         let Some(dst) = sb.as_mut_slice().get_mut(..data.len()) else {
-            return Err(Error::TooLarge {
+            return Err(SendErrorKind::TooLarge {
                 len: data.len(),
                 max: self.mtu(),
             });
@@ -479,10 +488,38 @@ impl SimBackend {
     }
 }
 
-fn would_block(e: ApiError) -> Error {
+fn would_block(e: ApiError) -> SendErrorKind {
     match e {
-        ApiError::NoSendBuffers | ApiError::SendQueueFull | ApiError::Busy => Error::WouldBlock,
-        e => Error::Board(e),
+        ApiError::NoSendBuffers | ApiError::SendQueueFull | ApiError::Busy => {
+            SendErrorKind::WouldBlock
+        }
+        e => SendErrorKind::Board(e),
+    }
+}
+
+/// Why a route to a fabric port could not be had.
+enum RouteError {
+    /// The fabric has none.
+    NoRoute(u16),
+    /// The board refused it.
+    Board(ApiError),
+}
+
+impl From<RouteError> for InsertError {
+    fn from(e: RouteError) -> InsertError {
+        match e {
+            RouteError::NoRoute(port) => InsertError::NoRoute { port },
+            RouteError::Board(e) => InsertError::Board(e),
+        }
+    }
+}
+
+impl From<RouteError> for SendErrorKind {
+    fn from(e: RouteError) -> SendErrorKind {
+        match e {
+            RouteError::NoRoute(_) => SendErrorKind::NoRoute,
+            RouteError::Board(e) => SendErrorKind::Board(e),
+        }
     }
 }
 
@@ -529,16 +566,17 @@ impl Backend for SimBackend {
         self.api.next_deadline().map(Time::as_nanos)
     }
 
-    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError> {
         let Address::Sim { name: Some(name) } = addr else {
-            return Err(Error::AddrNotFound("sim:// needs a peer name".into()));
+            return Err(InsertError::NoName);
         };
-        let port = self.world.find(name).ok_or_else(|| {
-            Error::AddrNotFound(format!(
-                "sim://{name} (no such endpoint in world `{}`)",
-                self.world_name
-            ))
-        })?;
+        let port = self
+            .world
+            .find(name)
+            .ok_or_else(|| InsertError::NoSuchEndpoint {
+                name: name.clone(),
+                world: self.world_name.clone(),
+            })?;
         self.route(port)?;
         Ok(RemoteAddr::Sim(port))
     }
@@ -568,16 +606,16 @@ impl Backend for SimBackend {
     fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
         let fail = |error, buf| Err(SendError { error, buf });
         let RemoteAddr::Sim(port) = *to else {
-            return fail(Error::AddrNotFound(format!("{to:?}")), buf);
+            return fail(SendErrorKind::NoRoute, buf);
         };
         let len = buf.len();
         if len > self.mtu() {
             let max = self.mtu();
-            return fail(Error::TooLarge { len, max }, buf);
+            return fail(SendErrorKind::TooLarge { len, max }, buf);
         }
         let route = match self.route(port) {
             Ok(r) => r,
-            Err(e) => return fail(e, buf),
+            Err(e) => return fail(e.into(), buf),
         };
         let Buf { kind, len } = buf;
         let (sb, copied, original) = match kind {
@@ -618,7 +656,7 @@ impl Backend for SimBackend {
         to: &RemoteAddr,
         header: &[u8],
         payload: &[u8],
-    ) -> Result<Sent, Error> {
+    ) -> Result<Sent, SendErrorKind> {
         let len = header.len() + payload.len();
         let route = self.packet_route(to, len)?;
         let mut sb = self.api.get_send_buffer().map_err(would_block)?;
@@ -633,49 +671,6 @@ impl Backend for SimBackend {
         Ok(Sent {
             copied: !payload.is_empty(),
         })
-    }
-
-    fn lends(&self) -> bool {
-        true
-    }
-
-    /// A payload in a lent board buffer goes by DMA from where the application wrote it
-    /// (its frame and RPP headers inline, from the send slot's PIO buffer); anything else
-    /// is copied into a send buffer as [`Backend::send_gather`] does.
-    fn send_gather_from(
-        &mut self,
-        to: &RemoteAddr,
-        header: &[u8],
-        payload: &[u8],
-        message: Option<(&Buf, usize)>,
-    ) -> Result<Sent, Error> {
-        let lent = message.and_then(|(m, at)| Some((m.lent()?, at)));
-        let Some((lent, at)) = lent.filter(|_| !payload.is_empty()) else {
-            return self.send_gather(to, header, payload);
-        };
-        let route = self.packet_route(to, header.len() + payload.len())?;
-        let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
-        let inline_len = HEADER_LEN + header.len();
-        let Some(dst) = inline.get_mut(..inline_len) else {
-            return self.send_gather(to, header, payload);
-        };
-        dst[..HEADER_LEN].copy_from_slice(&self.header);
-        dst[HEADER_LEN..].copy_from_slice(header);
-        self.api
-            .send_lent(
-                CHAN,
-                route,
-                &inline[..inline_len],
-                lent,
-                at..at + payload.len(),
-            )
-            .map_err(would_block)?;
-        self.pending += 1;
-        Ok(Sent { copied: false })
-    }
-
-    fn reap(&mut self) {
-        self.api.reap_sent();
     }
 
     /// Counts the board's unfinished sends as seed 000's `num_pending` does, but asks the
@@ -773,5 +768,46 @@ impl Backend for SimBackend {
             .map(|(id, name)| (name, u64::from(c.get(id))))
             .filter(|&(_, n)| n > 0)
             .collect()
+    }
+}
+
+impl Lending for SimBackend {
+    /// A payload in a lent board buffer goes by DMA from where the application wrote it
+    /// (its frame and RPP headers inline, from the send slot's PIO buffer); anything else
+    /// is copied into a send buffer as [`Backend::send_gather`] does.
+    fn send_gather_from(
+        &mut self,
+        to: &RemoteAddr,
+        header: &[u8],
+        payload: &[u8],
+        message: Option<(&Buf, usize)>,
+    ) -> Result<Sent, SendErrorKind> {
+        let lent = message.and_then(|(m, at)| Some((m.lent()?, at)));
+        let Some((lent, at)) = lent.filter(|_| !payload.is_empty()) else {
+            return self.send_gather(to, header, payload);
+        };
+        let route = self.packet_route(to, header.len() + payload.len())?;
+        let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
+        let inline_len = HEADER_LEN + header.len();
+        let Some(dst) = inline.get_mut(..inline_len) else {
+            return self.send_gather(to, header, payload);
+        };
+        dst[..HEADER_LEN].copy_from_slice(&self.header);
+        dst[HEADER_LEN..].copy_from_slice(header);
+        self.api
+            .send_lent(
+                CHAN,
+                route,
+                &inline[..inline_len],
+                lent,
+                at..at + payload.len(),
+            )
+            .map_err(would_block)?;
+        self.pending += 1;
+        Ok(Sent { copied: false })
+    }
+
+    fn reap(&mut self) {
+        self.api.reap_sent();
     }
 }

@@ -1,6 +1,8 @@
 //! `udp://host:port`: a non-blocking UDP socket (mio), so endpoints in two processes or on
 //! two machines talk.
 //!
+//! # Registered memory
+//!
 //! Registered memory is a slab of equal slots allocated at open ([`SLAB_SLOTS`] of
 //! [`SLOT_LEN`] bytes): `alloc` hands out slots, and datagrams are received straight into
 //! free slots and handed to the application as views of them. A send reads the
@@ -9,6 +11,8 @@
 //! so the payload is never copied in user space either. When the slab is empty, `alloc`
 //! falls back to the heap (the send still copies nothing here) and datagrams are received
 //! into heap buffers (counted).
+//!
+//! # Receiving
 //!
 //! Receiving takes a batch of up to [`RECV_BATCH`] datagrams with one `recvmmsg` call
 //! (the `sys` module), into slots the backend keeps ready. A batch that comes back short
@@ -20,7 +24,9 @@
 //! with the cheapest call and sets up no message headers it will not use, which matters
 //! because every pass's own work adds to the delay before it sees the next datagram.
 //!
-//! Segmentation offload (the `gso` URL parameter, see [`crate::url`]). On a link whose
+//! # Segmentation offload
+//!
+//! The `gso` URL parameter (see [`crate::url`]) turns it on or off. On a link whose
 //! MTU is far below a UDP datagram (1500-byte Ethernet), 64 KiB datagrams are fragmented
 //! by IP, and datagrams that fit the link cost one system call each way per 1.4 KiB. With
 //! segmentation offload on, [`Backend::send_gather`] copies each packet into a staging
@@ -28,21 +34,21 @@
 //! `UDP_SEGMENT` control message (the kernel, or the NIC, cuts it into datagrams of the
 //! first packet's size) when a packet of another size or for another peer comes, when it
 //! holds 64 datagrams or a datagram's worth of bytes, and at the end of the endpoint's
-//! transmit pass ([`Backend::flush`]). The socket has `UDP_GRO` on, so the kernel hands
+//! transmit pass ([`Socket::flush`]). The socket has `UDP_GRO` on, so the kernel hands
 //! over a run of datagrams of one flow in one buffer with their size; the buffer (a slab
 //! slot) is split into one view per datagram, shared, back in the slab when the last view
 //! drops. A kernel that refuses the offloaded send (`EINVAL`, `EIO`: no checksum offload,
 //! a segment larger than the route's MTU) gets the staged datagrams one call each, and
 //! the socket sends that way from then on ([`BackendCounters::gso_fallbacks`]). Without
-//! `mtu=`, the datagram size for a peer is the path's ([`Backend::peer_mtu`]), and the
+//! `mtu=`, the datagram size for a peer is the path's ([`Socket::peer_mtu`]), and the
 //! offload is turned on when that is at most half a datagram; on loopback (MTU 64 KiB)
 //! nothing changes.
 
-use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent, Socket};
 use crate::buffer::{Buf, BufKind, PoolSlot, RecvBuf, RecvKind, SlotPool};
-use crate::error::{Error, SendError};
+use crate::error::{InsertError, OpenError, SendError, SendErrorKind, io_err};
 use crate::sys;
-use crate::url::{Address, Scheme};
+use crate::url::{Address, ResolveError, Scheme};
 use mio::net::UdpSocket;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, IoSlice};
@@ -214,7 +220,7 @@ pub(crate) struct UdpBackend {
     budget: usize,
     /// Datagrams the next call asks for (1 to [`RECV_BATCH`]).
     batch: usize,
-    /// The one peer the socket is connected to ([`Backend::connect`]), if it is.
+    /// The one peer the socket is connected to ([`Socket::connect`]), if it is.
     connected: Option<SocketAddr>,
     /// The URL set `mtu=` (every peer gets it; no path MTU is asked).
     explicit_mtu: bool,
@@ -228,15 +234,6 @@ pub(crate) struct UdpBackend {
     staging: Staging,
 }
 
-/// Resolves `host:port` to one socket address (the first the resolver gives).
-pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Error> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| Error::AddrNotFound(format!("udp://{host}:{port}: {e}")))?
-        .next()
-        .ok_or_else(|| Error::AddrNotFound(format!("udp://{host}:{port}: no address")))
-}
-
 impl UdpBackend {
     /// Binds `host:port`. `mtu` and `gso` are the URL's parameters (see [`crate::url`]).
     pub(crate) fn open(
@@ -244,27 +241,34 @@ impl UdpBackend {
         port: u16,
         mtu: Option<usize>,
         gso: Option<bool>,
-    ) -> Result<UdpBackend, Error> {
-        let addr = resolve(host, port)?;
+    ) -> Result<UdpBackend, OpenError> {
+        let address = Address::Udp {
+            host: host.to_owned(),
+            port,
+        };
+        let addr = address.socket_addr().map_err(OpenError::Resolve)?;
         let socket = UdpSocket::bind(addr).map_err(|e| match e.kind() {
-            ErrorKind::AddrInUse => Error::AddrInUse(format!("udp://{addr}")),
-            ErrorKind::AddrNotAvailable => {
-                Error::AddrNotFound(format!("udp://{addr} is not an address of this host"))
-            }
-            _ => Error::Io {
+            ErrorKind::AddrInUse => OpenError::AddrInUse {
+                url: format!("udp://{addr}"),
+            },
+            ErrorKind::AddrNotAvailable => OpenError::NotLocal {
+                url: format!("udp://{addr}"),
+            },
+            _ => OpenError::Io {
                 op: "binding the udp socket",
                 source: e,
             },
         })?;
         let local = socket
             .local_addr()
-            .map_err(Error::io("reading the bound address"))?;
+            .map_err(io_err!(OpenError, "reading the bound address"))?;
         let explicit_mtu = mtu.is_some();
         let mtu = mtu.unwrap_or(MAX_DATAGRAM);
         if mtu > MAX_DATAGRAM {
-            return Err(Error::Config(format!(
-                "mtu {mtu} is larger than a udp datagram ({MAX_DATAGRAM})"
-            )));
+            return Err(OpenError::MtuTooLarge {
+                mtu,
+                max: MAX_DATAGRAM,
+            });
         }
         // Room for bursts: the default socket buffers drop under a fast stream.
         let sock = socket2::SockRef::from(&socket);
@@ -313,20 +317,21 @@ impl UdpBackend {
         self.gro_on = sys::set_gro(&self.socket, true).is_ok();
     }
 
-    fn addr(to: &RemoteAddr) -> Result<SocketAddr, Error> {
+    /// The socket address of a remote address of this backend (another kind is none).
+    fn addr(to: &RemoteAddr) -> Option<SocketAddr> {
         match to {
-            RemoteAddr::Udp(a) => Ok(*a),
-            other => Err(Error::AddrNotFound(format!("{other:?}"))),
+            RemoteAddr::Udp(a) => Some(*a),
+            _ => None,
         }
     }
 
-    fn sent(&mut self, r: std::io::Result<usize>) -> Result<Sent, Error> {
+    fn sent(&mut self, r: std::io::Result<usize>) -> Result<Sent, SendErrorKind> {
         match r {
             Ok(_) => Ok(Sent { copied: false }),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => Err(Error::WouldBlock),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Err(SendErrorKind::WouldBlock),
             Err(e) => {
                 self.counters.io_errors += 1;
-                Err(Error::Io {
+                Err(SendErrorKind::Io {
                     op: "sending a datagram",
                     source: e,
                 })
@@ -483,7 +488,12 @@ impl UdpBackend {
     /// or sends it at once when it is too long to share a send or the kernel refused the
     /// offload.
     #[inline(never)]
-    fn stage(&mut self, to: SocketAddr, header: &[u8], payload: &[u8]) -> Result<Sent, Error> {
+    fn stage(
+        &mut self,
+        to: SocketAddr,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<Sent, SendErrorKind> {
         let len = header.len() + payload.len();
         if !self.staging.takes(to, len) || !self.gso_ok || len > MAX_STAGED_DATAGRAM {
             self.send_staged()?;
@@ -502,7 +512,7 @@ impl UdpBackend {
         if self.staging.full() {
             // Would-block keeps them staged ([`Backend::can_send`] says so).
             match self.send_staged() {
-                Ok(()) | Err(Error::WouldBlock) => {}
+                Ok(()) | Err(SendErrorKind::WouldBlock) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -517,7 +527,7 @@ impl UdpBackend {
 
     /// Sends the staged datagrams: with one offloaded send, or (one datagram, or a kernel
     /// that refuses the offload) one call each. `WouldBlock` keeps what was not sent.
-    fn send_staged(&mut self) -> Result<(), Error> {
+    fn send_staged(&mut self) -> Result<(), SendErrorKind> {
         let Some(to) = self.staging.to else {
             return Ok(());
         };
@@ -535,7 +545,9 @@ impl UdpBackend {
                     return Ok(());
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(Error::WouldBlock),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    return Err(SendErrorKind::WouldBlock);
+                }
                 Err(e) if gso_refused(&e) => {
                     self.gso_ok = false;
                     self.counters.gso_fallbacks += 1;
@@ -551,14 +563,16 @@ impl UdpBackend {
     }
 
     /// Sends the staged datagrams one call each.
-    fn send_staged_one_by_one(&mut self, to: SocketAddr) -> Result<(), Error> {
+    fn send_staged_one_by_one(&mut self, to: SocketAddr) -> Result<(), SendErrorKind> {
         let mut first_error = Ok(());
         while self.staging.count > 0 {
             let len = self.staging.segment.min(self.staging.bytes.len());
             let r = send_datagram(&self.socket, self.connected, to, &self.staging.bytes[..len]);
             match r {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(Error::WouldBlock),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    return Err(SendErrorKind::WouldBlock);
+                }
                 r => {
                     // An error other than would-block loses this datagram only (counted).
                     if let Err(e) = self.sent(r)
@@ -603,27 +617,27 @@ impl Backend for UdpBackend {
         super::nanos_since(self.epoch)
     }
 
-    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError> {
         let Address::Udp { host, port } = addr else {
-            return Err(Error::AddrNotFound(format!("{addr:?}")));
+            return Err(InsertError::Resolve(ResolveError::NotUdp {
+                scheme: addr.scheme(),
+            }));
         };
         if *port == 0 {
-            return Err(Error::AddrNotFound(format!(
-                "udp://{host}:0 (port 0 is no peer)"
-            )));
+            return Err(InsertError::PortZero {
+                addr: addr.to_string(),
+            });
         }
-        let mut a = resolve(host, *port)?;
+        let mut a = addr.socket_addr().map_err(InsertError::Resolve)?;
         // An IPv4 peer of an IPv6 socket (or the reverse) is unreachable: say so now.
         if a.is_ipv4() != self.local.is_ipv4() {
             let other = (host.as_str(), *port)
                 .to_socket_addrs()
                 .ok()
                 .and_then(|mut it| it.find(|x| x.is_ipv4() == self.local.is_ipv4()));
-            a = other.ok_or_else(|| {
-                Error::AddrNotFound(format!(
-                    "udp://{host}:{port} has no address of the local socket's family ({})",
-                    self.local
-                ))
+            a = other.ok_or_else(|| InsertError::OtherFamily {
+                addr: addr.to_string(),
+                local: self.local,
             })?;
         }
         Ok(RemoteAddr::Udp(a))
@@ -644,9 +658,9 @@ impl Backend for UdpBackend {
     }
 
     fn send(&mut self, to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
-        let r = Self::addr(to).and_then(|a| {
+        let r = Self::addr(to).ok_or(SendErrorKind::NoRoute).and_then(|a| {
             if buf.len() > self.mtu {
-                return Err(Error::TooLarge {
+                return Err(SendErrorKind::TooLarge {
                     len: buf.len(),
                     max: self.mtu,
                 });
@@ -668,11 +682,11 @@ impl Backend for UdpBackend {
         to: &RemoteAddr,
         header: &[u8],
         payload: &[u8],
-    ) -> Result<Sent, Error> {
-        let a = Self::addr(to)?;
+    ) -> Result<Sent, SendErrorKind> {
+        let a = Self::addr(to).ok_or(SendErrorKind::NoRoute)?;
         let len = header.len() + payload.len();
         if len > self.mtu {
-            return Err(Error::TooLarge { len, max: self.mtu });
+            return Err(SendErrorKind::TooLarge { len, max: self.mtu });
         }
         if self.gso_on {
             return self.stage(a, header, payload);
@@ -701,33 +715,6 @@ impl Backend for UdpBackend {
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {
         // Datagrams still staged after a full buffer or a would-block go first.
         self.staging.count == 0 || self.can_send_staged()
-    }
-
-    fn flush(&mut self) -> Result<(), Error> {
-        if self.staging.count == 0 {
-            return Ok(());
-        }
-        self.send_staged()
-    }
-
-    fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
-        if self.explicit_mtu || !self.gso_ok {
-            return self.mtu;
-        }
-        let Ok(a) = Self::addr(to) else {
-            return self.mtu;
-        };
-        match sys::path_payload(self.local, a) {
-            Ok(p) if p >= MIN_PATH_PAYLOAD => {
-                let p = p.min(self.mtu);
-                if p <= MAX_STAGED_DATAGRAM {
-                    self.start_gso();
-                }
-                p
-            }
-            // No route yet, or an answer not to believe: IP fragments what it must.
-            _ => self.mtu,
-        }
     }
 
     fn recv(&mut self) -> Option<Incoming> {
@@ -791,18 +778,50 @@ impl Backend for UdpBackend {
     fn counters(&self) -> BackendCounters {
         self.counters
     }
+}
 
-    fn connect(&mut self, to: &RemoteAddr) -> Result<(), Error> {
-        let a = Self::addr(to)?;
-        self.socket
-            .connect(a)
-            .map_err(Error::io("connecting the udp socket to its one peer"))?;
+impl Socket for UdpBackend {
+    fn flush(&mut self) -> Result<(), SendErrorKind> {
+        if self.staging.count == 0 {
+            return Ok(());
+        }
+        self.send_staged()
+    }
+
+    fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
+        if self.explicit_mtu || !self.gso_ok {
+            return self.mtu;
+        }
+        let Some(a) = Self::addr(to) else {
+            return self.mtu;
+        };
+        match sys::path_payload(self.local, a) {
+            Ok(p) if p >= MIN_PATH_PAYLOAD => {
+                let p = p.min(self.mtu);
+                if p <= MAX_STAGED_DATAGRAM {
+                    self.start_gso();
+                }
+                p
+            }
+            // No route yet, or an answer not to believe: IP fragments what it must.
+            _ => self.mtu,
+        }
+    }
+
+    fn connect(&mut self, to: &RemoteAddr) -> Result<(), InsertError> {
+        let Some(a) = Self::addr(to) else {
+            return Ok(());
+        };
+        self.socket.connect(a).map_err(io_err!(
+            InsertError,
+            "connecting the udp socket to its one peer"
+        ))?;
         self.connected = Some(a);
         Ok(())
     }
 
-    fn udp_socket(&mut self) -> Option<&mut UdpSocket> {
-        Some(&mut self.socket)
+    fn udp_socket(&mut self) -> &mut UdpSocket {
+        &mut self.socket
     }
 }
 

@@ -5,9 +5,11 @@ mod native;
 use crate::backend::shm::{ShmBackend, ShmMode};
 use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
-use crate::backend::{Backend, BackendEvent, RemoteAddr};
+use crate::backend::{AnyBackend, Backend, BackendEvent, NativeReliability, RemoteAddr};
 use crate::buffer::{Buf, RecvBuf};
-use crate::error::{Error, SendError};
+use crate::error::{
+    InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
+};
 use crate::url::{Address, Scheme, Url};
 use myri_rpp::{Connection, Event, Received};
 use std::collections::{HashMap, VecDeque};
@@ -33,6 +35,7 @@ pub struct MsgId(pub u64);
 /// What an endpoint can do (as a libfabric provider's `fi_info` or an Open MPI BTL's
 /// module fields tell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// The backend's scheme.
     pub scheme: Scheme,
@@ -55,8 +58,11 @@ pub struct Capabilities {
     pub copy_free: bool,
 }
 
-/// How to open an endpoint.
+/// How to open an endpoint: [`Options::default`] and the `with_*` methods, as in
+/// `Options::default().with_reliable(false)`; the fields are public for reading (and
+/// for setting in place, as `options.rpp.max_retries = 3`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// RPP on top (true) or raw datagrams, when the URL does not say (`reliable=`).
     /// Default: reliable.
@@ -87,10 +93,10 @@ pub struct Options {
     pub rpp_over_shm: bool,
     /// `udp://` with one peer (a client of one server): connect the socket to the first
     /// peer inserted, as a bare UDP client does. The kernel then sends without a route
-    /// lookup per datagram (here about 0.4 us less per send on loopback) and drops
+    /// lookup per datagram and drops
     /// datagrams from any other address before the endpoint sees them (so they are not
     /// counted in [`Stats::unknown_source`]); inserting a second peer is an error
-    /// ([`Error::BadPeerAddr`]). Ignored with [`Options::accept_unknown_peers`] and by
+    /// ([`InsertError::Connected`]). Ignored with [`Options::accept_unknown_peers`] and by
     /// other backends. Default: false.
     pub connect_one_peer: bool,
 }
@@ -109,6 +115,50 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Sets [`Options::reliable`]: RPP on top (true) or raw datagrams.
+    pub fn with_reliable(mut self, reliable: bool) -> Options {
+        self.reliable = reliable;
+        self
+    }
+
+    /// Sets [`Options::accept_unknown_peers`].
+    pub fn with_accept_unknown_peers(mut self, accept: bool) -> Options {
+        self.accept_unknown_peers = accept;
+        self
+    }
+
+    /// Sets [`Options::incarnation`] (`None`: the wall clock at open).
+    pub fn with_incarnation(mut self, incarnation: impl Into<Option<u64>>) -> Options {
+        self.incarnation = incarnation.into();
+        self
+    }
+
+    /// Sets the RPP settings ([`Options::rpp`]).
+    pub fn with_rpp(mut self, rpp: myri_rpp::Config) -> Options {
+        self.rpp = rpp;
+        self
+    }
+
+    /// Sets [`Options::max_pending_deliveries`].
+    pub fn with_max_pending_deliveries(mut self, max: usize) -> Options {
+        self.max_pending_deliveries = max;
+        self
+    }
+
+    /// Sets [`Options::rpp_over_shm`].
+    pub fn with_rpp_over_shm(mut self, rpp_over_shm: bool) -> Options {
+        self.rpp_over_shm = rpp_over_shm;
+        self
+    }
+
+    /// Sets [`Options::connect_one_peer`].
+    pub fn with_connect_one_peer(mut self, connect: bool) -> Options {
+        self.connect_one_peer = connect;
+        self
+    }
+}
+
 /// A message received from a peer.
 #[derive(Debug)]
 pub struct Delivery {
@@ -120,6 +170,7 @@ pub struct Delivery {
 
 /// Something that happened to a send or a peer. See [`Endpoint::poll_completion`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Completion {
     /// Reliable mode: the peer is known (its incarnation learned).
     Connected {
@@ -172,7 +223,7 @@ pub enum Completion {
         /// Which.
         peer: Peer,
         /// Why.
-        why: String,
+        why: PeerFailure,
         /// Messages not (fully) acknowledged.
         unsent: Vec<Buf>,
     },
@@ -191,6 +242,7 @@ pub enum Completion {
 /// `copied_sends` had to be copied into registered memory because the backend sends only
 /// from its own (CLF's fallback).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Messages taken by `send`.
     pub sends: u64,
@@ -263,7 +315,7 @@ const CONN_ID: u32 = u32::from_be_bytes(*b"myri");
 
 /// An endpoint: one application's access to a backend. See the crate documentation.
 pub struct Endpoint {
-    backend: Box<dyn Backend>,
+    backend: AnyBackend,
     reliable: bool,
     /// Reliable mode given by the backend itself (shm), with no RPP.
     native: bool,
@@ -305,24 +357,24 @@ fn wall_clock_incarnation() -> u64 {
 
 impl Endpoint {
     /// Opens an endpoint at `url` with default [`Options`].
-    pub fn open(url: &str) -> Result<Endpoint, Error> {
+    pub fn open(url: &str) -> Result<Endpoint, OpenError> {
         Endpoint::open_with(url, Options::default())
     }
 
     /// Opens an endpoint at `url` (see [`crate::url`] for the grammar).
-    pub fn open_with(url: &str, options: Options) -> Result<Endpoint, Error> {
-        let url: Url = url.parse()?;
+    pub fn open_with(url: &str, options: Options) -> Result<Endpoint, OpenError> {
+        let url: Url = url.parse().map_err(OpenError::Url)?;
         let reliable = url.params.reliable.unwrap_or(options.reliable);
         let incarnation = options.incarnation.unwrap_or_else(wall_clock_incarnation);
         if incarnation == 0 {
-            return Err(Error::Config("incarnation must not be zero".into()));
+            return Err(OpenError::ZeroIncarnation);
         }
-        let backend: Box<dyn Backend> = match &url.address {
-            Address::Sim { name } => Box::new(SimBackend::open(
+        let backend = match &url.address {
+            Address::Sim { name } => AnyBackend::Sim(SimBackend::open(
                 name.as_deref(),
                 url.params.world.as_deref(),
             )?),
-            Address::Udp { host, port } => Box::new(UdpBackend::open(
+            Address::Udp { host, port } => AnyBackend::Udp(UdpBackend::open(
                 host,
                 *port,
                 url.params.mtu,
@@ -336,15 +388,15 @@ impl Endpoint {
                         max_message: options.rpp.max_message_len,
                     },
                 };
-                Box::new(ShmBackend::open(name, incarnation, mode)?)
+                AnyBackend::Shm(ShmBackend::open(name, incarnation, mode)?)
             }
         };
-        let native = reliable && backend.native_reliable();
+        let native = reliable && backend.native_ref().is_some();
         let mut rpp = options.rpp.clone();
         rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
         rpp.in_place_delivery = true;
         if reliable {
-            rpp.validate().map_err(|e| Error::Config(e.to_string()))?;
+            rpp.validate().map_err(OpenError::Rpp)?;
         }
         Ok(Endpoint {
             backend,
@@ -374,8 +426,9 @@ impl Endpoint {
     /// What this endpoint can do.
     pub fn capabilities(&self) -> Capabilities {
         let mtu = self.backend.mtu();
-        let max = if self.native {
-            self.backend.native_max_message()
+        let native = self.backend.native_ref();
+        let max = if let Some(n) = native {
+            n.native_max_message()
         } else if self.reliable {
             self.rpp.max_message_len
         } else {
@@ -385,11 +438,7 @@ impl Endpoint {
             scheme: self.backend.scheme(),
             max_message_size: max,
             mtu,
-            inject_size: if self.native {
-                self.backend.native_inject_size()
-            } else {
-                max
-            },
+            inject_size: native.map_or(max, NativeReliability::native_inject_size),
             reliable: self.reliable || self.backend.lossless(),
             ordered: self.reliable || self.backend.ordered(),
             copy_free: true,
@@ -478,8 +527,8 @@ impl Endpoint {
     /// acknowledged). With native reliability, as of the last progress pass (which
     /// [`Endpoint::poll_completion`] runs when it has nothing to give).
     pub fn has_unacked(&self) -> bool {
-        if self.native {
-            return self.backend.has_unacked();
+        if let Some(n) = self.backend.native_ref() {
+            return n.has_unacked();
         }
         self.peers
             .iter()
@@ -509,27 +558,34 @@ impl Endpoint {
 
     /// Makes `url` (same scheme as the endpoint, no parameters) a peer; inserting the same
     /// address again gives the same handle.
-    pub fn insert_addr(&mut self, url: &str) -> Result<Peer, Error> {
+    pub fn insert_addr(&mut self, url: &str) -> Result<Peer, InsertError> {
         self.idle_until = 0;
-        let parsed: Url = url.parse()?;
+        let parsed: Url = url.parse().map_err(InsertError::Url)?;
         let scheme = self.backend.scheme();
-        let bad = |why| Error::BadPeerAddr {
-            addr: url.to_owned(),
-            scheme,
-            why,
-        };
+        let text = || url.to_owned();
         if parsed.scheme() != scheme {
-            return Err(bad("another scheme"));
+            return Err(InsertError::OtherScheme {
+                addr: text(),
+                scheme,
+            });
         }
         if parsed.has_params() {
-            return Err(bad("peer addresses take no parameters"));
+            return Err(InsertError::HasParams {
+                addr: text(),
+                scheme,
+            });
         }
         let addr = self.backend.resolve(&parsed.address)?;
         if self.options.connect_one_peer && !self.options.accept_unknown_peers {
             match self.peers.first() {
                 None => self.backend.connect(&addr)?,
                 Some(p) if p.addr == addr => {}
-                Some(_) => return Err(bad("the endpoint is connected to its one peer")),
+                Some(_) => {
+                    return Err(InsertError::Connected {
+                        addr: text(),
+                        scheme,
+                    });
+                }
             }
         }
         Ok(self.peer_for(addr))
@@ -602,23 +658,20 @@ impl Endpoint {
         })
     }
 
-    fn slot(&self, peer: Peer) -> Result<&PeerSlot, Error> {
+    fn slot(&self, peer: Peer) -> Result<&PeerSlot, SendErrorKind> {
         let p = self
             .peers
             .get(peer.0 as usize)
-            .ok_or(Error::UnknownPeer(peer))?;
+            .ok_or(SendErrorKind::UnknownPeer(peer))?;
         if p.failed {
-            return Err(Error::PeerFailed {
-                peer,
-                why: "failed earlier (see its PeerFailed completion)".into(),
-            });
+            return Err(SendErrorKind::PeerFailed { peer });
         }
         Ok(p)
     }
 
     /// Sends `buf` to `peer`: the buffer moves in, and is sent from where it is when it
     /// is registered memory of this backend. On refusal the buffer comes back in the
-    /// error ([`Error::WouldBlock`]: progress, then retry).
+    /// error ([`SendErrorKind::WouldBlock`]: progress, then retry).
     pub fn send(&mut self, peer: Peer, buf: Buf) -> Result<MsgId, SendError> {
         self.idle_until = 0;
         if self.native
@@ -649,21 +702,18 @@ impl Endpoint {
             let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
             let id = conn.send(buf).map_err(|e| match e {
                 myri_rpp::SendError::WouldBlock(buf) => SendError {
-                    error: Error::WouldBlock,
+                    error: SendErrorKind::WouldBlock,
                     buf: unlend(buf),
                 },
                 myri_rpp::SendError::TooLarge(buf) => SendError {
-                    error: Error::TooLarge {
+                    error: SendErrorKind::TooLarge {
                         len: buf.len(),
                         max,
                     },
                     buf: unlend(buf),
                 },
                 myri_rpp::SendError::Closed(buf) => SendError {
-                    error: Error::PeerFailed {
-                        peer,
-                        why: "the connection is closed".into(),
-                    },
+                    error: SendErrorKind::PeerClosed { peer },
                     buf: unlend(buf),
                 },
             });
@@ -687,7 +737,6 @@ impl Endpoint {
                 Ok(sent) => {
                     self.stats.datagrams_sent += 1;
                     self.stats.copied_sends += u64::from(sent.copied);
-                    self.backend.kick();
                 }
                 Err(e) => {
                     self.stats.would_block += u64::from(e.error.is_would_block());
@@ -708,7 +757,7 @@ impl Endpoint {
 
     /// Sends a copy of `data` (for small messages: the caller's bytes are free again at
     /// once). Would-block and other refusals are as for [`Endpoint::send`].
-    pub fn inject(&mut self, peer: Peer, data: &[u8]) -> Result<MsgId, Error> {
+    pub fn inject(&mut self, peer: Peer, data: &[u8]) -> Result<MsgId, SendErrorKind> {
         let mut buf = self.alloc(data.len());
         buf.copy_from_slice(data);
         self.send(peer, buf).map_err(|e| e.error)
@@ -738,8 +787,8 @@ impl Endpoint {
         if delivery.data.is_registered() {
             return;
         }
-        if self.native {
-            self.backend.recycle(delivery.data.into_vec());
+        if let Some(n) = self.backend.native() {
+            n.recycle(delivery.data.into_vec());
             return;
         }
         let conn = self
@@ -920,7 +969,7 @@ impl Endpoint {
                 break;
             };
             let result =
-                backend.send_gather_from(&slot.addr, &header[..g.header_len], g.payload, g.message);
+                backend.send_packet(&slot.addr, &header[..g.header_len], g.payload, g.message);
             match result {
                 Ok(s) => {
                     sent = true;
@@ -928,7 +977,7 @@ impl Endpoint {
                     stats.transmit_copies += u64::from(s.copied);
                 }
                 // The packet is lost to the channel; RPP sends it again.
-                Err(Error::WouldBlock) => {
+                Err(SendErrorKind::WouldBlock) => {
                     *blocked = true;
                     break;
                 }
@@ -984,7 +1033,7 @@ impl Endpoint {
                     self.stats.peer_failures += 1;
                     Completion::PeerFailed {
                         peer,
-                        why: error.to_string(),
+                        why: error.into(),
                         unsent,
                     }
                 }
@@ -1018,7 +1067,7 @@ impl Endpoint {
 
     /// The backend says a peer's process is gone. Raw mode: the peer fails now. Reliable
     /// mode: RPP's own timers decide (a restarted peer is told apart by its incarnation).
-    fn backend_peer_gone(&mut self, peer: Peer, why: String) {
+    fn backend_peer_gone(&mut self, peer: Peer, why: PeerFailure) {
         let slot = &mut self.peers[peer.0 as usize];
         if slot.conn.is_some() || slot.failed {
             return;
@@ -1081,28 +1130,32 @@ impl Endpoint {
     /// Registers a UDP endpoint's socket with a caller's `mio::Poll`: the token becomes
     /// readable when datagrams arrive (then call [`Endpoint::progress`] until it returns
     /// false, as mio's edge-triggered events require). Other backends:
-    /// [`Error::Unsupported`].
-    pub fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> Result<(), Error> {
+    /// [`RegisterError::Unsupported`].
+    pub fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+    ) -> Result<(), RegisterError> {
         let scheme = self.backend.scheme();
         let socket = self
             .backend
             .udp_socket()
-            .ok_or(Error::Unsupported(scheme))?;
+            .ok_or(RegisterError::Unsupported(scheme))?;
         registry
             .register(socket, token, mio::Interest::READABLE)
-            .map_err(Error::io("registering with mio"))
+            .map_err(io_err!(RegisterError, "registering with mio"))
     }
 
     /// Undoes [`Endpoint::register`].
-    pub fn deregister(&mut self, registry: &mio::Registry) -> Result<(), Error> {
+    pub fn deregister(&mut self, registry: &mio::Registry) -> Result<(), RegisterError> {
         let scheme = self.backend.scheme();
         let socket = self
             .backend
             .udp_socket()
-            .ok_or(Error::Unsupported(scheme))?;
+            .ok_or(RegisterError::Unsupported(scheme))?;
         registry
             .deregister(socket)
-            .map_err(Error::io("deregistering from mio"))
+            .map_err(io_err!(RegisterError, "deregistering from mio"))
     }
 }
 

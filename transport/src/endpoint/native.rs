@@ -4,9 +4,9 @@
 //! the contract, and `backend::shm::native` for how the region does it.
 
 use super::{Completion, Delivery, Endpoint, MsgId, Peer};
-use crate::backend::RemoteAddr;
+use crate::backend::{Backend, NativeReliability, RemoteAddr};
 use crate::buffer::Buf;
-use crate::error::SendError;
+use crate::error::{PeerFailure, SendError};
 
 /// Calls of [`Endpoint::recv`] (a message taken off the ring, or an empty ring) between
 /// two progress passes: a program that spins on `recv` while waiting for a message looks
@@ -25,7 +25,10 @@ impl Endpoint {
         let slot = &mut self.peers[peer.0 as usize];
         let id = slot.next_id;
         let registered = buf.is_registered();
-        match self.backend.send_reliable(&addr, buf, id) {
+        let Some(backend) = self.backend.native() else {
+            unreachable!("an endpoint runs native reliability only on a backend that has it");
+        };
+        match backend.send_reliable(&addr, buf, id) {
             Ok(sent) => {
                 slot.next_id += 1;
                 let s = &mut self.stats;
@@ -116,9 +119,13 @@ impl Endpoint {
     /// Native reliability: the peer's process is gone. Messages it took are acknowledged
     /// first; the rest come back in [`Completion::PeerFailed`], or, when a new process
     /// already took its place, in the [`Completion::PeerRestarted`] that follows.
-    pub(super) fn native_peer_gone(&mut self, peer: Peer, why: String, replaced: bool) {
+    pub(super) fn native_peer_gone(&mut self, peer: Peer, why: PeerFailure, replaced: bool) {
         self.native_completions();
-        let unsent = self.backend.take_unacked();
+        let unsent = self
+            .backend
+            .native()
+            .map(NativeReliability::take_unacked)
+            .unwrap_or_default();
         let slot = &mut self.peers[peer.0 as usize];
         if replaced {
             slot.restart_unacked.extend(unsent);
@@ -136,7 +143,11 @@ impl Endpoint {
     /// Native reliability: a new process took the peer's side: a new incarnation, ids
     /// from zero, and the handle works again.
     pub(super) fn native_peer_replaced(&mut self, peer: Peer) {
-        let incarnation = self.backend.peer_incarnation().unwrap_or(0);
+        let incarnation = self
+            .backend
+            .native_ref()
+            .and_then(NativeReliability::peer_incarnation)
+            .unwrap_or(0);
         let slot = &mut self.peers[peer.0 as usize];
         slot.failed = false;
         slot.next_id = 0;
@@ -157,7 +168,11 @@ impl Endpoint {
             return false;
         };
         let mut worked = false;
-        while let Some((id, buf)) = self.backend.poll_acked() {
+        while let Some((id, buf)) = self
+            .backend
+            .native()
+            .and_then(NativeReliability::poll_acked)
+        {
             worked = true;
             self.completions.push_back(Completion::Sent {
                 peer,
@@ -168,7 +183,10 @@ impl Endpoint {
         let slot = &mut self.peers[peer.0 as usize];
         if slot.announced.is_none()
             && !slot.failed
-            && let Some(peer_incarnation) = self.backend.peer_incarnation()
+            && let Some(peer_incarnation) = self
+                .backend
+                .native_ref()
+                .and_then(NativeReliability::peer_incarnation)
         {
             slot.announced = Some(peer_incarnation);
             self.completions.push_back(Completion::Connected {

@@ -1,6 +1,8 @@
 //! `shm://name`: two processes of one host through a shared-memory region under
 //! `/dev/shm`, with a lock-free single-producer/single-consumer ring per direction.
 //!
+//! # Sides, slots and rings
+//!
 //! The region (file `/dev/shm/myri-NAME`) has two sides. The first process to open it
 //! creates it and takes side 0; the next takes side 1. Each side owns, for the direction
 //! it sends in, a slab of [`SLOTS`] slots of [`SLOT_LEN`] bytes (its registered memory), a
@@ -11,15 +13,19 @@
 //! handing the slot back (seed 000, Send Channel: the sender learns what it may reuse from
 //! a count the other side publishes, and reaps when it runs out). No byte is copied.
 //!
+//! # Owners and epochs
+//!
 //! A side records its owner as one word, pid and process start time (a zombie counts as
 //! dead). Whoever opens a region checks the owners: a side whose process is gone (or that
 //! was closed) is taken over; when both are live the open fails with
-//! [`Error::AddrInUse`]. Every attach bumps the side's epoch, and every descriptor carries
+//! [`crate::OpenError::AddrInUse`]. Every attach bumps the side's epoch, and every descriptor carries
 //! the sender's epoch and the epoch of the receiver it was meant for: a newcomer skips
 //! (without touching) what was meant for the dead owner of its side, the survivor drops
 //! what the dead process sent once it knows of the death, and takes back its slots the
 //! dead process held or never read. Nothing here waits without a bound: a region that
 //! never finishes initializing is an error after a second.
+//!
+//! # Long and short messages, reliable mode
 //!
 //! A message longer than a slot goes as fragments, one slot each, the descriptors of all
 //! but the last flagged [`MORE`]; the receiver copies them into one buffer, in order.
@@ -30,16 +36,22 @@
 //! Reliable mode runs no RPP here (see [`native`]): the ring loses nothing and keeps
 //! order between live processes, and a death is seen through the owner words.
 //!
-//! Layout (all words little-endian u64, offsets in bytes): see [`layout`].
+//! # Layout
+//!
+//! All words are little-endian u64, offsets in bytes: see [`layout`].
 
 mod descriptor;
 mod native;
 
 use descriptor::{DESCRIPTOR, MORE, descriptor};
 
-use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent};
+use super::{
+    Backend, BackendCounters, BackendEvent, Incoming, NativeReliability, RemoteAddr, Sent,
+};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind, ShmRecv};
-use crate::error::{Error, SendError};
+use crate::error::{
+    InsertError, OpenError, PeerFailure, RegionProblem, SendError, SendErrorKind, io_err,
+};
 use crate::url::{Address, Scheme};
 use myri_ring::raw::{self, Consumer, Producer, Region, RingPlace, SlotArea};
 use std::fs::{File, OpenOptions};
@@ -224,7 +236,7 @@ pub(crate) struct ShmBackend {
     counters: BackendCounters,
     /// A message whose fragments are arriving.
     assembling: Option<Vec<u8>>,
-    /// Reassembly buffers given back ([`Backend::recycle`]).
+    /// Reassembly buffers given back ([`NativeReliability::recycle`]).
     spare: Vec<Vec<u8>>,
     /// Longest message reassembled; longer ones are dropped as malformed.
     max_message: usize,
@@ -240,10 +252,10 @@ pub(crate) struct ShmBackend {
     native: Option<native::NativeTx>,
 }
 
-fn bad(name: &str, why: impl Into<String>) -> Error {
-    Error::BadRegion {
+fn bad(name: &str, problem: RegionProblem) -> OpenError {
+    OpenError::BadRegion {
         name: name.to_owned(),
-        why: why.into(),
+        problem,
     }
 }
 
@@ -288,7 +300,11 @@ impl ShmBackend {
 
     /// Opens (or creates) region `name` and takes a free side, for an endpoint of
     /// `incarnation` running in `mode`.
-    pub(crate) fn open(name: &str, incarnation: u64, mode: ShmMode) -> Result<ShmBackend, Error> {
+    pub(crate) fn open(
+        name: &str,
+        incarnation: u64,
+        mode: ShmMode,
+    ) -> Result<ShmBackend, OpenError> {
         let path = region_path(name);
         let owner = my_owner();
         let me = Opener {
@@ -323,10 +339,12 @@ impl ShmBackend {
                     match OpenOptions::new().read(true).write(true).open(&path) {
                         Ok(f) => f,
                         Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                        Err(e) => return Err(Error::io("opening the shared-memory region")(e)),
+                        Err(e) => {
+                            return Err(io_err!(OpenError, "opening the shared-memory region")(e));
+                        }
                     }
                 }
-                Err(e) => return Err(Error::io("creating the shared-memory region")(e)),
+                Err(e) => return Err(io_err!(OpenError, "creating the shared-memory region")(e)),
             };
             let region = match existing(&file, name)? {
                 Some(r) => Arc::new(r),
@@ -349,14 +367,12 @@ impl ShmBackend {
                     return ShmBackend::attach(name, path, region, side, me, false);
                 }
             }
-            return Err(Error::AddrInUse(format!(
-                "shm://{name}: both sides of the region are used by live processes"
-            )));
+            // Both sides of the region are used by live processes.
+            return Err(OpenError::AddrInUse {
+                url: format!("shm://{name}"),
+            });
         }
-        Err(bad(
-            name,
-            "the region keeps disappearing while being opened",
-        ))
+        Err(bad(name, RegionProblem::Disappearing))
     }
 
     fn attach(
@@ -366,8 +382,8 @@ impl ShmBackend {
         side: usize,
         me: Opener,
         fresh: bool,
-    ) -> Result<ShmBackend, Error> {
-        let ring_err = |e: raw::RingError| bad(name, e.to_string());
+    ) -> Result<ShmBackend, OpenError> {
+        let ring_err = |e: raw::RingError| bad(name, RegionProblem::Ring(e));
         let out = direction(side);
         let inc = direction(1 - side);
         let (tx, _) = raw::ring(region.clone(), out.ring).map_err(ring_err)?;
@@ -477,7 +493,7 @@ impl ShmBackend {
     /// The peer's life ended (`replaced`: seen only as a new process took its side):
     /// native reliability sorts what it had sent into taken and handed back, then every
     /// slot of mine is free again (the dead process held some, or never read them).
-    fn peer_lost(&mut self, why: &str, replaced: bool) {
+    fn peer_lost(&mut self, why: PeerFailure, replaced: bool) {
         self.native_peer_lost();
         for i in 0..SLOTS {
             self.state(self.side, i).store(0, Ordering::Release);
@@ -486,7 +502,7 @@ impl ShmBackend {
         self.skipping = false;
         self.events.push(BackendEvent::PeerGone {
             addr: RemoteAddr::Shm,
-            why: why.into(),
+            why,
             replaced,
         });
     }
@@ -504,7 +520,7 @@ impl ShmBackend {
         if epoch != self.peer_epoch {
             let had_peer = self.peer_seen;
             if had_peer && !self.peer_reported_gone {
-                self.peer_lost("the peer process was replaced", true);
+                self.peer_lost(PeerFailure::Replaced, true);
             } else if !had_peer {
                 // What was sent before anyone took the other side named an epoch that is
                 // over: the newcomer skips it, so its slots are free again.
@@ -529,9 +545,9 @@ impl ShmBackend {
         }
         if !self.peer_reported_gone && (owner == 0 || !alive(owner)) {
             let why = if owner == 0 {
-                "the peer closed its side of the region"
+                PeerFailure::Closed
             } else {
-                "the peer process died"
+                PeerFailure::ProcessGone
             };
             self.peer_reported_gone = true;
             self.peer_lost(why, false);
@@ -553,15 +569,17 @@ impl ShmBackend {
     }
 
     /// Publishes slot `slot` (`len` bytes, `more` fragments to follow) to the peer.
-    fn publish(&mut self, slot: usize, len: usize, more: bool) -> Result<(), Error> {
+    fn publish(&mut self, slot: usize, len: usize, more: bool) -> Result<(), SendErrorKind> {
         let state = self
             .region
             .word(direction(self.side).states + slot * 8)
-            .ok_or_else(|| bad(&self.name, "slot out of range"))?;
+            .ok_or(SendErrorKind::Ring(raw::RingError::Corrupt(
+                "slot out of range",
+            )))?;
         let header = self.header();
         let mut g = self.tx.try_reserve(DESCRIPTOR).map_err(|e| match e {
-            raw::RingError::Full => Error::WouldBlock,
-            e => bad(&self.name, e.to_string()),
+            raw::RingError::Full => SendErrorKind::WouldBlock,
+            e => SendErrorKind::Ring(e),
         })?;
         let word = slot as u32 | if more { MORE } else { 0 };
         descriptor::encode(g.as_mut_slice(), word, len, header);
@@ -621,33 +639,33 @@ impl ShmBackend {
 }
 
 /// Sizes a new region and writes its geometry (magic last, by the caller).
-fn create(file: &File, name: &str) -> Result<Region, Error> {
+fn create(file: &File, name: &str) -> Result<Region, OpenError> {
     file.set_len(region_len() as u64)
-        .map_err(Error::io("sizing the shared-memory region"))?;
+        .map_err(io_err!(OpenError, "sizing the shared-memory region"))?;
     let mut region =
-        Region::map_file(file).map_err(Error::io("mapping the shared-memory region"))?;
+        Region::map_file(file).map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
     let put = |r: &mut Region, at: usize, v: u64| r.write_at(at, &v.to_le_bytes());
     let ok = put(&mut region, layout::VERSION_AT, layout::VERSION)
         && put(&mut region, layout::SLOT_LEN_AT, SLOT_LEN as u64)
         && put(&mut region, layout::SLOTS_AT, SLOTS as u64)
         && put(&mut region, layout::RING_AT, RING_CAPACITY as u64);
     if !ok {
-        return Err(bad(name, "mapping is smaller than its file"));
+        return Err(bad(name, RegionProblem::Mapping));
     }
     Ok(region)
 }
 
 /// Maps an existing region and checks its header; `None` if its creator never finished.
-fn existing(file: &File, name: &str) -> Result<Option<Region>, Error> {
+fn existing(file: &File, name: &str) -> Result<Option<Region>, OpenError> {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         let len = file
             .metadata()
-            .map_err(Error::io("reading the shared-memory region"))?
+            .map_err(io_err!(OpenError, "reading the shared-memory region"))?
             .len();
         if len >= layout::HEADER as u64 {
-            let region =
-                Region::map_file(file).map_err(Error::io("mapping the shared-memory region"))?;
+            let region = Region::map_file(file)
+                .map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
             let word = |at| region.word(at).map_or(0, |w| w.load(Ordering::Acquire));
             match word(layout::MAGIC_AT) {
                 0 => {}
@@ -661,24 +679,17 @@ fn existing(file: &File, name: &str) -> Result<Option<Region>, Error> {
                     for (at, want, what) in geometry {
                         let found = word(at);
                         if found != want {
-                            return Err(bad(
-                                name,
-                                format!("{what} is {found}, this build uses {want}"),
-                            ));
+                            let problem = RegionProblem::Geometry { what, found, want };
+                            return Err(bad(name, problem));
                         }
                     }
                     if len < region_len() as u64 {
-                        return Err(bad(
-                            name,
-                            format!(
-                                "file of {len} bytes is shorter than a region ({})",
-                                region_len()
-                            ),
-                        ));
+                        let need = region_len() as u64;
+                        return Err(bad(name, RegionProblem::Short { len, need }));
                     }
                     return Ok(Some(region));
                 }
-                _ => return Err(bad(name, "not a myri region (bad magic)")),
+                _ => return Err(bad(name, RegionProblem::BadMagic)),
             }
         }
         if Instant::now() > deadline {
@@ -739,13 +750,13 @@ impl Backend for ShmBackend {
         super::nanos_since(self.epoch)
     }
 
-    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, Error> {
+    fn resolve(&mut self, addr: &Address) -> Result<RemoteAddr, InsertError> {
         match addr {
             Address::Shm { name } if *name == self.name => Ok(RemoteAddr::Shm),
-            _ => Err(Error::AddrNotFound(format!(
-                "{addr:?}: a shm://{} endpoint talks only to the other side of its region (shm://{})",
-                self.name, self.name
-            ))),
+            _ => Err(InsertError::OtherRegion {
+                addr: addr.to_string(),
+                region: self.name.clone(),
+            }),
         }
     }
 
@@ -765,7 +776,7 @@ impl Backend for ShmBackend {
         self.refresh_peer();
         let len = buf.len();
         if len > SLOT_LEN {
-            let error = Error::TooLarge { len, max: SLOT_LEN };
+            let error = SendErrorKind::TooLarge { len, max: SLOT_LEN };
             return Err(SendError { error, buf });
         }
         let (slot, copied, buf) = match buf.kind {
@@ -774,7 +785,7 @@ impl Backend for ShmBackend {
                 let original = Buf::new(kind, len);
                 let Some(mut s) = self.claim_free() else {
                     return Err(SendError {
-                        error: Error::WouldBlock,
+                        error: SendErrorKind::WouldBlock,
                         buf: original,
                     });
                 };
@@ -800,13 +811,13 @@ impl Backend for ShmBackend {
         _to: &RemoteAddr,
         header: &[u8],
         payload: &[u8],
-    ) -> Result<Sent, Error> {
+    ) -> Result<Sent, SendErrorKind> {
         self.refresh_peer();
         let len = header.len() + payload.len();
         if len > SLOT_LEN {
-            return Err(Error::TooLarge { len, max: SLOT_LEN });
+            return Err(SendErrorKind::TooLarge { len, max: SLOT_LEN });
         }
-        let mut s = self.claim_free().ok_or(Error::WouldBlock)?;
+        let mut s = self.claim_free().ok_or(SendErrorKind::WouldBlock)?;
         let dst = s.as_mut_slice();
         dst[..header.len()].copy_from_slice(header);
         dst[header.len()..len].copy_from_slice(payload);
@@ -950,7 +961,9 @@ impl Backend for ShmBackend {
     fn counters(&self) -> BackendCounters {
         self.counters
     }
+}
 
+impl NativeReliability for ShmBackend {
     fn native_reliable(&self) -> bool {
         self.native.is_some()
     }

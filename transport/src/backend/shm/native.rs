@@ -2,7 +2,9 @@
 //!
 //! Between two live processes of one host the region's rings lose nothing and keep
 //! order, and the only failure, the death of a process, shows in the owner words. So a
-//! reliable message goes straight onto the ring, and:
+//! reliable message goes straight onto the ring.
+//!
+//! # The contract
 //!
 //! - **Acknowledged** means the peer's application is done with the message: it dropped
 //!   the view of the slot (or the endpoint copied a fragment out), which stores 0 in the
@@ -45,10 +47,10 @@
 //! [`Capabilities::inject_size`]: crate::Capabilities::inject_size
 
 use super::descriptor::{self, DESCRIPTOR, Descriptor, Header, INLINE};
-use super::{SLOT_LEN, ShmBackend, bad, direction};
+use super::{SLOT_LEN, ShmBackend, direction};
 use crate::backend::Sent;
 use crate::buffer::{Buf, BufKind, INLINE_MAX};
-use crate::error::{Error, SendError};
+use crate::error::{SendError, SendErrorKind};
 use myri_ring::raw::SlotMut;
 use myri_ring::raw::{self, RING_HEADER_FREE};
 use std::collections::VecDeque;
@@ -159,17 +161,15 @@ impl ShmBackend {
         let refuse = |error, buf| Err(SendError { error, buf });
         if len > self.max_message {
             let max = self.max_message;
-            return refuse(Error::TooLarge { len, max }, buf);
+            return refuse(SendErrorKind::TooLarge { len, max }, buf);
         }
         if self.peer_present() && self.rpp_peer() {
-            let why = "the peer runs RPP over the region (Options::rpp_over_shm) and this \
-                       endpoint the backend's native reliability: both sides must agree";
-            return refuse(Error::Config(why.into()), buf);
+            return refuse(SendErrorKind::ModeMismatch, buf);
         }
         if !self.peer_present() {
             // Nobody to take it yet (or any more: the endpoint refuses sends to a failed
             // peer before asking).
-            return refuse(Error::WouldBlock, buf);
+            return refuse(SendErrorKind::WouldBlock, buf);
         }
         let partial = |b: &ShmBackend| {
             b.native
@@ -180,7 +180,7 @@ impl ShmBackend {
         if partial(self) {
             self.pump();
             if partial(self) {
-                return refuse(Error::WouldBlock, buf);
+                return refuse(SendErrorKind::WouldBlock, buf);
             }
         }
         let out = match buf.kind {
@@ -240,7 +240,7 @@ impl ShmBackend {
                 };
                 self.publish_fragments(&mut out);
                 if !out.started {
-                    return refuse(Error::WouldBlock, out.buf);
+                    return refuse(SendErrorKind::WouldBlock, out.buf);
                 }
                 out
             }
@@ -263,12 +263,12 @@ impl ShmBackend {
 
     /// Copies `buf` (at most [`INLINE_MAX`] bytes) into a ring record after its
     /// descriptor and publishes it. Returns the ring position after the record.
-    fn publish_inline(&mut self, buf: &[u8]) -> Result<u64, Error> {
+    fn publish_inline(&mut self, buf: &[u8]) -> Result<u64, SendErrorKind> {
         let len = buf.len();
         let header = self.header();
         let mut g = self.tx.try_reserve(DESCRIPTOR + len).map_err(|e| match e {
-            raw::RingError::Full => Error::WouldBlock,
-            e => bad(&self.name, e.to_string()),
+            raw::RingError::Full => SendErrorKind::WouldBlock,
+            e => SendErrorKind::Ring(e),
         })?;
         let rec = g.as_mut_slice();
         descriptor::encode(rec, INLINE, len, header);
