@@ -25,6 +25,7 @@
 
 pub mod firmware;
 pub mod frame;
+pub mod gm;
 pub mod hcb;
 pub mod host;
 pub mod routes;
