@@ -29,6 +29,7 @@ pub mod gm;
 pub mod hcb;
 pub mod host;
 pub mod routes;
+pub mod trapeze;
 
 pub use firmware::{Mcp, McpConfig, McpCounters, RecvMode};
 pub use host::{

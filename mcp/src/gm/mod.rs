@@ -7,6 +7,8 @@
 
 pub mod first_fit;
 pub mod sram_alloc;
+pub mod testbed;
+pub mod wire;
 
 pub use first_fit::FirstFit;
 pub use sram_alloc::{AllocError, SegmentId, SegmentInfo, SramAllocator, UserId};

@@ -1,0 +1,1 @@
+//! The Trapeze API of seed 003 (host side).
