@@ -132,7 +132,7 @@ impl Testbed {
             }
             Some(_) => {
                 // Due now yet nothing moved (a settling engine): let a little time pass.
-                self.now = self.now + Duration::from_nanos(100);
+                self.now += Duration::from_nanos(100);
                 true
             }
             None => false,

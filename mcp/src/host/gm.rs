@@ -33,6 +33,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
+/// The owner of SRAM the driver itself holds (a Trapeze endpoint): no user's.
+pub(crate) const DRIVER: UserId = UserId(0);
+
 /// The GM books a unit keeps for its users.
 pub(crate) struct GmState {
     /// The SRAM page allocator over the workspace (`None` if the SRAM is too small).
@@ -431,15 +434,23 @@ impl Api {
     /// Allocates a segment of at least `bytes` of board SRAM for this user (seed 001,
     /// §3.1.4, the GM library's LANai malloc).
     pub fn sram_alloc(&mut self, bytes: u32) -> Result<SramSegment, GmError> {
+        self.sram_alloc_for(bytes, self.user)
+    }
+
+    pub(crate) fn sram_alloc_for(
+        &mut self,
+        bytes: u32,
+        user: UserId,
+    ) -> Result<SramSegment, GmError> {
         let mut g = self.unit.locked();
         let a = g.st.gm.sram.as_mut().ok_or(GmError::NoWorkspace)?;
-        let id = a.alloc(bytes, self.user)?;
+        let id = a.alloc(bytes, user)?;
         let info = a.info(id).expect("just allocated");
         Ok(SramSegment {
             id,
             addr: info.addr,
             len: info.len,
-            user: self.user,
+            user,
             unit: self.unit.clone(),
         })
     }
