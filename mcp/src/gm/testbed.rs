@@ -10,6 +10,7 @@ use myri_device::board::{Board, BoardConfig, Timing};
 use myri_device::fabric::link::LinkModel;
 use myri_device::fabric::topology::star;
 use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
+use myri_device::sram::SramSize;
 use myri_device::time::Time;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,8 @@ pub struct TestbedConfig {
     pub extra_memory: usize,
     /// Seed of the fabric.
     pub seed: u64,
+    /// SRAM of both boards.
+    pub sram: SramSize,
 }
 
 impl Default for TestbedConfig {
@@ -37,6 +40,7 @@ impl Default for TestbedConfig {
             link: LinkModel::default(),
             extra_memory: 1 << 20,
             seed: 1,
+            sram: SramSize::Mib2,
         }
     }
 }
@@ -81,6 +85,7 @@ impl Testbed {
             .map(|(i, &p)| {
                 let mut bc = BoardConfig::pci64b(i as u32);
                 bc.timing = cfg.timing;
+                bc.eeprom.sram_size = cfg.sram;
                 let mut board = Board::new(bc);
                 board.attach_link(fabric.clone(), p);
                 Unit::with_extra_memory(
