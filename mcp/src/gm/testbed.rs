@@ -22,6 +22,9 @@ pub struct TestbedConfig {
     pub mcp: McpConfig,
     /// Engine speeds of both boards.
     pub timing: Timing,
+    /// Engine speeds of B's board instead, if given (a receiver that is not the
+    /// bottleneck, when the sender's paths are compared).
+    pub timing_b: Option<Timing>,
     /// The cables' model.
     pub link: LinkModel,
     /// Extra DMA memory per host for windows and payload buffers.
@@ -37,6 +40,7 @@ impl Default for TestbedConfig {
         TestbedConfig {
             mcp: McpConfig::default(),
             timing: Timing::default(),
+            timing_b: None,
             link: LinkModel::default(),
             extra_memory: 1 << 20,
             seed: 1,
@@ -84,7 +88,10 @@ impl Testbed {
             .enumerate()
             .map(|(i, &p)| {
                 let mut bc = BoardConfig::pci64b(i as u32);
-                bc.timing = cfg.timing;
+                bc.timing = match (i, cfg.timing_b) {
+                    (1, Some(t)) => t,
+                    _ => cfg.timing,
+                };
                 bc.eeprom.sram_size = cfg.sram;
                 let mut board = Board::new(bc);
                 board.attach_link(fabric.clone(), p);
