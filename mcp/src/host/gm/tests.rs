@@ -350,3 +350,47 @@ fn opiom_read_sent_waits_for_the_disk_then_completes_asynchronously() {
     assert_eq!(got.unwrap(), &disk_bytes[4096..4096 + 8192]);
     assert!(tb.now >= ready);
 }
+
+#[test]
+fn a_hostile_host_cannot_make_the_mcp_send_its_own_memory_or_unknown_subtypes() {
+    let mut tb = testbed();
+    let chan = tb.b.get_chan(ChanRequest::Specific(0)).unwrap();
+    tb.b.init_recv_chan(&chan).unwrap();
+    let hcb = tb.a.layout.base;
+    let end = tb.a.layout.workspace_end;
+    // Send-from-SRAM slots naming the HCB, straddling the end of the workspace, or past
+    // 32 bits: refused, nothing sent.
+    for (addr, len) in [(hcb, 64usize), (end - 16, 64), (u32::MAX - 8, 64)] {
+        tb.a.enqueue_subtype(
+            SUBTYPE_DATA,
+            0,
+            tb.route,
+            &[],
+            Payload::Sram(addr),
+            len,
+            Origin::Lent,
+            true,
+        )
+        .unwrap();
+    }
+    // Subtypes the send channel does not carry (Trapeze goes by its ring; 9 is nothing).
+    let workspace = tb.a.layout.workspace;
+    for subtype in [crate::frame::SUBTYPE_TRAPEZE, 9] {
+        tb.a.enqueue_subtype(
+            subtype,
+            0,
+            tb.route,
+            &[],
+            Payload::Sram(workspace),
+            16,
+            Origin::Lent,
+            true,
+        )
+        .unwrap();
+    }
+    settle(&mut tb);
+    let c = tb.a.mcp_counters().unwrap();
+    assert_eq!(c.get(counter::SEND_ERRORS), 5);
+    assert_eq!((c.get(counter::SENT), c.get(counter::SRAM_SENDS)), (0, 0));
+    assert_eq!(tb.b.recv(&chan).unwrap().map(|r| r.len()), None);
+}

@@ -411,3 +411,64 @@ fn one_endpoint_per_board() {
     );
     t.a = t.tb.a.tpz_init().unwrap();
 }
+
+#[test]
+fn hostile_send_entries_are_refused_and_a_misplaced_endpoint_is_ignored() {
+    let mut t = two();
+    let done: Arc<Mutex<Vec<bool>>> = Arc::default();
+    // Entries the host API would never write: 31 control words; a payload past the
+    // maximum; a payload length with no payload flag; a route out of the table.
+    let bad = [
+        (31u32, 0u32, 0u32, 1u32),
+        (1, flags::PAYLOAD, PAYLOAD_MAX as u32 + 4, 1),
+        (1, 0, 64, 1),
+        (1, 0, 0, 9999),
+    ];
+    for (words, fl, len, route) in bad {
+        let i = t.a.send_tail;
+        let at = wire::send_entry_at(t.a.base, i);
+        t.a.wr(at + send_entry::FLAGS, fl).unwrap();
+        t.a.wr(at + send_entry::ROUTE, route).unwrap();
+        t.a.wr(at + send_entry::CTL_WORDS, words).unwrap();
+        t.a.wr(at + send_entry::PAYLOAD_LEN, len).unwrap();
+        t.a.wr(t.a.base + ep::SEND_TAIL, i + 1).unwrap();
+        t.a.send_tail = i + 1;
+        t.a.pending.push_back(Pending { payload: None });
+    }
+    // A good one after them still goes, and completes in order.
+    let mut m = t.a.get_sendmsg().unwrap().unwrap();
+    m.reserve(4).unwrap().copy_from_slice(&7u32.to_be_bytes());
+    let buf = t.buf_a(64, 0);
+    let d = done.clone();
+    m.attach(buf, 64, move |c| d.lock().unwrap().push(c.sent))
+        .unwrap();
+    t.prime_b(4096);
+    t.a.release_sendmsg(m, t.tb.route, MsgSpec::Unsol).unwrap();
+    t.settle();
+    assert_eq!(t.a.check_xmit_complete().unwrap(), 5);
+    assert_eq!(*done.lock().unwrap(), vec![true]);
+    let c = t.tb.a.mcp_counters().unwrap();
+    assert_eq!(
+        (c.get(counter::SEND_ERRORS), c.get(counter::TPZ_SENT)),
+        (4, 1)
+    );
+    for i in 0..4 {
+        let s =
+            t.a.rd(wire::send_entry_at(t.a.base, i) + send_entry::STATUS)
+                .unwrap();
+        assert_eq!(s, wire::SENT_ERROR);
+    }
+    let m = t.b.get_rcvmsg().unwrap().unwrap();
+    assert_eq!((word(m.mtod()), m.payload_len()), (7, 64));
+    t.b.release_rcvmsg(m).unwrap();
+    // B's endpoint pointer moved onto the HCB: the MCP ignores it and drops, counting.
+    let layout = t.tb.b.layout;
+    t.b.wr(layout.gm + gm_area::TPZ_ENDPOINT, layout.base)
+        .unwrap();
+    t.send(1, &[1], None, MsgSpec::Ctrl);
+    assert_eq!(
+        t.tb.b.mcp_counters().unwrap().get(counter::TPZ_DROP_RING),
+        1
+    );
+    t.b.wr(layout.gm + gm_area::TPZ_ENDPOINT, t.b.base).unwrap();
+}
