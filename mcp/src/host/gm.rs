@@ -630,7 +630,7 @@ impl Api {
         .to_bytes();
         let host = buf.host.take().expect("a live SendBuf holds its buffer");
         let origin = Origin::Send(buf.id);
-        match self.enqueue_subtype(
+        match self.enqueue(
             SUBTYPE_DIRECTED,
             window.id,
             route,
@@ -756,7 +756,7 @@ impl Api {
             };
             let n = (req.end - req.next).min(max);
             let header: &[u8] = header.as_ref().map_or(&[], |h| &h[..]);
-            match self.enqueue_subtype(
+            match self.enqueue(
                 subtype,
                 chan,
                 req.route,

@@ -676,6 +676,7 @@ impl Api {
         let payload = Payload::Lent(lent, range.start);
         let seq = self
             .enqueue(
+                crate::frame::SUBTYPE_DATA,
                 chan,
                 route,
                 header,
@@ -721,6 +722,7 @@ impl Api {
         let host = buf.host.take().expect("a live SendBuf holds its buffer");
         let origin = Origin::Send(buf.id);
         match self.enqueue(
+            crate::frame::SUBTYPE_DATA,
             chan,
             route,
             header,
@@ -783,6 +785,7 @@ impl Api {
         let host = buf.host.take().expect("a live RecvBuf holds its buffer");
         let origin = Origin::Recv(buf.chan, buf.index);
         match self.enqueue(
+            crate::frame::SUBTYPE_DATA,
             chan,
             route,
             &[],
@@ -813,33 +816,10 @@ impl Api {
     }
 
     /// Puts a send in the send channel under the unit's lock; returns its sequence number.
-    /// With `released`, the buffer is given back when the board has sent it.
+    /// With `released`, the buffer is given back when the board has sent it. `subtype` is
+    /// the frame's ([`crate::frame::SUBTYPE_DATA`], or GM's directed one).
     #[allow(clippy::too_many_arguments)]
     fn enqueue(
-        &mut self,
-        chan: u8,
-        route: RouteId,
-        header: &[u8],
-        payload: Payload<'_>,
-        len: usize,
-        origin: Origin,
-        released: bool,
-    ) -> Result<u32, (ApiError, Option<HostBuf>)> {
-        self.enqueue_subtype(
-            crate::frame::SUBTYPE_DATA,
-            chan,
-            route,
-            header,
-            payload,
-            len,
-            origin,
-            released,
-        )
-    }
-
-    /// [`Api::enqueue`] for a frame of any subtype (GM directed sends use their own).
-    #[allow(clippy::too_many_arguments)]
-    fn enqueue_subtype(
         &mut self,
         subtype: u8,
         chan: u8,

@@ -705,7 +705,8 @@ impl TpzEndpoint {
         // Under the unit's lock nothing else runs the MCP; the DMA that filled the buffer
         // finished before the entry was published.
         let host = dev.reclaim();
-        let r = f(Some(&host.as_slice()[..msg.payload_len as usize]));
+        // A buffer attached after this message arrived may be shorter than its payload.
+        let r = f(host.as_slice().get(..msg.payload_len as usize));
         self.attached[i] = Some(host.to_device());
         r
     }

@@ -361,7 +361,7 @@ fn a_hostile_host_cannot_make_the_mcp_send_its_own_memory_or_unknown_subtypes() 
     // Send-from-SRAM slots naming the HCB, straddling the end of the workspace, or past
     // 32 bits: refused, nothing sent.
     for (addr, len) in [(hcb, 64usize), (end - 16, 64), (u32::MAX - 8, 64)] {
-        tb.a.enqueue_subtype(
+        tb.a.enqueue(
             SUBTYPE_DATA,
             0,
             tb.route,
@@ -376,7 +376,7 @@ fn a_hostile_host_cannot_make_the_mcp_send_its_own_memory_or_unknown_subtypes() 
     // Subtypes the send channel does not carry (Trapeze goes by its ring; 9 is nothing).
     let workspace = tb.a.layout.workspace;
     for subtype in [crate::frame::SUBTYPE_TRAPEZE, 9] {
-        tb.a.enqueue_subtype(
+        tb.a.enqueue(
             subtype,
             0,
             tb.route,
