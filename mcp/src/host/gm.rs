@@ -98,6 +98,16 @@ pub enum GmError {
     /// A segment of another user or another board.
     #[error("the sram segment belongs to another user or board")]
     NotYours,
+    /// A read past the end of the simulated disk.
+    #[error("{len} bytes at {offset} fall outside the {disk}-byte disk")]
+    OutsideDisk {
+        /// Disk offset asked for.
+        offset: u64,
+        /// Bytes asked for.
+        len: u64,
+        /// The disk's size.
+        disk: u64,
+    },
     /// The segment was freed (its user went away) while a request used it.
     #[error("the sram segment is no longer allocated")]
     SegmentGone,
@@ -262,10 +272,10 @@ impl SimDisk {
             .checked_add(len)
             .filter(|&e| e <= self.contents.len());
         let Some(end) = end else {
-            return Err(GmError::OutsideSegment {
+            return Err(GmError::OutsideDisk {
                 offset: disk_offset as u64,
                 len: len as u64,
-                segment: self.contents.len() as u32,
+                disk: self.contents.len() as u64,
             });
         };
         let bytes = &self.contents[disk_offset..end];
