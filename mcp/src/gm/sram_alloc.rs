@@ -465,12 +465,20 @@ impl SramAllocator {
 
     fn insert(&mut self, at: Option<usize>, node: usize) -> usize {
         let Some(n) = at else { return node };
-        if self.used[node].start < self.used[n].start {
+        let (child, before) = if self.used[node].start < self.used[n].start {
+            let before = self.height(self.used[n].left);
             let l = self.insert(self.used[n].left, node);
             self.used[n].left = Some(l);
+            (l, before)
         } else {
+            let before = self.height(self.used[n].right);
             let r = self.insert(self.used[n].right, node);
             self.used[n].right = Some(r);
+            (r, before)
+        };
+        if self.used[child].height == before {
+            // The subtree kept its height: nothing above it changes.
+            return n;
         }
         self.rebalance(n)
     }
@@ -480,11 +488,20 @@ impl SramAllocator {
         let n = at?;
         let s = self.used[n].start;
         if start < s {
+            let before = self.height(self.used[n].left);
             let l = self.remove(self.used[n].left, start);
             self.used[n].left = l;
+            if self.height(l) == before {
+                // The subtree kept its height: nothing above it changes.
+                return Some(n);
+            }
         } else if start > s {
+            let before = self.height(self.used[n].right);
             let r = self.remove(self.used[n].right, start);
             self.used[n].right = r;
+            if self.height(r) == before {
+                return Some(n);
+            }
         } else {
             let (l, r) = (self.used[n].left, self.used[n].right);
             let (Some(_), Some(r)) = (l, r) else {
