@@ -24,6 +24,16 @@ mod field {
 pub const HEADER_LEN: usize = field::PAYLOAD.start;
 /// `FST_API0_DATA`.
 pub const SUBTYPE_DATA: u8 = 1;
+/// A directed send into a receiver's window (seed 001): no receive event.
+pub const SUBTYPE_DIRECTED: u8 = 2;
+/// A Trapeze message (seed 003): into the endpoint's receive ring.
+pub const SUBTYPE_TRAPEZE: u8 = 3;
+
+/// The frame header of a packet of `subtype` for channel (or window) `chan`.
+pub fn header_bytes(subtype: u8, chan: u8) -> [u8; HEADER_LEN] {
+    let t = TYPE_CRL.to_be_bytes();
+    [t[0], t[1], subtype, chan]
+}
 
 /// Why bytes are not a frame for this control program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]

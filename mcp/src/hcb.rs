@@ -110,6 +110,13 @@ pub mod off {
 pub mod slot_flags {
     /// The payload is in the slot's PIO buffer.
     pub const PIO: u32 = 1;
+    /// The payload is in the SRAM workspace at the slot's address (seed 001,
+    /// `gm_opiom_send`): the MCP copies it with the LANai instead of a host DMA.
+    pub const SRAM: u32 = 2;
+    /// The frame subtype sits in bits 8..16 (0 means [`crate::frame::SUBTYPE_DATA`]).
+    pub const SUBTYPE_SHIFT: u32 = 8;
+    /// Mask of the subtype bits.
+    pub const SUBTYPE_MASK: u32 = 0xFF << SUBTYPE_SHIFT;
 }
 
 /// Word offsets within a send slot.
@@ -354,8 +361,34 @@ pub mod counter {
     pub const DMA_FAULTS: u32 = 12;
     /// Packets received off the network.
     pub const RECEIVED: u32 = 13;
+    /// Directed packets placed into a window (seed 001, directed send).
+    pub const DIRECTED_PLACED: u32 = 14;
+    /// Directed packets dropped: the window id names no registered window.
+    pub const DROP_WINDOW_UNKNOWN: u32 = 15;
+    /// Directed packets dropped: the key does not match the window's.
+    pub const DROP_WINDOW_KEY: u32 = 16;
+    /// Directed packets dropped: the bytes would fall outside the window (or need more
+    /// line pieces than one chain holds), or the header is malformed.
+    pub const DROP_WINDOW_BOUNDS: u32 = 17;
+    /// Packets whose payload the LANai copied from the SRAM workspace (seed 001, OPIOM).
+    pub const SRAM_SENDS: u32 = 18;
+    /// Trapeze messages sent from the endpoint's send ring (seed 003).
+    pub const TPZ_SENT: u32 = 19;
+    /// Trapeze messages delivered into the receive ring.
+    pub const TPZ_RECEIVED: u32 = 20;
+    /// Trapeze messages dropped: the receive ring was full, or no endpoint is set up.
+    pub const TPZ_DROP_RING: u32 = 21;
+    /// Trapeze payloads dropped (the control message still delivered): stale or forged
+    /// token key.
+    pub const TPZ_PAYLOAD_BAD_TOKEN: u32 = 22;
+    /// Trapeze payloads dropped: larger than the buffer they were meant for.
+    pub const TPZ_PAYLOAD_TOO_LONG: u32 = 23;
+    /// Trapeze payloads dropped: no payload buffer attached to the ring entry.
+    pub const TPZ_PAYLOAD_NO_BUFFER: u32 = 24;
+    /// Trapeze messages dropped: malformed header (lengths that do not add up).
+    pub const TPZ_DROP_MALFORMED: u32 = 25;
     /// Number of counters.
-    pub const COUNT: u32 = 16;
+    pub const COUNT: u32 = 32;
 }
 
 /// Where everything is, computed once from the geometry constants.
@@ -387,6 +420,28 @@ pub struct Layout {
     pub rx_pool: u32,
     /// Scratch words the MCP DMAs from (lengths and counts for the host).
     pub scratch: u32,
+    /// The GM and Trapeze area: the Trapeze endpoint pointer ([`gm_area`]) and the
+    /// directed-send window table.
+    pub gm: u32,
+    /// The SRAM workspace: the free SRAM the host's page allocator manages (seed 001,
+    /// §3.1.4), from here to [`Layout::workspace_end`].
+    pub workspace: u32,
+    /// One past the workspace's last byte (the doorbell limit counters follow).
+    pub workspace_end: u32,
+}
+
+/// Word offsets in the GM area ([`Layout::gm`]).
+pub mod gm_area {
+    /// SRAM address of the Trapeze endpoint (0: none), written by the host.
+    pub const TPZ_ENDPOINT: u32 = 0;
+    /// The first directed-send window entry.
+    pub const WINDOWS: u32 = 16;
+    /// Windows in the table (seed 001, §4.3: "several different video properties").
+    pub const NUM_WINDOWS: u32 = 8;
+    /// Size of a window entry.
+    pub const WINDOW_LEN: u32 = 32;
+    /// Size of the area.
+    pub const LEN: u32 = WINDOWS + NUM_WINDOWS * WINDOW_LEN;
 }
 
 /// Size of a route-table entry: VALID, LEN, 32 route bytes, pad.
@@ -414,11 +469,13 @@ impl Layout {
         let scratch = dma_ring + DMA_RING * 32;
         let tx_pool = (scratch + DMA_RING * 16 + 255) & !255;
         let rx_pool = tx_pool + TX_POOL * POOL_BUF;
-        let top = rx_pool + RX_POOL * POOL_BUF;
+        let gm = rx_pool + RX_POOL * POOL_BUF;
+        let workspace = gm + gm_area::LEN;
         // The last 4 KB belong to the doorbell limit counters.
-        if top > sram_len - 4096 {
+        if sram_len < 4096 || workspace > sram_len - 4096 {
             return None;
         }
+        let workspace_end = sram_len - 4096;
         Some(Layout {
             base,
             send,
@@ -433,7 +490,15 @@ impl Layout {
             tx_pool,
             rx_pool,
             scratch,
+            gm,
+            workspace,
+            workspace_end,
         })
+    }
+
+    /// Address of directed-send window entry `id` (taken modulo the table size).
+    pub fn window(&self, id: u32) -> u32 {
+        self.gm + gm_area::WINDOWS + (id % gm_area::NUM_WINDOWS) * gm_area::WINDOW_LEN
     }
 
     /// Address of send slot `i` (taken modulo the slot count).
@@ -479,6 +544,7 @@ pub fn signatures(l: &Layout) -> [(u32, u32); 3] {
 /// Writes a fresh HCB: signatures, geometry, zeroed queues and counters, route 0 = direct.
 pub fn initialize(sram: &mut Sram, l: &Layout) -> Result<(), SramError> {
     sram.fill(l.base, (l.end + 4 - l.base) as usize, 0)?;
+    sram.fill(l.gm, gm_area::LEN as usize, 0)?;
     for (at, sig) in signatures(l) {
         sram.write_u32(at, sig)?;
     }

@@ -14,6 +14,10 @@
 //!   the locking variant.
 //! * The MCP runs inline (stepped by [`Api::progress`]), on a thread of the caller's
 //!   ([`McpRunner`]), or under the device crate's deterministic scheduler.
+//! * [`gm`]: seed 001's GM extensions: the SRAM page allocator, sends from the SRAM
+//!   workspace (OPIOM), directed sends into strided windows, and the remote-video demo.
+//! * [`trapeze`]: seed 003's Trapeze endpoint: rings in board memory, inline control
+//!   messages with payloads, header-id handlers, payload tokens, send completions.
 //!
 //! # What it does not do
 //!
@@ -25,9 +29,11 @@
 
 pub mod firmware;
 pub mod frame;
+pub mod gm;
 pub mod hcb;
 pub mod host;
 pub mod routes;
+pub mod trapeze;
 
 pub use firmware::{Mcp, McpConfig, McpCounters, RecvMode};
 pub use host::{

@@ -37,11 +37,11 @@ pub const RECORD_LEN: u32 = hcb::CompletionRepr::LEN as u32;
 
 /// One transfer of a chain.
 #[derive(Debug, Clone, Copy)]
-struct Transfer {
-    dir: Direction,
-    lar: u32,
-    len: u32,
-    host: u64,
+pub(crate) struct Transfer {
+    pub(crate) dir: Direction,
+    pub(crate) lar: u32,
+    pub(crate) len: u32,
+    pub(crate) host: u64,
 }
 
 /// The ring of control blocks on channel 0.
@@ -161,6 +161,26 @@ enum Op {
         first: u32,
         last: u32,
     },
+    /// Send from SRAM (seed 001, §3.2.2): the LANai copies a workspace block into a tx
+    /// buffer behind the header. The copy is synchronous on a real LANai; here it is an
+    /// operation of this machine that ends at `until`, which is the seed's own trick of
+    /// making the MCP treat the copy as a host DMA that finishes then.
+    Copy {
+        entry: TxEntry,
+        until: Time,
+    },
+    /// A directed packet's line pieces going to their window: no completion record and no
+    /// receive event (seed 001, directed send).
+    Directed {
+        first: u32,
+        last: u32,
+    },
+    /// A Trapeze message's payload going to its buffer; the ring entry is published when
+    /// it lands (seed 003).
+    Trapeze {
+        first: u32,
+        last: u32,
+    },
     /// Overlapped receive: copying a packet to the host while it arrives.
     Follow {
         chan: u8,
@@ -210,6 +230,14 @@ impl HostDma {
         matches!(self.op, Op::Idle)
     }
 
+    /// When a LANai copy from the SRAM workspace in progress ends.
+    pub fn copy_until(&self) -> Option<Time> {
+        match self.op {
+            Op::Copy { until, .. } => Some(until),
+            _ => None,
+        }
+    }
+
     /// How much of an overlapped entry's payload has arrived in SRAM, and whether all of it
     /// has (the live host-DMA pointer the send DMA follows).
     pub fn fill(&self, entry: &TxEntry, now: Time, l: &Lanai<'_>) -> (u32, bool) {
@@ -250,7 +278,8 @@ pub fn has_work(mcp: &Mcp, l: &Lanai<'_>) -> bool {
         || !mcp.recv.rx.is_empty()
         || (mcp.config.recv_mode == super::RecvMode::Polled
             && matches!(l.recv_state(), RecvState::Receiving { .. }))
-        || (!mcp.tx.is_full() && hcb_read(l, mcp.layout.send) != mcp.host.head)
+        || (!mcp.tx.is_full()
+            && (hcb_read(l, mcp.layout.send) != mcp.host.head || super::trapeze::has_send(mcp, l)))
 }
 
 /// Runs the host-DMA state machine one step. Returns whether it made progress.
@@ -265,7 +294,12 @@ pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     // A transfer just started may already be done (a short one, or an unthrottled
     // engine): look once, as a control program spinning on the T bit would, instead of
     // a whole loop iteration later.
-    if progressed && matches!(mcp.host.op, Op::ToHost { .. } | Op::FromHost { .. }) {
+    if progressed
+        && matches!(
+            mcp.host.op,
+            Op::ToHost { .. } | Op::FromHost { .. } | Op::Directed { .. } | Op::Trapeze { .. }
+        )
+    {
         l.advance(now);
         if advance_op(mcp, now, l) && matches!(mcp.host.op, Op::Idle) {
             start_next(mcp, now, l);
@@ -275,7 +309,119 @@ pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
 }
 
 fn start_next(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
-    to_host(mcp, now, l) || follow_start(mcp, now, l) || from_host(mcp, now, l)
+    to_host(mcp, now, l)
+        || follow_start(mcp, now, l)
+        || from_host(mcp, now, l)
+        || super::trapeze::from_ring(mcp, now, l)
+}
+
+/// A filled tx entry is complete: a send-channel slot is finished with (its payload is in
+/// SRAM now); a Trapeze entry waits until it is sent.
+fn filled(mcp: &mut Mcp, l: &mut Lanai<'_>, entry: &TxEntry) {
+    if !entry.tpz {
+        slot_done(mcp, l, entry.slot);
+    }
+}
+
+/// A tx entry whose payload could not be brought in is refused.
+fn refused(mcp: &mut Mcp, l: &mut Lanai<'_>, entry: &TxEntry) {
+    mcp.count(counter::SEND_ERRORS);
+    if entry.tpz {
+        super::trapeze::sent(mcp, l, entry.slot, false);
+    } else {
+        slot_done(mcp, l, entry.slot);
+    }
+}
+
+/// Where the payload of a tx entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Host memory at this bus address: a host DMA.
+    Host(u64),
+    /// The SRAM workspace at this address: a LANai copy (seed 001, `gm_opiom_send`).
+    Sram(u32),
+}
+
+/// Brings `len` payload bytes from `src` in behind the inline bytes of `entry` (already
+/// in place) and queues the entry once they are in. Returns whether it started anything.
+pub(crate) fn start_fill(
+    mcp: &mut Mcp,
+    now: Time,
+    l: &mut Lanai<'_>,
+    mut entry: TxEntry,
+    src: Source,
+    len: u32,
+) -> bool {
+    let data = entry.frame + HEADER_LEN as u32 + entry.inline;
+    if len == 0 {
+        mcp.tx.push(entry);
+        filled(mcp, l, &entry);
+        return true;
+    }
+    match src {
+        Source::Sram(from) => {
+            let end = from.checked_add(len);
+            let inside =
+                from >= mcp.layout.workspace && end.is_some_and(|e| e <= mcp.layout.workspace_end);
+            if !inside || l.sram().copy_within(from, data, len as usize).is_err() {
+                refused(mcp, l, &entry);
+                return true;
+            }
+            let until = now
+                + myri_device::time::transfer_time(
+                    len as usize,
+                    u64::from(mcp.config.lanai_copy_bytes_per_sec),
+                );
+            mcp.host.op = Op::Copy { entry, until };
+            true
+        }
+        Source::Host(host) => {
+            let overlapped = mcp.tx.is_empty() && len >= mcp.config.overlap_threshold;
+            entry.overlapped = overlapped;
+            let t = Transfer {
+                dir: Direction::HostToLanai,
+                lar: data,
+                len,
+                host,
+            };
+            let Ok((first, last)) = mcp.host.ring.issue(l, now, &[t]) else {
+                refused(mcp, l, &entry);
+                return true;
+            };
+            if overlapped {
+                mcp.tx.push(entry);
+            }
+            mcp.host.op = Op::FromHost {
+                slot: entry.slot,
+                entry,
+                pushed: overlapped,
+                first,
+                last,
+            };
+            true
+        }
+    }
+}
+
+/// Issues a chain of transfers to the host for a GM or Trapeze delivery.
+pub(crate) fn issue_delivery(
+    mcp: &mut Mcp,
+    now: Time,
+    l: &mut Lanai<'_>,
+    chain: &[Transfer],
+    trapeze: bool,
+) -> bool {
+    match mcp.host.ring.issue(l, now, chain) {
+        Ok((first, last)) => {
+            mcp.host.op = if trapeze {
+                Op::Trapeze { first, last }
+            } else {
+                Op::Directed { first, last }
+            };
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 fn advance_op(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
@@ -290,11 +436,12 @@ fn advance_op(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         } => match mcp.host.ring.status(l, last) {
             Status::Pending => false,
             Status::Done => {
+                let _ = slot;
                 mcp.host.op = Op::Idle;
-                slot_done(mcp, l, slot);
                 if !pushed {
                     mcp.tx.push(entry);
                 }
+                filled(mcp, l, &entry);
                 true
             }
             Status::Faulted => {
@@ -307,13 +454,49 @@ fn advance_op(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
                     if let Some(e) = mcp.tx.head_mut().filter(|e| e.frame == entry.frame) {
                         e.aborted = true;
                     }
+                    filled(mcp, l, &entry);
                 } else {
-                    mcp.count(counter::SEND_ERRORS);
+                    refused(mcp, l, &entry);
                 }
-                slot_done(mcp, l, slot);
                 true
             }
         },
+        Op::Copy { entry, until } => {
+            if now < until {
+                return false;
+            }
+            mcp.host.op = Op::Idle;
+            mcp.tx.push(entry);
+            mcp.count(counter::SRAM_SENDS);
+            filled(mcp, l, &entry);
+            true
+        }
+        Op::Directed { first, last } | Op::Trapeze { first, last } => {
+            let trapeze = matches!(mcp.host.op, Op::Trapeze { .. });
+            match mcp.host.ring.status(l, last) {
+                Status::Pending => false,
+                Status::Done => {
+                    mcp.host.op = Op::Idle;
+                    mcp.recv.rx.pop();
+                    if trapeze {
+                        super::trapeze::delivered(mcp, l, true);
+                    } else {
+                        mcp.count(counter::DIRECTED_PLACED);
+                    }
+                    true
+                }
+                Status::Faulted => {
+                    mcp.host.ring.skip(l, now, first, last);
+                    mcp.host.op = Op::Idle;
+                    mcp.recv.rx.pop();
+                    mcp.count(counter::DMA_FAULTS);
+                    if trapeze {
+                        super::trapeze::delivered(mcp, l, false);
+                    }
+                    true
+                }
+            }
+        }
         Op::ToHost {
             chan,
             overlapped,
@@ -451,6 +634,14 @@ fn to_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         return false;
     };
     let (header, n) = read_header(l, e.buf, e.len);
+    if n == HEADER_LEN && u16::from_be_bytes([header[0], header[1]]) == myri_device::wire::TYPE_CRL
+    {
+        match header[2] {
+            crate::frame::SUBTYPE_DIRECTED => return super::directed::to_host(mcp, now, l, &e),
+            crate::frame::SUBTYPE_TRAPEZE => return super::trapeze::to_host(mcp, now, l, &e),
+            _ => {}
+        }
+    }
     let (chan, t) = match target(mcp, l, &header[..n]) {
         Ok(Some(x)) => x,
         Ok(None) => return false,
@@ -663,13 +854,23 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     let _ = l.sram().write_u32(send + 4, mcp.host.head);
 
     let pio = flags & hcb::slot_flags::PIO != 0;
+    let sram = flags & hcb::slot_flags::SRAM != 0;
+    let subtype =
+        match ((flags & hcb::slot_flags::SUBTYPE_MASK) >> hcb::slot_flags::SUBTYPE_SHIFT) as u8 {
+            0 => crate::frame::SUBTYPE_DATA,
+            s => s,
+        };
+    let subtype_ok = matches!(
+        subtype,
+        crate::frame::SUBTYPE_DATA | crate::frame::SUBTYPE_DIRECTED
+    );
     let route_ok = route < hcb::NUM_ROUTES && hcb_read(l, mcp.layout.route(route)) & 1 == 1;
     let sizes_ok = if pio {
-        len as usize <= hcb::PIO_MAX && inline == 0
+        len as usize <= hcb::PIO_MAX && inline == 0 && !sram
     } else {
         len as usize <= hcb::MAX_PAYLOAD && inline as usize <= hcb::PIO_MAX
     };
-    if !route_ok || !sizes_ok || chan > 0xFF {
+    if !route_ok || !sizes_ok || chan > 0xFF || !subtype_ok {
         mcp.count(counter::SEND_ERRORS);
         slot_done(mcp, l, head);
         return true;
@@ -687,6 +888,8 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
             overlapped: false,
             inline: 0,
             aborted: false,
+            subtype,
+            tpz: false,
         });
         return true;
     }
@@ -696,7 +899,6 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         let from = mcp.layout.pio_buf(head) + hcb::ROUTE_AREA + HEADER_LEN as u32;
         let _ = l.sram().copy_within(from, data, inline as usize);
     }
-    let overlapped = mcp.tx.is_empty() && len >= mcp.config.overlap_threshold;
     let entry = TxEntry {
         frame,
         len: inline + len,
@@ -704,35 +906,17 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         route,
         slot: head,
         pio: false,
-        overlapped,
+        overlapped: false,
         inline,
         aborted: false,
+        subtype,
+        tpz: false,
     };
-    if len == 0 {
-        mcp.tx.push(entry);
-        slot_done(mcp, l, head);
-        return true;
-    }
-    let t = Transfer {
-        dir: Direction::HostToLanai,
-        lar: data + inline,
-        len,
-        host,
+    let src = if sram {
+        // The workspace address is a 32-bit SRAM address; anything above is refused.
+        Source::Sram(u32::try_from(host).unwrap_or(u32::MAX))
+    } else {
+        Source::Host(host)
     };
-    let Ok((first, last)) = mcp.host.ring.issue(l, now, &[t]) else {
-        mcp.count(counter::SEND_ERRORS);
-        slot_done(mcp, l, head);
-        return true;
-    };
-    if overlapped {
-        mcp.tx.push(entry);
-    }
-    mcp.host.op = Op::FromHost {
-        slot: head,
-        entry,
-        pushed: overlapped,
-        first,
-        last,
-    };
-    true
+    start_fill(mcp, now, l, entry, src, len)
 }

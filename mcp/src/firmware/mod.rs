@@ -21,10 +21,12 @@
 //! The MCP is stepped by [`Mcp::poll`]: inline by the host's progress calls, on a thread of
 //! its own, or under the deterministic scheduler. It never reads a clock.
 
+pub mod directed;
 pub mod host_dma;
 pub mod pool;
 pub mod recv;
 pub mod send;
+pub mod trapeze;
 
 use crate::hcb::{self, HCB_PTR, IMAGE_MAGIC, Layout, counter, off, state};
 use myri_device::board::Lanai;
@@ -53,6 +55,17 @@ pub struct McpConfig {
     pub overlap_chunk: u32,
     /// A broken image that never answers the host's handshake (for testing the host).
     pub mute: bool,
+    /// How fast the LANai copies from the SRAM workspace into a send buffer (seed 001,
+    /// §3.2.2), in bytes per second; 0 is instantaneous. See [`lanai_copy_rate`].
+    pub lanai_copy_bytes_per_sec: u32,
+}
+
+/// The LANai's copy rate of seed 001, §3.2.2: a 32-bit word every two cycles in theory (2
+/// bytes a cycle: 266 MB/s at 133 MHz), half of that in practice, where one memory-bus
+/// cycle in four goes to the packet being sent and one to instruction fetch.
+pub fn lanai_copy_rate(lanai_mhz: u32, in_practice: bool) -> u32 {
+    let theory = lanai_mhz.saturating_mul(2_000_000);
+    if in_practice { theory / 2 } else { theory }
 }
 
 impl Default for McpConfig {
@@ -63,6 +76,7 @@ impl Default for McpConfig {
             overlap_threshold: 2048,
             overlap_chunk: 1024,
             mute: false,
+            lanai_copy_bytes_per_sec: 0,
         }
     }
 }
@@ -74,6 +88,7 @@ mod image {
     pub const PIO: u32 = 0x10;
     pub const OVERLAP: u32 = 0x14;
     pub const CHUNK: u32 = 0x18;
+    pub const COPY_RATE: u32 = 0x1C;
     pub const LEN: usize = 0x20;
     pub const FLAG_POLLED: u32 = 1;
     pub const FLAG_MUTE: u32 = 2;
@@ -98,6 +113,7 @@ impl McpConfig {
         put(image::PIO, self.pio_threshold);
         put(image::OVERLAP, self.overlap_threshold);
         put(image::CHUNK, self.overlap_chunk);
+        put(image::COPY_RATE, self.lanai_copy_bytes_per_sec);
         b
     }
 
@@ -118,6 +134,7 @@ impl McpConfig {
             overlap_threshold: s.read_u32(image::OVERLAP).ok()?.max(hcb::recv_chan::SLOTS),
             overlap_chunk: (s.read_u32(image::CHUNK).ok()?.max(64)) & !3,
             mute: flags & image::FLAG_MUTE != 0,
+            lanai_copy_bytes_per_sec: s.read_u32(image::COPY_RATE).ok()?,
         })
     }
 }
@@ -153,6 +170,7 @@ pub struct Mcp {
     send: send::SendDma,
     recv: recv::RecvDma,
     tx: Ring<TxEntry>,
+    tpz: trapeze::TpzState,
     running: bool,
 }
 
@@ -180,6 +198,7 @@ impl Mcp {
             send: send::SendDma::default(),
             recv,
             tx: Ring::new(hcb::TX_POOL),
+            tpz: trapeze::TpzState::default(),
             running: false,
         })
     }
@@ -243,7 +262,10 @@ impl Mcp {
                     l.recv_state(),
                     myri_device::engines::RecvState::Receiving { .. }
                 ));
-        (self.running && (following_send || following_recv)).then(|| now + FOLLOW_TICK)
+        let follow =
+            (self.running && (following_send || following_recv)).then(|| now + FOLLOW_TICK);
+        // A LANai copy from the workspace ends by itself (seed 001, send from SRAM).
+        [follow, self.host.copy_until()].into_iter().flatten().min()
     }
 
     /// Whether a host has completed a handshake.

@@ -30,6 +30,11 @@ pub struct TxEntry {
     pub inline: u32,
     /// The host DMA filling this overlapped entry faulted: drop it.
     pub aborted: bool,
+    /// The frame subtype ([`crate::frame::SUBTYPE_DATA`] and the GM and Trapeze ones).
+    pub subtype: u8,
+    /// Taken from the Trapeze send ring (`slot` is then the ring index), not the send
+    /// channel.
+    pub tpz: bool,
 }
 
 /// A ring of `N` entries with free-running indices.

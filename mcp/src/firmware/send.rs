@@ -10,7 +10,7 @@
 use super::Mcp;
 use super::host_dma::slot_done;
 use super::pool::TxEntry;
-use crate::frame::{FrameRepr, HEADER_LEN};
+use crate::frame::{HEADER_LEN, header_bytes};
 use crate::hcb::{self, counter};
 use myri_device::board::Lanai;
 use myri_device::time::Time;
@@ -47,7 +47,7 @@ fn lay_out(mcp: &Mcp, l: &mut Lanai<'_>, e: &TxEntry) -> Option<(u32, u32)> {
     let start = e.frame - len;
     l.sram().write(start, route).ok()?;
     l.sram()
-        .write(e.frame, &FrameRepr { chan: e.chan }.to_bytes())
+        .write(e.frame, &header_bytes(e.subtype, e.chan))
         .ok()?;
     Some((start, len))
 }
@@ -69,6 +69,9 @@ fn finish(mcp: &mut Mcp, l: &mut Lanai<'_>, e: TxEntry, sent: bool) {
     if e.pio {
         // A PIO slot's buffer is free only now that its bytes are on the network.
         slot_done(mcp, l, e.slot);
+    }
+    if e.tpz {
+        super::trapeze::sent(mcp, l, e.slot, sent);
     }
 }
 

@@ -23,7 +23,9 @@
 
 mod buffers;
 mod error;
+pub mod gm;
 mod shared;
+pub mod trapeze;
 pub mod unit;
 
 pub use buffers::{Channel, LentSendBuf, RecvBuf, SendBuf, Ticket};
@@ -104,6 +106,8 @@ enum Payload<'a> {
     Owned(HostBuf),
     /// Bytes from this offset of a buffer lent to the board, which keeps it.
     Lent(&'a LentBuf, usize),
+    /// Bytes in the SRAM workspace at this address (seed 001, `gm_opiom_send`).
+    Sram(u32),
 }
 
 impl Payload<'_> {
@@ -112,6 +116,7 @@ impl Payload<'_> {
         match self {
             Payload::Owned(h) => h.bus_addr(),
             Payload::Lent(l, at) => l.bus_addr() + *at as u64,
+            Payload::Sram(at) => u64::from(*at),
         }
     }
 }
@@ -121,6 +126,8 @@ pub struct Api {
     unit: Arc<Unit>,
     layout: Layout,
     attempts: u32,
+    /// This user's name in the SRAM allocator (seed 001, §3.1.4: a pid per segment).
+    user: crate::gm::UserId,
 }
 
 fn before(a: u32, b: u32) -> bool {
@@ -288,15 +295,20 @@ impl Api {
         let layout = unit
             .layout()
             .ok_or(ApiError::LayoutMismatch("sram too small for the hcb"))?;
-        let first = {
+        let (first, user) = {
             let mut g = unit.locked();
             g.st.users += 1;
-            opts.force_init || !g.st.mcp_loaded
+            g.st.users_ever += 1;
+            (
+                opts.force_init || !g.st.mcp_loaded,
+                crate::gm::UserId(g.st.users_ever),
+            )
         };
         let api = Api {
             unit: unit.clone(),
             layout,
             attempts: opts.attempts.max(1),
+            user,
         };
         if first {
             api.load(&opts.mcp)?;
@@ -682,6 +694,7 @@ impl Api {
         let payload = Payload::Lent(lent, range.start);
         let seq = self
             .enqueue(
+                crate::frame::SUBTYPE_DATA,
                 chan,
                 route,
                 header,
@@ -727,6 +740,7 @@ impl Api {
         let host = buf.host.take().expect("a live SendBuf holds its buffer");
         let origin = Origin::Send(buf.id);
         match self.enqueue(
+            crate::frame::SUBTYPE_DATA,
             chan,
             route,
             header,
@@ -789,6 +803,7 @@ impl Api {
         let host = buf.host.take().expect("a live RecvBuf holds its buffer");
         let origin = Origin::Recv(buf.chan, buf.index);
         match self.enqueue(
+            crate::frame::SUBTYPE_DATA,
             chan,
             route,
             &[],
@@ -819,10 +834,12 @@ impl Api {
     }
 
     /// Puts a send in the send channel under the unit's lock; returns its sequence number.
-    /// With `released`, the buffer is given back when the board has sent it.
+    /// With `released`, the buffer is given back when the board has sent it. `subtype` is
+    /// the frame's ([`crate::frame::SUBTYPE_DATA`], or GM's directed one).
     #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &mut self,
+        subtype: u8,
         chan: u8,
         route: RouteId,
         header: &[u8],
@@ -833,7 +850,7 @@ impl Api {
     ) -> Result<u32, (ApiError, Option<HostBuf>)> {
         let host_back = |p: Payload<'_>| match p {
             Payload::Owned(h) => Some(h),
-            Payload::Lent(..) => None,
+            Payload::Lent(..) | Payload::Sram(_) => None,
         };
         let unit = &self.unit;
         let l = self.layout;
@@ -867,13 +884,17 @@ impl Api {
             ));
         }
         let seq = sh.st.tail;
-        let pio = header.len() + len <= sh.st.pio_threshold;
+        let sram = matches!(payload, Payload::Sram(_));
+        let pio = !sram && header.len() + len <= sh.st.pio_threshold;
         let payload_at = l.pio_buf(seq) + hcb::ROUTE_AREA + HEADER_LEN as u32;
         let (flags, wire_len, inline) = if pio {
             (hcb::slot_flags::PIO, header.len() + len, 0)
+        } else if sram {
+            (hcb::slot_flags::SRAM, len, header.len())
         } else {
             (0, len, header.len())
         };
+        let flags = flags | (u32::from(subtype) << hcb::slot_flags::SUBTYPE_SHIFT);
         let slot = hcb::SendSlotRepr {
             flags,
             len: wire_len as u32,
@@ -899,6 +920,7 @@ impl Api {
             Payload::Owned(h) => (Some(h.to_device()), None, None),
             Payload::Lent(_, _) if pio => (None, None, None),
             Payload::Lent(l, _) => (None, None, Some(l.reader())),
+            Payload::Sram(_) => (None, None, None),
         };
         let written = unit.board(sh, |b| {
             if !header.is_empty() {
@@ -1174,5 +1196,9 @@ impl Drop for Api {
     fn drop(&mut self) {
         let mut g = self.unit.locked();
         g.st.users = g.st.users.saturating_sub(1);
+        // The user goes: its SRAM segments are released (seed 001, §3.1.4).
+        if let Some(a) = g.st.gm.sram.as_mut() {
+            a.release_user(self.user);
+        }
     }
 }

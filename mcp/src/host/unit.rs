@@ -224,6 +224,10 @@ pub(crate) struct UnitState {
     pub(crate) returning: Vec<(u16, LentBuf)>,
     pub(crate) send_created: u16,
     pub(crate) poll: Option<SharedWords>,
+    /// Users attached so far (each gets its own [`crate::gm::UserId`]).
+    pub(crate) users_ever: u32,
+    /// The GM and Trapeze books: SRAM allocator, windows, endpoint.
+    pub(crate) gm: super::gm::GmState,
 }
 
 /// Counters of the host side (a snapshot: [`Unit::counters`]).
@@ -299,9 +303,25 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Unit {
     /// A unit for `board` (powered up, link attached) with DMA memory at bus address
     /// `dma_base`, stepped in `mode`.
-    pub fn new(mut board: Board, dma_base: u64, mode: Mode) -> Arc<Unit> {
-        let mem = HostMemory::new(dma_base, DmaLayout::LEN, PAGE)
-            .expect("the layout is page-aligned and non-empty");
+    pub fn new(board: Board, dma_base: u64, mode: Mode) -> Arc<Unit> {
+        Unit::with_extra_memory(board, dma_base, mode, 0)
+    }
+
+    /// Like [`Unit::new`], with `extra` more bytes of DMA memory (rounded up to pages)
+    /// after the driver's own, for directed-send windows and Trapeze payload buffers:
+    /// claim them with [`Unit::claim_extra`].
+    pub fn with_extra_memory(
+        mut board: Board,
+        dma_base: u64,
+        mode: Mode,
+        extra: usize,
+    ) -> Arc<Unit> {
+        let mem = HostMemory::new(
+            dma_base,
+            DmaLayout::LEN + extra.next_multiple_of(PAGE),
+            PAGE,
+        )
+        .expect("the layout is page-aligned and non-empty");
         board.attach_host_memory(mem.clone());
         let layout = crate::hcb::Layout::new(board.sram().len());
         let link = board
@@ -324,6 +344,8 @@ impl Unit {
             returning: Vec::new(),
             send_created: 0,
             poll: None,
+            users_ever: 0,
+            gm: super::gm::GmState::new(layout.as_ref()),
         };
         Arc::new(Unit {
             id: NEXT_UNIT.fetch_add(1, Ordering::Relaxed),
@@ -359,6 +381,29 @@ impl Unit {
     /// The DMA memory.
     pub fn memory(&self) -> &Arc<HostMemory> {
         &self.mem
+    }
+
+    /// Bytes of extra DMA memory (see [`Unit::with_extra_memory`]).
+    pub fn extra_len(&self) -> usize {
+        self.mem.len() - DmaLayout::LEN
+    }
+
+    /// Claims `len` bytes at `offset` of the extra DMA memory (page-aligned), for a window
+    /// or payload buffers. Refused outside the extra memory or on pages already claimed.
+    pub fn claim_extra(
+        &self,
+        offset: usize,
+        len: usize,
+    ) -> Result<HostBuf, myri_device::hostmem::HostMemError> {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.extra_len())
+        {
+            return Err(myri_device::hostmem::HostMemError::Layout(
+                "range outside the extra dma memory",
+            ));
+        }
+        self.mem.claim(DmaLayout::LEN + offset, len)
     }
 
     /// Runs `f` on the board and its firmware (for inspection, fault injection, tests).
