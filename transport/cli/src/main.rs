@@ -2,6 +2,7 @@
 
 mod bench;
 mod fabric;
+mod frames;
 mod info;
 mod net;
 mod opts;
@@ -55,6 +56,10 @@ enum Command {
     /// Forward UDP datagrams both ways between clients and a server, injecting seeded loss,
     /// corruption, duplication, reordering, delay and jitter; count every fault.
     Proxy(Box<proxy::ProxyArgs>),
+    /// Seed 001's remote-video demo: frames streamed by directed sends into a strided
+    /// window on another board, every line checked; frames per second and MB/s on the
+    /// modelled board beside the seed's.
+    Frames(frames::FramesArgs),
     /// Read, check and print a route file; every bad line is named.
     Routes(routes::RoutesArgs),
     /// Serve ping-pong and stream clients (`--transport URL`) over udp:// or shm://, with
@@ -161,6 +166,7 @@ fn main() -> ExitCode {
         ),
         Command::Stream(a) => bench::stream(&a.bench),
         Command::Proxy(args) => proxy::run(&args),
+        Command::Frames(args) => frames::run(&args),
         Command::Routes(args) => routes::run(&args),
         Command::Serve(args) => serve::run(&args),
     };

@@ -64,3 +64,29 @@ fn pingpong_json_has_one_line_per_size_with_packet_counts() {
         assert!(t["packets"]["sent"].as_u64().unwrap() >= 100, "{t}");
     }
 }
+
+#[test]
+fn frames_json_checks_every_line_of_every_frame() {
+    for source in ["host", "workspace"] {
+        let lines = json_run(&[
+            "frames", "--width", "320", "--height", "200", "--depth", "2", "--frames", "4",
+            "--source", source, "--json",
+        ]);
+        let f = lines.last().expect("a line");
+        assert_eq!(f["test"], "frames", "{f}");
+        assert_eq!(f["frames"], 4, "{f}");
+        assert_eq!(f["lines_checked"], 800, "every line of every frame: {f}");
+        assert_eq!(f["lines_bad"], 0, "{f}");
+        assert!(f["fps"].as_f64().unwrap() > 0.0, "{f}");
+        assert!(f["mb_per_s"].as_f64().unwrap() > 0.0, "{f}");
+    }
+}
+
+#[test]
+fn frames_rejects_impossible_geometry_with_a_usage_error() {
+    let out = Command::new(MYRI)
+        .args(["frames", "--width", "0"])
+        .output()
+        .expect("run myri");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
