@@ -322,6 +322,7 @@ fn print_summary(s: &ProxyStats, reason: StopReason) {
         a.pipe.reorder_unmatched,
         b.pipe.reorder_unmatched,
     );
+    row("dropped by the kernel", a.kernel_drops, b.kernel_drops);
     row("forwarded", a.pipe.forwarded, b.pipe.forwarded);
     row("send failed", a.send_failed, b.send_failed);
     row("sent", a.sent(), b.sent());

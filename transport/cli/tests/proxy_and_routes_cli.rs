@@ -107,6 +107,9 @@ fn the_proxy_forwards_counts_and_stops_at_its_packet_limit() {
     assert_eq!(last["to_server"]["forwarded"], 3);
     assert_eq!(last["to_server"]["received_bytes"], 30);
     assert_eq!(last["sessions"]["opened"], 1);
+    // Three datagrams fit any socket buffer: the kernel dropped none, and says so.
+    assert_eq!(last["to_server"]["kernel_drops"], 0, "{last}");
+    assert_eq!(last["to_client"]["kernel_drops"], 0, "{last}");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! - [`udp`]: the event loop over `mio` sockets, with one session (and one upstream socket)
 //!   per client address, like a NAT.
 //! - [`stats`]: the counters, as `--json` prints them.
+//! - [`kernel`]: large socket buffers, and what the kernel dropped before the proxy read.
 //! - [`url`]: `udp://host:port` addresses, read with the transport's URL parser.
 //! - [`duration`]: durations such as `10ms` on the command line.
 //!
@@ -29,6 +30,7 @@
 //! ```
 
 pub mod duration;
+pub mod kernel;
 pub mod pipe;
 pub mod stats;
 pub mod udp;

@@ -33,6 +33,10 @@ pub struct DirectionStats {
     pub send_failed: u64,
     /// Datagrams waiting in the core (delayed or held back).
     pub pending: u64,
+    /// Datagrams the kernel dropped at the receiving socket before the proxy read them
+    /// (a full receive buffer: the count `SO_RXQ_OVFL` reports): the proxy's own losses,
+    /// apart from the injected ones.
+    pub kernel_drops: u64,
 }
 
 impl DirectionStats {

@@ -12,6 +12,7 @@
 //! make every fault decision. Timers have the resolution of `epoll` (a millisecond); a
 //! deadline less than two milliseconds away is waited for by polling without sleeping.
 
+use super::kernel;
 use super::pipe::{FaultPipe, PipeConfig, PipeConfigError};
 use super::stats::{DirectionStats, ProxyStats};
 use super::url::udp_url;
@@ -247,6 +248,8 @@ struct Session {
     fixed: bool,
     /// "Port unreachable" was reported and the server has not answered since.
     refused_reported: bool,
+    /// The socket's inode, which names it in `/proc/net/udp` (see [`kernel`]).
+    inode: Option<u64>,
 }
 
 /// The fault-injecting UDP proxy. See the module documentation.
@@ -268,7 +271,17 @@ pub struct UdpProxy {
     shared: ProxyHandle,
     start: Instant,
     buf: Vec<u8>,
+    /// The listening socket's inode (see [`kernel`]).
+    listen_inode: Option<u64>,
+    /// What the kernel dropped at session sockets since closed.
+    closed_drops: u64,
+    /// When the kernel's drop counts were last read (at most every
+    /// [`KERNEL_DROPS_EVERY`] while running, and at the end).
+    drops_read_at: Option<Time>,
 }
+
+/// How often the kernel's drop counts are read while the proxy runs.
+const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
 
 fn unspecified_like(addr: SocketAddr) -> SocketAddr {
     let ip = match addr {
@@ -315,6 +328,8 @@ impl UdpProxy {
             url: udp_url(config.listen),
             source,
         })?;
+        kernel::enlarge_buffers(&listen, kernel::SOCKET_BUFFER);
+        let listen_inode = kernel::socket_inode(&listen);
         let poll = Poll::new().map_err(ProxyError::Poll)?;
         poll.registry()
             .register(&mut listen, LISTEN, Interest::READABLE)
@@ -348,6 +363,9 @@ impl UdpProxy {
             signal: None,
             start: Instant::now(),
             buf: vec![0; MAX_DATAGRAM],
+            listen_inode,
+            closed_drops: 0,
+            drops_read_at: None,
         };
         if let Some(bind) = proxy.config.upstream_bind {
             let url = udp_url(bind);
@@ -497,6 +515,7 @@ impl UdpProxy {
         };
         self.to_server.discard();
         self.to_client.discard();
+        self.drops_read_at = None;
         self.publish();
         Ok(reason)
     }
@@ -614,6 +633,8 @@ impl UdpProxy {
             .unwrap_or_else(|| unspecified_like(self.config.upstream));
         let mut socket = UdpSocket::bind(local)?;
         socket.connect(self.config.upstream)?;
+        kernel::enlarge_buffers(&socket, kernel::SOCKET_BUFFER);
+        let inode = kernel::socket_inode(&socket);
         let entry = self.sessions.vacant_entry();
         let key = entry.key();
         self.poll.registry().register(
@@ -630,6 +651,7 @@ impl UdpProxy {
             last_active: now,
             fixed,
             refused_reported: false,
+            inode,
         });
         if let Some(c) = client {
             self.by_client.insert(c, key);
@@ -728,6 +750,7 @@ impl UdpProxy {
             .collect();
         for key in stale {
             let mut s = self.sessions.remove(key);
+            self.closed_drops += s.inode.and_then(kernel::socket_drops).unwrap_or(0);
             // Deregistering a socket about to be closed cannot matter if it fails.
             let _ = self.poll.registry().deregister(&mut s.socket);
             if let Some(c) = s.client {
@@ -743,15 +766,41 @@ impl UdpProxy {
     }
 
     fn refresh(&mut self, now: Time) {
-        let direction = |p: &FaultPipe<u64>, send_failed| DirectionStats {
+        let kernel_drops = [
+            self.stats.to_server.kernel_drops,
+            self.stats.to_client.kernel_drops,
+        ];
+        let direction = |p: &FaultPipe<u64>, send_failed, kernel_drops| DirectionStats {
             pipe: *p.counters(),
             send_failed,
             pending: p.pending() as u64,
+            kernel_drops,
         };
         self.stats.elapsed_ms = now.as_nanos() / 1_000_000;
         self.stats.sessions.active = self.sessions.len() as u64;
-        self.stats.to_server = direction(&self.to_server, self.send_failed[0]);
-        self.stats.to_client = direction(&self.to_client, self.send_failed[1]);
+        self.stats.to_server = direction(&self.to_server, self.send_failed[0], kernel_drops[0]);
+        self.stats.to_client = direction(&self.to_client, self.send_failed[1], kernel_drops[1]);
+        let due = self
+            .drops_read_at
+            .is_none_or(|at| now.saturating_since(at) >= KERNEL_DROPS_EVERY);
+        if due {
+            self.read_kernel_drops(now);
+        }
+    }
+
+    /// Reads what the kernel dropped at the listening socket (datagrams to the server) and
+    /// at the session sockets (datagrams to the clients).
+    fn read_kernel_drops(&mut self, now: Time) {
+        self.drops_read_at = Some(now);
+        if let Some(d) = self.listen_inode.and_then(kernel::socket_drops) {
+            self.stats.to_server.kernel_drops = d;
+        }
+        let open: u64 = self
+            .sessions
+            .iter()
+            .filter_map(|(_, s)| s.inode.and_then(kernel::socket_drops))
+            .sum();
+        self.stats.to_client.kernel_drops = self.closed_drops + open;
     }
 
     fn publish_at(&mut self, now: Time) {
