@@ -56,9 +56,11 @@
 //! [`Stats::copied_sends`]. Raw mode sends and receives with no copy on every backend.
 //! Reliable mode receives in place (a whole in-order message is a view of the datagram it
 //! came in) and, on UDP, sends with a gathered `sendmsg` straight from the application's
-//! buffer; on sim, the application's DMA buffer is lent to the board while RPP keeps the
-//! message (both read it, neither writes it) and each transmission is a DMA from it, with
-//! no copy; the buffer comes back writable in [`Completion::Sent`]. A message longer than
+//! buffer; on sim, the application's DMA buffer of a KiB or more is lent to the board
+//! while RPP keeps the message (both read it, neither writes it) and each transmission is
+//! a DMA from it, with no copy (a shorter message is copied behind its header, which
+//! costs less than the second DMA); the buffer comes back writable in
+//! [`Completion::Sent`]. A message longer than
 //! a DMA buffer, and shm with [`Options::rpp_over_shm`] (whose rings send only from their
 //! own slots), copy each transmitted packet once ([`Stats::transmit_copies`]). Native reliability on shm sends a
 //! message of one slot from the application's slot and delivers it as a view, with no

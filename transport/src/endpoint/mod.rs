@@ -348,6 +348,9 @@ pub struct Endpoint {
     transmit_blocked: bool,
 }
 
+/// Messages shorter than this are not lent to a backend that lends (see [`Endpoint::send`]).
+const LEND_MIN: usize = 1024;
+
 fn wall_clock_incarnation() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -693,8 +696,10 @@ impl Endpoint {
                 .expect("reliable peers have a connection");
             let max = self.rpp.max_message_len;
             // Where the backend sends from the application's buffer, RPP keeps it lent:
-            // readable by both, written by neither, until it is acknowledged.
-            let buf = if self.backend.lends() {
+            // readable by both, written by neither, until it is acknowledged. A short
+            // message is copied behind its header instead: cheaper than a second DMA and
+            // the lent buffer's return.
+            let buf = if self.backend.lends() && buf.len() >= LEND_MIN {
                 buf.lend()
             } else {
                 buf
