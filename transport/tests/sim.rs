@@ -359,3 +359,48 @@ fn reliable_messages_go_from_the_applications_dma_buffer_with_no_copy() {
     assert_eq!(d.data.len(), 3 * mtu);
     assert!(a.stats().transmit_copies >= 3);
 }
+
+/// A packet the board has no send buffer for waits whole for one, rather than being lost
+/// to the channel and resent after a timeout: with the application holding every DMA
+/// buffer it can get, a burst of copied messages stalls, and still arrives in order with
+/// nothing retransmitted.
+#[test]
+fn a_packet_with_no_free_send_buffer_waits_instead_of_being_lost() {
+    let (mut a, mut b, to_b, to_a) = pair(
+        "sim://a?world=stall",
+        "sim://b?world=stall",
+        "sim://b",
+        "sim://a",
+    );
+    let held: Vec<_> = (0..64).map(|_| a.alloc(64)).collect();
+    assert!(held.iter().filter(|m| m.is_registered()).count() >= 50);
+    for i in 0..40u8 {
+        let mut m = a.alloc(100);
+        assert!(!m.is_registered(), "heap: copied at transmit");
+        m.fill(i);
+        a.send(to_b, m).unwrap();
+    }
+    let mut got = Vec::new();
+    drive_until(&mut [&mut a, &mut b], 100_000, |eps| {
+        while let Some(d) = eps[1].recv() {
+            got.push(d.data.to_vec());
+        }
+        (got.len() == 40).then_some(())
+    })
+    .expect("every message arrives");
+    for (i, m) in got.iter().enumerate() {
+        assert!(
+            m.len() == 100 && m.iter().all(|&x| x == i as u8),
+            "message {i}"
+        );
+    }
+    let stats = a.stats();
+    assert!(stats.transmit_stalls > 0, "the burst stalled: {stats:?}");
+    let rpp = a.peer_stats(to_b).unwrap();
+    assert_eq!(
+        rpp.retransmitted, 0,
+        "nothing was lost on the host: {rpp:?}"
+    );
+    drop(held);
+    let _ = to_a;
+}

@@ -297,6 +297,9 @@ pub struct Stats {
     pub datagrams_sent: u64,
     /// Datagrams taken from the backend.
     pub datagrams_received: u64,
+    /// Reliable mode: packets the backend refused for want of room (no free send buffer,
+    /// a full socket) and that waited whole for the next transmit pass.
+    pub transmit_stalls: u64,
 }
 
 struct PeerSlot {
@@ -308,6 +311,10 @@ struct PeerSlot {
     announced: Option<u64>,
     next_id: u64,
     restart_unacked: Vec<Buf>,
+    /// A packet RPP handed out that the backend refused as would-block (no send buffer
+    /// free, a full socket): kept whole and sent first on the next pass, rather than lost
+    /// to the channel and resent only after a timeout.
+    stalled: Option<Vec<u8>>,
 }
 
 /// The connection id every reliable endpoint of this crate uses.
@@ -632,6 +639,7 @@ impl Endpoint {
             announced: None,
             next_id: 0,
             restart_unacked: Vec::new(),
+            stalled: None,
         });
         self.by_addr.insert(addr, peer);
         if self.native {
@@ -965,6 +973,27 @@ impl Endpoint {
             return false;
         };
         let mut sent = false;
+        if let Some(packet) = slot.stalled.take() {
+            if !backend.can_send(&slot.addr) {
+                slot.stalled = Some(packet);
+                *blocked = true;
+                return false;
+            }
+            match backend.send_gather(&slot.addr, &[], &packet) {
+                Ok(s) => {
+                    sent = true;
+                    stats.datagrams_sent += 1;
+                    stats.transmit_copies += u64::from(s.copied);
+                }
+                Err(SendErrorKind::WouldBlock) => {
+                    slot.stalled = Some(packet);
+                    *blocked = true;
+                    return false;
+                }
+                // Lost to the channel (counted); RPP sends it again.
+                Err(_) => stats.io_errors += 1,
+            }
+        }
         loop {
             if !backend.can_send(&slot.addr) {
                 *blocked = true;
@@ -981,8 +1010,13 @@ impl Endpoint {
                     stats.datagrams_sent += 1;
                     stats.transmit_copies += u64::from(s.copied);
                 }
-                // The packet is lost to the channel; RPP sends it again.
+                // No room after all: the packet waits whole for the next pass.
                 Err(SendErrorKind::WouldBlock) => {
+                    let mut packet = Vec::with_capacity(g.header_len + g.payload.len());
+                    packet.extend_from_slice(&header[..g.header_len]);
+                    packet.extend_from_slice(g.payload);
+                    slot.stalled = Some(packet);
+                    stats.transmit_stalls += 1;
                     *blocked = true;
                     break;
                 }
