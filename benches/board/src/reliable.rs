@@ -133,8 +133,31 @@ impl Two {
             .map(|(_, _, side)| format!("the connection of endpoint {side} failed"))
     }
 
+    /// Steps both endpoints on this thread until nothing moves and the fabric is empty,
+    /// so that the packets still on their way (an acknowledgement sent as a descheduled
+    /// peer was last seen idle) land before the books are closed.
+    fn drain(&mut self) {
+        // In virtual time the scheduler has already run the fabric empty.
+        if self.world.config().clock != SimClock::Real {
+            return;
+        }
+        let mut still = 0;
+        for _ in 0..1_000_000 {
+            let worked = self.a.progress() | self.b.progress();
+            still = if worked || self.world.queued() > 0 {
+                0
+            } else {
+                still + 1
+            };
+            if still >= 1_000 {
+                return;
+            }
+        }
+    }
+
     /// Packet accounting from both endpoints, both boards and the fabric.
     fn accounting(&mut self) -> Accounting {
+        self.drain();
         let (sa, sb) = (self.a.stats(), self.b.stats());
         let f = self.world.fabric().counters();
         let mut drops = vec![
