@@ -135,12 +135,10 @@ impl Channel {
 
     /// The RPP configuration for this channel: the defaults with its window and MTU.
     pub fn rpp_config(&self) -> Config {
-        Config {
-            mtu: self.link.mtu,
-            send_window: u32::from(self.window),
-            recv_window: u32::from(self.window),
-            ..Config::default()
-        }
+        Config::default()
+            .with_mtu(self.link.mtu)
+            .with_send_window(u32::from(self.window))
+            .with_recv_window(u32::from(self.window))
     }
 }
 

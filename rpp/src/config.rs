@@ -6,7 +6,21 @@ use thiserror::Error;
 
 /// How a [`Connection`](crate::Connection) behaves. [`Config::default`] suits a cluster
 /// link: an 8 KiB MTU, microsecond-scale timers, windows of 256 packets.
+///
+/// The struct will grow, so it is `#[non_exhaustive]`: start from [`Config::default`]
+/// and set fields with the `with_*` methods (or assign the public fields).
+///
+/// ```
+/// use myri_rpp::Config;
+/// use std::time::Duration;
+///
+/// let config = Config::default()
+///     .with_mtu(1500)
+///     .with_rto_min(Duration::from_micros(200));
+/// assert_eq!(config.max_payload(), 1500 - myri_rpp::wire::MAX_DATA_HEADER_LEN);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Config {
     /// Largest datagram the channel carries, header included.
     pub mtu: usize,
@@ -87,7 +101,46 @@ impl Default for Config {
 /// A configuration that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invalid rpp config: {0}")]
+#[non_exhaustive]
 pub struct ConfigError(pub &'static str);
+
+/// One `with_*` method per field: sets it and returns the config.
+macro_rules! builders {
+    ($($with:ident => $field:ident: $ty:ty),* $(,)?) => {
+        impl Config {
+            $(
+                #[doc = concat!("Sets [`Config::", stringify!($field), "`].")]
+                #[must_use]
+                pub fn $with(mut self, value: $ty) -> Config {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+builders! {
+    with_mtu => mtu: usize,
+    with_max_message_len => max_message_len: usize,
+    with_send_window => send_window: u32,
+    with_recv_window => recv_window: u32,
+    with_recv_buffer_bytes => recv_buffer_bytes: usize,
+    with_max_queued_bytes => max_queued_bytes: usize,
+    with_max_queued_messages => max_queued_messages: usize,
+    with_rto_initial => rto_initial: Duration,
+    with_rto_min => rto_min: Duration,
+    with_rto_max => rto_max: Duration,
+    with_ack_every => ack_every: u32,
+    with_ack_delay => ack_delay: Duration,
+    with_packet_threshold => packet_threshold: u32,
+    with_time_threshold_eighths => time_threshold_eighths: u32,
+    with_keepalive => keepalive: Duration,
+    with_max_retries => max_retries: u32,
+    with_peer_timeout => peer_timeout: Duration,
+    with_in_place_delivery => in_place_delivery: bool,
+    with_trace => trace: bool,
+}
 
 impl Config {
     /// Payload bytes one packet carries: the MTU less the largest data-packet header

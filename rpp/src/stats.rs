@@ -3,8 +3,10 @@
 use crate::time::Instant;
 use std::time::Duration;
 
-/// What a connection has done.
+/// What a connection has done. More counters will come: it is `#[non_exhaustive]`
+/// (read the fields; [`Stats::default`] makes a zeroed one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Packets handed to the channel.
     pub packets_sent: u64,
@@ -66,6 +68,7 @@ pub struct Stats {
 
 /// What happened, in a traced protocol event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 #[repr(u8)]
 pub enum TraceKind {
     /// The peer's incarnation became known (argument: the incarnation).

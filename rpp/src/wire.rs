@@ -116,6 +116,7 @@ pub fn seq_le(a: u32, b: u32) -> bool {
 
 /// Why bytes are not an RPP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// Shorter than the header it claims.
     #[error("packet of {len} bytes is shorter than its {need}-byte header")]

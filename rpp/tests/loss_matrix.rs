@@ -64,13 +64,11 @@ struct Outcome {
 /// Sends `count` messages from a to b through `link` (both directions) and checks each
 /// arrives exactly once, in order, intact.
 fn run(link: LinkConfig, seed: u64, count: usize) -> Outcome {
-    let config = Config {
-        rto_min: Duration::from_micros(50),
+    let config = Config::default()
+        .with_rto_min(Duration::from_micros(50))
         // At 50% loss each way a probe is answered one time in four: ten unanswered in a
         // row happen by chance (6%), forty practically never (1e-5).
-        max_retries: 40,
-        ..Config::default()
-    };
+        .with_max_retries(40);
     let max_payload = config.max_payload() as u64;
     let mut pair = Pair::new(config, link, seed);
     let mut sizes = SplitMix(seed);
@@ -221,10 +219,7 @@ fn bursts_jitter_and_a_small_mtu() {
         jitter: Duration::from_micros(40),
         ..faults(0.01)
     };
-    let config = Config {
-        mtu: 1500,
-        ..Config::default()
-    };
+    let config = Config::default().with_mtu(1500);
     let mut pair = Pair::new(config, LinkConfig { mtu: 1500, ..link }, 9);
     let msgs: Vec<Vec<u8>> = (0..300).map(|i| content(i, (i * 997) % 70_000)).collect();
     for m in &msgs {
@@ -241,10 +236,7 @@ fn bursts_jitter_and_a_small_mtu() {
 /// sent whole in an acknowledgement of its own; nothing is lost, doubled or reordered.
 #[test]
 fn data_both_ways_with_cut_bitmaps() {
-    let config = Config {
-        mtu: 1500,
-        ..Config::default()
-    };
+    let config = Config::default().with_mtu(1500);
     let link = LinkConfig {
         mtu: 1500,
         ..faults(0.20)

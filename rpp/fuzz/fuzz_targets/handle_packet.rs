@@ -14,16 +14,14 @@ use std::time::Duration;
 const CONN_ID: u32 = 0x00C0_FFEE;
 
 fn config() -> Config {
-    Config {
-        mtu: 1500,
-        recv_window: 32,
-        send_window: 32,
-        recv_buffer_bytes: 64 << 10,
-        max_message_len: 64 << 10,
-        max_queued_bytes: 256 << 10,
-        max_queued_messages: 64,
-        ..Config::default()
-    }
+    Config::default()
+        .with_mtu(1500)
+        .with_recv_window(32)
+        .with_send_window(32)
+        .with_recv_buffer_bytes(64 << 10)
+        .with_max_message_len(64 << 10)
+        .with_max_queued_bytes(256 << 10)
+        .with_max_queued_messages(64)
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -37,6 +37,7 @@ pub enum State {
 
 /// Why a connection failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ConnectionError {
     /// The peer answered nothing through `max_retries` timeouts in a row, and nothing
     /// for `peer_timeout`.
@@ -57,6 +58,7 @@ pub enum ConnectionError {
 
 /// Something the application should know. See [`Connection::poll_event`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Event<B> {
     /// The peer's incarnation is known: the connection is established.
     Connected {
@@ -102,8 +104,9 @@ pub enum Event<B> {
     },
 }
 
-/// `send` refused a message; the buffer comes back.
+/// `send` refused a message; the buffer comes back ([`SendError::into_inner`]).
 #[derive(Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SendError<B> {
     /// The window and the bounded queue are full: try again after events.
     #[error("send queue is full (would block)")]
@@ -127,6 +130,7 @@ impl<B> SendError<B> {
 
 /// Why a datagram was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DropReason {
     /// Not an RPP packet, or an impossible one.
     Malformed,

@@ -52,16 +52,14 @@ use std::time::Duration;
 /// Retries are generous because a host thread on a busy two-core machine can be
 /// descheduled for milliseconds: a slow peer is not a dead one here.
 pub fn board_config() -> Config {
-    Config {
-        mtu: myri_mcp::hcb::MAX_PAYLOAD,
-        in_place_delivery: true,
-        ack_every: 16,
-        ack_delay: Duration::from_micros(100),
-        max_queued_messages: 56,
-        rto_min: Duration::from_micros(100),
-        max_retries: 30,
-        ..Config::default()
-    }
+    Config::default()
+        .with_mtu(myri_mcp::hcb::MAX_PAYLOAD)
+        .with_in_place_delivery(true)
+        .with_ack_every(16)
+        .with_ack_delay(Duration::from_micros(100))
+        .with_max_queued_messages(56)
+        .with_rto_min(Duration::from_micros(100))
+        .with_max_retries(30)
 }
 
 fn instant(t: Time) -> Instant {
@@ -440,7 +438,7 @@ impl BoardConnection {
                         self.failure
                             .get_or_insert_with(|| "the peer closed the connection".into());
                     }
-                    Event::Connected { .. } | Event::Closed => {}
+                    _ => {}
                 }
             }
             let buf = match api.recv(&self.chan) {

@@ -628,6 +628,13 @@ impl Endpoint {
                     },
                     buf: unlend(buf),
                 },
+                other => SendError {
+                    error: Error::PeerFailed {
+                        peer,
+                        why: other.to_string(),
+                    },
+                    buf: unlend(other.into_inner()),
+                },
             });
             let id = match id {
                 Ok(id) => MsgId(id.0),
@@ -912,6 +919,8 @@ impl Endpoint {
                         unsent,
                     }
                 }
+                // A kind of event this version does not know.
+                _ => continue,
             };
             // The queues by field: the connection is borrowed.
             settle_into(&mut self.unsettled, &mut self.completions, c);
