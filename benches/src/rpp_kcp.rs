@@ -233,7 +233,7 @@ struct RppEnd {
 impl RppEnd {
     fn new(config: Config, out: Rc<RefCell<Link>>) -> RppEnd {
         let buf = vec![0; config.mtu];
-        let conn = Connection::new(config, 1, CONV, Instant::ZERO)
+        let conn = Connection::new(config, 1, u64::from(CONV), Instant::ZERO)
             .expect("the channel's rpp config is valid");
         RppEnd { conn, out, buf }
     }

@@ -1,6 +1,6 @@
 //! Connection settings.
 
-use crate::wire::{MAX_DATA_HEADER_LEN, MAX_HEADER_LEN};
+use crate::wire::{Integrity, MAC_LEN, MAX_DATA_HEADER_LEN, MAX_HEADER_LEN, MacKey};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -70,6 +70,16 @@ pub struct Config {
     pub in_place_delivery: bool,
     /// Keep a log of protocol events (see [`Connection::trace`](crate::Connection::trace)).
     pub trace: bool,
+    /// The check this end puts on every packet and requires of every packet it takes
+    /// ([`Integrity::Crc32c`] unless the channel below checks, see
+    /// [`Integrity::External`]); a packet that names another mode is dropped and counted
+    /// ([`Stats::integrity_mismatch`](crate::Stats::integrity_mismatch)). Both ends must
+    /// agree.
+    pub integrity: Integrity,
+    /// A key shared by both ends: every packet then carries a MAC over header and payload,
+    /// and a packet without the right one is dropped and counted
+    /// ([`Stats::bad_mac`](crate::Stats::bad_mac)). See the crate docs' threat model.
+    pub mac_key: Option<MacKey>,
 }
 
 impl Default for Config {
@@ -94,6 +104,8 @@ impl Default for Config {
             peer_timeout: Duration::from_secs(2),
             in_place_delivery: false,
             trace: false,
+            integrity: Integrity::Crc32c,
+            mac_key: None,
         }
     }
 }
@@ -140,13 +152,21 @@ builders! {
     with_peer_timeout => peer_timeout: Duration,
     with_in_place_delivery => in_place_delivery: bool,
     with_trace => trace: bool,
+    with_integrity => integrity: Integrity,
+    with_mac_key => mac_key: Option<MacKey>,
 }
 
 impl Config {
     /// Payload bytes one packet carries: the MTU less the largest data-packet header
-    /// ([`MAX_DATA_HEADER_LEN`]).
+    /// ([`MAX_DATA_HEADER_LEN`], and [`MAC_LEN`] with a key).
     pub fn max_payload(&self) -> usize {
-        self.mtu.saturating_sub(MAX_DATA_HEADER_LEN)
+        self.mtu
+            .saturating_sub(MAX_DATA_HEADER_LEN + self.mac_len())
+    }
+
+    /// Bytes of MAC each packet carries.
+    pub(crate) fn mac_len(&self) -> usize {
+        if self.mac_key.is_some() { MAC_LEN } else { 0 }
     }
 
     /// Checks the settings.

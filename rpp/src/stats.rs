@@ -29,12 +29,21 @@ pub struct Stats {
     pub dup_packets: u64,
     /// Packets dropped for a bad CRC-32C.
     pub bad_crc: u64,
+    /// Packets dropped for a missing or wrong MAC.
+    pub bad_mac: u64,
+    /// Packets dropped because they name an integrity mode (or MAC use) other than the
+    /// configured one.
+    pub integrity_mismatch: u64,
     /// Packets dropped as malformed (or acknowledging what was never sent).
     pub malformed: u64,
     /// Packets from an earlier life of the peer, or to an earlier life of ours.
     pub stale: u64,
     /// Packets of another connection.
     pub foreign: u64,
+    /// Introductions from an unknown incarnation of the known peer, answered with a
+    /// challenge it must echo before the connection takes it for a restart (see the
+    /// crate docs' threat model).
+    pub restart_challenges: u64,
     /// Data packets beyond the receive window or buffer.
     pub beyond_window: u64,
     /// Packets declared lost by acknowledgement evidence.

@@ -8,7 +8,7 @@ use crate::rtt::RttEstimator;
 use crate::stats::{Stats, Trace, TraceKind};
 use crate::time::Instant;
 use crate::wire::{
-    self, DATA_SACK_WORDS, Header, HeaderRepr, MAX_HEADER_LEN, MAX_SACK_WORDS, flags,
+    self, DATA_SACK_WORDS, Header, HeaderRepr, Integrity, MAX_HEADER_LEN, MAX_SACK_WORDS, flags,
 };
 use core::ops::Range;
 use recv::{DataOutcome, FragmentInfo, RecvState};
@@ -144,6 +144,10 @@ pub enum DropReason {
     BeyondWindow,
     /// The connection is closed or failed.
     Closed,
+    /// A missing or wrong MAC.
+    BadMac,
+    /// The packet names an integrity mode, or MAC use, other than the configured one.
+    IntegrityMismatch,
 }
 
 /// What [`Connection::handle_packet`] did with a datagram.
@@ -224,7 +228,14 @@ struct HeldAck {
 pub struct Connection<B = Vec<u8>> {
     config: Config,
     timers: Timers,
-    conn_id: u32,
+    conn_id: u64,
+    /// The integrity byte every packet sends and every packet taken must carry.
+    integrity_byte: u8,
+    /// An unknown incarnation of the peer introduced itself: it becomes the peer only
+    /// once a packet from it names this end's incarnation (which an off-path sender
+    /// never learns).
+    challenge: Option<u64>,
+    challenge_due: bool,
     local_incarnation: u64,
     peer_incarnation: Option<u64>,
     state: State,
@@ -291,12 +302,14 @@ const INITIAL_CREDIT: u32 = 16;
 
 impl<B: AsRef<[u8]>> Connection<B> {
     /// A connection to a peer, starting at `now`. `incarnation` identifies this life of
-    /// this end and must grow every time the application restarts (a boot counter or a
-    /// start time; never zero); `conn_id` must be the same at both ends.
+    /// this end: a new one every time the application starts, never zero. `conn_id`
+    /// must be the same at both ends. Off-path safety rests on both being unguessable:
+    /// draw each from the operating system's random generator (RPP reads no randomness
+    /// itself), and share the connection id with the peer out of band.
     pub fn new(
         config: Config,
         incarnation: u64,
-        conn_id: u32,
+        conn_id: u64,
         now: Instant,
     ) -> Result<Connection<B>, crate::ConfigError> {
         config.validate()?;
@@ -316,6 +329,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 .with_max_ack_delay(config.ack_delay),
             trace: Trace::new(config.trace),
             conn_id,
+            integrity_byte: config.integrity.byte(config.mac_key.is_some()),
+            challenge: None,
+            challenge_due: false,
             local_incarnation: incarnation,
             peer_incarnation: None,
             state: State::Connecting,
@@ -483,11 +499,20 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.apply_held_ack();
         self.stats.packets_received += 1;
         let h = match Header::new_checked(datagram) {
-            Ok(h) => h,
-            Err(_) => return self.dropped(now, DropReason::Malformed),
+            Ok(h) if h.version() == wire::VERSION => h,
+            _ => return self.dropped(now, DropReason::Malformed),
         };
-        if !h.crc_ok() {
+        // The checks first, each as configured; nothing in the packet is believed before.
+        if h.integrity_byte() != self.integrity_byte {
+            return self.dropped(now, DropReason::IntegrityMismatch);
+        }
+        if self.config.integrity == Integrity::Crc32c && !h.crc_ok() {
             return self.dropped(now, DropReason::BadCrc);
+        }
+        if let Some(key) = &self.config.mac_key
+            && !h.mac_ok(key)
+        {
+            return self.dropped(now, DropReason::BadMac);
         }
         let Ok(repr) = HeaderRepr::parse(&h) else {
             return self.dropped(now, DropReason::Malformed);
@@ -495,15 +520,19 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if repr.conn_id != self.conn_id {
             return self.dropped(now, DropReason::Foreign);
         }
-        if matches!(self.state, State::Closed | State::Failed) {
-            // A peer that missed our CLOSE keeps talking: tell it again.
-            self.close_due |= self.we_closed && repr.flags & flags::CLOSE == 0;
-            return self.dropped(now, DropReason::Closed);
-        }
-        if repr.dst_incarnation != 0 && repr.dst_incarnation != self.local_incarnation {
-            // Meant for an earlier life of ours: tell the peer who we are now.
-            self.hello_due = true;
+        let names_us = repr.dst_incarnation == self.local_incarnation;
+        if repr.dst_incarnation != 0 && !names_us {
+            // Meant for an earlier life of ours (or made up). While introducing
+            // ourselves, say who we are now at once.
+            self.hello_due |= self.state == State::Connecting;
             return self.dropped(now, DropReason::Stale);
+        }
+        if matches!(self.state, State::Closed | State::Failed) {
+            // The peer missed our CLOSE and keeps talking: tell it again.
+            self.close_due |= self.we_closed
+                && repr.flags & flags::CLOSE == 0
+                && self.peer_incarnation == Some(repr.src_incarnation);
+            return self.dropped(now, DropReason::Closed);
         }
         match self.peer_incarnation {
             None => {
@@ -518,11 +547,22 @@ impl<B: AsRef<[u8]>> Connection<B> {
                     peer_incarnation: repr.src_incarnation,
                 });
             }
-            Some(p) if repr.src_incarnation < p => return self.dropped(now, DropReason::Stale),
-            Some(p) if repr.src_incarnation > p => {
-                self.peer_restarted(now, p, repr.src_incarnation)
+            Some(p) if p == repr.src_incarnation => {}
+            // The incarnation we challenged names ours: it hears us, it is the peer's new
+            // life.
+            Some(p) if names_us && self.challenge == Some(repr.src_incarnation) => {
+                self.challenge = None;
+                self.peer_restarted(now, p, repr.src_incarnation);
             }
-            Some(_) => {}
+            Some(_) if repr.dst_incarnation == 0 && repr.flags & flags::HELLO != 0 => {
+                // A new life of the peer introducing itself, or anyone who knows the
+                // connection id: nothing changes until it answers a challenge naming it.
+                self.challenge = Some(repr.src_incarnation);
+                self.challenge_due = true;
+                self.stats.restart_challenges += 1;
+                return self.dropped(now, DropReason::Stale);
+            }
+            Some(_) => return self.dropped(now, DropReason::Stale),
         }
         self.last_heard = now;
         self.probes_unanswered = 0;
@@ -641,6 +681,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             DropReason::Foreign => s.foreign += 1,
             DropReason::Stale => s.stale += 1,
             DropReason::BeyondWindow => s.beyond_window += 1,
+            DropReason::BadMac => s.bad_mac += 1,
+            DropReason::IntegrityMismatch => s.integrity_mismatch += 1,
             DropReason::Closed => {}
         }
         self.trace.record(now, TraceKind::Drop, reason as u64);
@@ -869,10 +911,35 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.stats.packets_sent += 1;
             let repr = HeaderRepr {
                 flags: flags::CLOSE,
+                integrity: self.config.integrity,
+                mac: self.config.mac_key.is_some(),
                 conn_id: self.conn_id,
                 src_incarnation: self.local_incarnation,
                 dst_incarnation: self.peer_incarnation.unwrap_or(0),
                 ack: self.recv.rcv_nxt,
+                ..HeaderRepr::default()
+            };
+            return Some(Plan {
+                repr,
+                sack: None,
+                payload: None,
+            });
+        }
+        if self.challenge_due
+            && let Some(candidate) = self.challenge
+        {
+            // Fields as a fresh connection's: the candidate knows nothing of this one.
+            self.challenge_due = false;
+            self.stats.acks_sent += 1;
+            self.stats.packets_sent += 1;
+            let repr = HeaderRepr {
+                flags: flags::HELLO | flags::ACK_NOW,
+                integrity: self.config.integrity,
+                mac: self.config.mac_key.is_some(),
+                conn_id: self.conn_id,
+                src_incarnation: self.local_incarnation,
+                dst_incarnation: candidate,
+                credit: self.config.recv_window.min(INITIAL_CREDIT),
                 ..HeaderRepr::default()
             };
             return Some(Plan {
@@ -977,6 +1044,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let credit = self.recv.credit();
         let mut repr = HeaderRepr {
             flags,
+            integrity: self.config.integrity,
+            mac: self.config.mac_key.is_some(),
             conn_id: self.conn_id,
             src_incarnation: self.local_incarnation,
             dst_incarnation: self.peer_incarnation.unwrap_or(0),
@@ -1020,7 +1089,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             .map_or(&[][..], |f| f.0);
         let total = header_len + payload.len();
         buf.get_mut(header_len..total)?.copy_from_slice(payload);
-        wire::seal_packet(&mut buf[..total]);
+        wire::seal_packet(&mut buf[..total], self.config.mac_key.as_ref());
         Some(total)
     }
 
@@ -1048,7 +1117,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             None => (&[][..], None),
         };
-        wire::seal(&mut header[..header_len], payload);
+        wire::seal(
+            &mut header[..header_len],
+            payload,
+            self.config.mac_key.as_ref(),
+        );
         Some(Gather {
             header_len,
             payload,
@@ -1085,5 +1158,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 }
 
+#[cfg(test)]
+mod safety_tests;
 #[cfg(test)]
 mod tests;

@@ -250,7 +250,7 @@ impl BoardConnection {
         window: Option<usize>,
         now: Time,
     ) -> Result<BoardConnection, String> {
-        let conn = Connection::new(config, incarnation, conn_id, instant(now))
+        let conn = Connection::new(config, incarnation, u64::from(conn_id), instant(now))
             .map_err(|e| e.to_string())?;
         Ok(BoardConnection {
             conn,

@@ -254,7 +254,7 @@ struct PeerSlot {
 }
 
 /// The connection id every reliable endpoint of this crate uses.
-const CONN_ID: u32 = u32::from_be_bytes(*b"myri");
+const CONN_ID: u64 = u32::from_be_bytes(*b"myri") as u64;
 
 /// An endpoint: one application's access to a backend. See the crate documentation.
 pub struct Endpoint {
