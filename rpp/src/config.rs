@@ -1,5 +1,6 @@
 //! Connection settings.
 
+use crate::congestion::CongestionControl;
 use crate::wire::{Integrity, MAC_LEN, MAX_DATA_HEADER_LEN, MAX_HEADER_LEN, MacKey};
 use std::time::Duration;
 use thiserror::Error;
@@ -80,6 +81,19 @@ pub struct Config {
     /// and a packet without the right one is dropped and counted
     /// ([`Stats::bad_mac`](crate::Stats::bad_mac)). See the crate docs' threat model.
     pub mac_key: Option<MacKey>,
+    /// The congestion controller ([`CongestionControl::Cubic`] by default;
+    /// [`CongestionControl::None`] turns congestion control off). See
+    /// [`congestion`](crate::congestion).
+    pub congestion: CongestionControl,
+    /// The congestion window at the start, in packets of `mtu` bytes (at least 2).
+    pub initial_window: u32,
+    /// Spread each window over the round trip ([`Connection::poll_transmit`] holds data
+    /// back until its time, [`Connection::poll_timeout`] says when). Without a congestion
+    /// controller the pacing rate is the send window per round trip.
+    ///
+    /// [`Connection::poll_transmit`]: crate::Connection::poll_transmit
+    /// [`Connection::poll_timeout`]: crate::Connection::poll_timeout
+    pub pacing: bool,
 }
 
 impl Default for Config {
@@ -106,6 +120,9 @@ impl Default for Config {
             trace: false,
             integrity: Integrity::Crc32c,
             mac_key: None,
+            congestion: CongestionControl::Cubic,
+            initial_window: 10,
+            pacing: true,
         }
     }
 }
@@ -154,6 +171,9 @@ builders! {
     with_trace => trace: bool,
     with_integrity => integrity: Integrity,
     with_mac_key => mac_key: Option<MacKey>,
+    with_congestion => congestion: CongestionControl,
+    with_initial_window => initial_window: u32,
+    with_pacing => pacing: bool,
 }
 
 impl Config {

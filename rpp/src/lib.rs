@@ -31,15 +31,30 @@
 //!   the earlier life is delivered and the application learns of the restart
 //!   ([`Event::PeerRestarted`]). Keepalives detect a dead peer: the connection then fails
 //!   and every message not acknowledged is handed back ([`Event::Failed`]).
+//! * **Congestion control** ([`congestion`]): a controller (CUBIC by default, NewReno,
+//!   or none) bounds the bytes in flight, with slow start, one reduction per loss event,
+//!   reordering told apart from loss (and a reduction undone when its losses turn up),
+//!   and no growth while the application, not the window, limits the flight. A pacer
+//!   spreads each window over the round trip on long paths; on a microsecond link a
+//!   whole window is one burst, so a cluster link keeps its latency.
+//!
+//! # Pacing and the driver
+//!
+//! With pacing on, [`Connection::poll_transmit`] returns `None` while the next data
+//! packet's time has not come (acknowledgements still go), and
+//! [`Connection::poll_timeout`] includes that time. A driver therefore needs nothing new:
+//! it arms its timer for `poll_timeout`, calls [`Connection::handle_timeout`] when it
+//! fires, and drains `poll_transmit` again. A driver that sends GSO batches asks
+//! [`Connection::send_budget`] how many full-size packets may go now and sizes the
+//! batch by it.
 //!
 //! # What it does not do
 //!
 //! No I/O, no clock, no threads, no globals: it is sans-IO like quinn-proto. The caller
 //! moves datagrams between [`Connection::poll_transmit`] and the channel, passes time in as
 //! an [`Instant`], and calls [`Connection::handle_timeout`] when
-//! [`Connection::poll_timeout`] says. There is no congestion control (cluster links are
-//! provisioned; the window and the receiver's credit bound what is in flight) and no
-//! connection multiplexing: one [`Connection`] per peer pair, told apart by a connection id.
+//! [`Connection::poll_timeout`] says. There is no connection multiplexing: one
+//! [`Connection`] per peer pair, told apart by a connection id.
 //!
 //! # Threat model
 //!
@@ -105,6 +120,7 @@
 //! ```
 
 mod config;
+pub mod congestion;
 mod connection;
 mod rtt;
 mod stats;

@@ -73,6 +73,26 @@ pub struct Stats {
     pub unacked_span: u32,
     /// Credit the peer last granted.
     pub peer_credit: u32,
+    /// Bytes in flight, as congestion control counts them (payload and fixed header).
+    pub bytes_in_flight: u64,
+    /// The congestion window in bytes (`u64::MAX` without congestion control).
+    pub cwnd: u64,
+    /// The slow-start threshold in bytes (`u64::MAX` until the first loss, or without
+    /// congestion control).
+    pub ssthresh: u64,
+    /// The rate the pacer lets data through, bytes per second (0 while pacing is off or
+    /// no round trip has been measured).
+    pub pacing_rate: u64,
+    /// Losses that reduced the congestion window (one per recovery period).
+    pub congestion_events: u64,
+    /// Of those, persistent congestion: retransmission timeouts in a row.
+    pub persistent_congestion: u64,
+    /// Reductions undone because every packet they declared lost had arrived (D-SACK).
+    pub congestion_undos: u64,
+    /// Times the congestion window held a new packet back.
+    pub cwnd_limited: u64,
+    /// Times the pacer held a packet back.
+    pub paced: u64,
 }
 
 /// What happened, in a traced protocol event.

@@ -14,12 +14,16 @@ pub(super) fn at(micros: u64) -> Instant {
     Instant::from_nanos(micros * 1000)
 }
 
+/// The scripted tests' settings: congestion control and pacing off, so that the
+/// mechanism under test alone decides what goes (`cc_tests` script those two).
 pub(super) fn config() -> Config {
     Config {
         mtu: 1024,
         rto_initial: us(1000),
         rto_min: us(100),
         ack_delay: us(50),
+        congestion: crate::congestion::CongestionControl::None,
+        pacing: false,
         ..Config::default()
     }
 }
