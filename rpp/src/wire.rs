@@ -79,6 +79,7 @@ pub enum Integrity {
 
 impl Integrity {
     /// The mode's number in the header's integrity byte.
+    #[inline]
     pub const fn code(self) -> u8 {
         match self {
             Integrity::None => 0,
@@ -88,6 +89,7 @@ impl Integrity {
     }
 
     /// The mode a number names.
+    #[inline]
     pub const fn from_code(code: u8) -> Option<Integrity> {
         match code {
             0 => Some(Integrity::None),
@@ -98,6 +100,7 @@ impl Integrity {
     }
 
     /// The header's integrity byte for this mode, with or without a MAC.
+    #[inline]
     pub const fn byte(self, mac: bool) -> u8 {
         self.code() | if mac { INTEGRITY_MAC } else { 0 }
     }
@@ -284,38 +287,47 @@ impl<T: AsRef<[u8]>> Header<T> {
     }
 
     /// Version.
+    #[inline]
     pub fn version(&self) -> u8 {
         self.fixed()[field::VERSION]
     }
     /// Flags.
+    #[inline]
     pub fn flags(&self) -> u8 {
         self.fixed()[field::FLAGS]
     }
     /// Words of SACK bitmap.
+    #[inline]
     pub fn sack_words(&self) -> usize {
         usize::from(self.fixed()[field::SACK_WORDS])
     }
     /// The integrity byte: the mode and whether a MAC follows (see [`Integrity::byte`]).
+    #[inline]
     pub fn integrity_byte(&self) -> u8 {
         self.fixed()[field::INTEGRITY]
     }
     /// The integrity mode the header names, if it names one.
+    #[inline]
     pub fn integrity(&self) -> Option<Integrity> {
         Integrity::from_code(self.integrity_byte() & 0x0F)
     }
     /// Whether a MAC follows the fixed header.
+    #[inline]
     pub fn has_mac(&self) -> bool {
         self.integrity_byte() & INTEGRITY_MAC != 0
     }
     /// Bytes of MAC (zero or [`MAC_LEN`]).
+    #[inline]
     fn mac_len(&self) -> usize {
         if self.has_mac() { MAC_LEN } else { 0 }
     }
     /// Bytes of header, MAC and SACK bitmap included.
+    #[inline]
     pub fn header_len(&self) -> usize {
         HEADER_LEN + self.mac_len() + self.sack_words() * 8
     }
     /// Connection id.
+    #[inline]
     pub fn conn_id(&self) -> u64 {
         be64(self.fixed(), field::CONN_ID)
     }
@@ -376,6 +388,7 @@ impl<T: AsRef<[u8]>> Header<T> {
         be32(self.fixed(), field::CRC)
     }
     /// SACK bitmap word `i`.
+    #[inline]
     pub fn sack_word(&self, i: usize) -> u64 {
         let at = HEADER_LEN + self.mac_len() + i * 8;
         be64(self.buffer.as_ref(), at..at + 8)
@@ -389,11 +402,13 @@ impl<T: AsRef<[u8]>> Header<T> {
         })
     }
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
 
     /// Whether the CRC-32C over everything after the CRC field matches it.
+    #[inline]
     pub fn crc_ok(&self) -> bool {
         self.crc() == crc32c(&self.buffer.as_ref()[field::CRC.end..])
     }
@@ -576,7 +591,9 @@ impl HeaderRepr {
         let out = out.get_mut(..len)?;
         let (fixed, rest) = out.split_at_mut(HEADER_LEN);
         let (mac, bitmap) = rest.split_at_mut(mac_len);
-        mac.fill(0);
+        if self.mac {
+            mac.fill(0);
+        }
         let b: &mut [u8; HEADER_LEN] = fixed.try_into().ok()?;
         b[field::VERSION] = VERSION;
         b[field::FLAGS] = self.flags;
@@ -624,6 +641,15 @@ pub fn seal(header: &mut [u8], payload: &[u8], key: Option<&MacKey>) {
         let crc = compute_crc(header, payload);
         header[field::CRC].copy_from_slice(&crc.to_be_bytes());
     }
+}
+
+/// Fills in the CRC-32C of a whole packet (header and payload together) in one pass,
+/// whatever its integrity byte says: for a sender that knows its mode is
+/// [`Integrity::Crc32c`] and uses no MAC.
+#[inline]
+pub fn seal_crc(packet: &mut [u8]) {
+    let crc = crc32c(&packet[field::CRC.end..]);
+    packet[field::CRC].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// [`seal`] for a whole packet (header and payload together): the CRC in one pass.

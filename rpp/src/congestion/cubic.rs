@@ -59,8 +59,8 @@ impl Cubic {
 }
 
 impl Controller for Cubic {
-    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, srtt: u64) {
-        if app_limited || self.in_recovery(sent) {
+    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, srtt: u64) {
+        if self.in_recovery(sent) {
             return;
         }
         if self.window < self.ssthresh {

@@ -10,12 +10,13 @@
 //!
 //! * [`Controller::on_sent`] for every data packet it sends;
 //! * [`Controller::on_ack`] once per acknowledgement that acknowledges new data, with the
-//!   bytes it acknowledged, when the latest of them was sent, and whether the flight was
-//!   application-limited: it never came within one packet of the window since the last
-//!   acknowledgement. A controller does not grow its window on such an acknowledgement
-//!   (RFC 7661): an idle ping-pong would otherwise inflate it without ever testing it;
-//! * [`Controller::on_app_limited`] when acknowledgements turn application-limited (once
-//!   per such spell);
+//!   bytes it acknowledged and when the latest of them was sent, if the flight tested the
+//!   window: it came within one packet of it since the last acknowledgement (or the
+//!   window held a packet back). An application-limited acknowledgement is not passed on,
+//!   as Linux calls no `cong_avoid` for a flight that is not window-limited (RFC 7661): an
+//!   idle ping-pong would otherwise inflate the window without ever testing it;
+//! * [`Controller::on_app_limited`] instead, once per spell of application-limited
+//!   acknowledgements;
 //! * [`Controller::on_congestion_event`] when packets are declared lost, with when the
 //!   latest of them was sent: loss judged by the RACK-style rules of the send half (a
 //!   packet is lost once `packet_threshold` later transmissions or 9/8 of the round trip
@@ -53,14 +54,15 @@ pub trait Controller: Send + fmt::Debug {
         let _ = (now, bytes);
     }
 
-    /// `bytes` of data were newly acknowledged at `now`; the latest of those packets
-    /// was sent at `sent`. `app_limited`: the flight stayed below the window, so the
-    /// window was not tested. `srtt` is the smoothed round trip in nanoseconds.
-    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, srtt: u64) {
-        let _ = (now, sent, bytes, app_limited, srtt);
+    /// `bytes` of data were newly acknowledged at `now`, from a flight that tested the
+    /// window; the latest of those packets was sent at `sent`. `srtt` is the smoothed
+    /// round trip in nanoseconds.
+    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, srtt: u64) {
+        let _ = (now, sent, bytes, srtt);
     }
 
-    /// The sender had less to send than the window allowed (see the module docs).
+    /// Acknowledgements began to come for a flight that did not test the window: the
+    /// application, not the window, limits the sender (see the module docs).
     fn on_app_limited(&mut self, now: Instant) {
         let _ = now;
     }

@@ -39,8 +39,8 @@ impl NewReno {
 }
 
 impl Controller for NewReno {
-    fn on_ack(&mut self, _now: Instant, sent: Instant, bytes: u64, app_limited: bool, _srtt: u64) {
-        if app_limited || self.in_recovery(sent) {
+    fn on_ack(&mut self, _now: Instant, sent: Instant, bytes: u64, _srtt: u64) {
+        if self.in_recovery(sent) {
             return;
         }
         if self.window < self.ssthresh {

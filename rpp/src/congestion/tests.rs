@@ -22,7 +22,7 @@ fn slow_start_doubles_per_round_until_a_loss_then_grows_slower() {
         assert_eq!(c.window(), 10 * MSS);
         assert!(c.in_slow_start());
         // One round: the whole window acknowledged, the window doubles.
-        c.on_ack(at(100), at(0), 10 * MSS, false, RTT);
+        c.on_ack(at(100), at(0), 10 * MSS, RTT);
         assert_eq!(c.window(), 20 * MSS, "{c:?}");
         c.on_congestion_event(at(150), at(120), false, MSS);
         assert!(!c.in_slow_start());
@@ -31,7 +31,7 @@ fn slow_start_doubles_per_round_until_a_loss_then_grows_slower() {
         // After recovery (packets sent after it began), a round of acks grows the window
         // by far less than it acknowledged.
         for i in 0..10 {
-            c.on_ack(at(300 + i), at(200 + i), MSS, false, RTT);
+            c.on_ack(at(300 + i), at(200 + i), MSS, RTT);
         }
         let grown = c.window() - reduced;
         assert!(grown > 0 && grown <= 2 * MSS, "{c:?}");
@@ -41,7 +41,7 @@ fn slow_start_doubles_per_round_until_a_loss_then_grows_slower() {
 #[test]
 fn one_loss_event_reduces_the_window_once() {
     for mut c in both() {
-        c.on_ack(at(100), at(0), 30 * MSS, false, RTT);
+        c.on_ack(at(100), at(0), 30 * MSS, RTT);
         let before = c.window();
         // Three losses of packets sent before the first was detected: one event.
         c.on_congestion_event(at(200), at(150), false, MSS);
@@ -51,7 +51,7 @@ fn one_loss_event_reduces_the_window_once() {
         c.on_congestion_event(at(205), at(199), false, MSS);
         assert_eq!(c.window(), after, "{c:?}");
         // Acks of packets sent before recovery began do not grow it either.
-        c.on_ack(at(210), at(180), 5 * MSS, false, RTT);
+        c.on_ack(at(210), at(180), 5 * MSS, RTT);
         assert_eq!(c.window(), after);
         // A packet sent after recovery began and then lost is a new event.
         c.on_congestion_event(at(400), at(300), false, MSS);
@@ -60,10 +60,9 @@ fn one_loss_event_reduces_the_window_once() {
 }
 
 #[test]
-fn app_limited_acknowledgements_do_not_grow_the_window() {
+fn being_application_limited_does_not_grow_the_window() {
     for mut c in both() {
         for i in 0..1000 {
-            c.on_ack(at(10 * i + 5), at(10 * i), MSS, true, RTT);
             c.on_app_limited(at(10 * i + 5));
         }
         assert_eq!(c.window(), 10 * MSS, "{c:?}");
@@ -73,7 +72,7 @@ fn app_limited_acknowledgements_do_not_grow_the_window() {
 #[test]
 fn persistent_congestion_collapses_the_window_and_a_spurious_event_is_undone() {
     for mut c in both() {
-        c.on_ack(at(100), at(0), 30 * MSS, false, RTT);
+        c.on_ack(at(100), at(0), 30 * MSS, RTT);
         let before = c.window();
         c.on_congestion_event(at(200), at(150), false, MSS);
         assert!(c.window() < before);
@@ -99,7 +98,7 @@ fn cubic_returns_towards_the_window_of_the_loss_and_beyond() {
     for _ in 0..20_000 {
         now += 100;
         let w = c.window();
-        c.on_ack(at(now), at(now - 100), w / 10, false, RTT);
+        c.on_ack(at(now), at(now - 100), w / 10, RTT);
         reno += MSS / 10;
     }
     assert!(c.window() > 70 * MSS, "{c:?}");

@@ -290,19 +290,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
             && let Some(cc) = self.cc.as_mut()
         {
             let app_limited = self.flight_high.saturating_add(self.max_packet) < self.cwnd;
-            cc.on_ack(
-                now,
-                out.acked_sent,
-                out.acked_bytes,
-                app_limited,
-                self.rtt.srtt_nanos(),
-            );
-            if app_limited && !self.app_limited {
+            if !app_limited {
+                cc.on_ack(now, out.acked_sent, out.acked_bytes, self.rtt.srtt_nanos());
+                self.cwnd = cc.window();
+            } else if !self.app_limited {
                 // Once per spell of application-limited acknowledgements.
                 cc.on_app_limited(now);
+                self.cwnd = cc.window();
             }
             self.app_limited = app_limited;
-            self.cwnd = cc.window();
             self.flight_high = self.send.bytes_in_flight;
         }
         if out.lost > 0 {

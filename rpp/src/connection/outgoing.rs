@@ -25,14 +25,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let hello = self
             .hello_deadline
             .filter(|_| self.state == State::Connecting && self.rto_deadline.is_none());
-        for t in [
-            self.rto_deadline,
-            hello,
-            self.probe_deadline(),
-            self.pacing_deadline,
-        ]
-        .into_iter()
-        .flatten()
+        if let Some(t) = self.pacing_deadline
+            && next.is_none_or(|n| t < n)
+        {
+            next = Some(t);
+        }
+        for t in [self.rto_deadline, hello, self.probe_deadline()]
+            .into_iter()
+            .flatten()
         {
             if next.is_none_or(|n| t < n) {
                 next = Some(t);
@@ -70,6 +70,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
 
     /// The next data packet, a resend before a new one, if the congestion window and
     /// the pacer let one go: `(seq, msg_id, frag)`.
+    #[inline]
     fn take_data(&mut self, now: Instant, sending: bool) -> Option<(u32, u64, u32)> {
         let room = self.cc_room();
         // A resend goes when the window has room, or when nothing is in flight (the
@@ -299,7 +300,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
             .map_or(&[][..], |f| f.0);
         let total = header_len + payload.len();
         buf.get_mut(header_len..total)?.copy_from_slice(payload);
-        wire::seal_packet(&mut buf[..total], self.config.mac_key.as_ref());
+        match (&self.config.mac_key, self.config.integrity) {
+            // The common case, without reading back what was just written.
+            (None, Integrity::Crc32c) => wire::seal_crc(&mut buf[..total]),
+            (None, _) => {}
+            (key, _) => wire::seal_packet(&mut buf[..total], key.as_ref()),
+        }
         Some(total)
     }
 
