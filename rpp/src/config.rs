@@ -85,7 +85,8 @@ pub struct Config {
     /// [`CongestionControl::None`] turns congestion control off). See
     /// [`congestion`](crate::congestion).
     pub congestion: CongestionControl,
-    /// The congestion window at the start, in packets of `mtu` bytes (at least 2).
+    /// The congestion window at the start, in packets of `mtu` bytes (at least
+    /// [`MINIMUM_WINDOW_PACKETS`](crate::congestion::MINIMUM_WINDOW_PACKETS)).
     pub initial_window: u32,
     /// Spread each window over the round trip ([`Connection::poll_transmit`] holds data
     /// back until its time, [`Connection::poll_timeout`] says when). Without a congestion

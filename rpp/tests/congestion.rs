@@ -2,7 +2,7 @@
 //! drop, reorder, duplicate, corrupt and delay, still delivers every message exactly
 //! once, in order, intact, and hands every buffer back.
 
-use myri_rpp::congestion::CongestionControl;
+use myri_rpp::congestion::{CongestionControl, MINIMUM_WINDOW_PACKETS};
 use myri_rpp::testing::{LinkConfig, Pair};
 use myri_rpp::{Config, Event};
 use proptest::prelude::*;
@@ -112,7 +112,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
     let s = pair.a.stats();
     prop_assert_eq!(s.bytes_in_flight, 0);
     if c.cc != CongestionControl::None {
-        prop_assert!(s.cwnd >= 2 * c.mtu as u64, "{:?}", s);
+        prop_assert!(s.cwnd >= MINIMUM_WINDOW_PACKETS * c.mtu as u64, "{:?}", s);
     }
     Ok(())
 }

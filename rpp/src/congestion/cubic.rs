@@ -31,7 +31,7 @@ pub struct Cubic {
 
 impl Cubic {
     /// A controller for packets of at most `max_packet` bytes, starting with a window of
-    /// `initial_packets` packets (at least two).
+    /// `initial_packets` packets (at least [`MINIMUM_WINDOW_PACKETS`](super::MINIMUM_WINDOW_PACKETS)).
     pub fn new(max_packet: u64, initial_packets: u32) -> Cubic {
         let sizes = Sizes::new(max_packet, initial_packets);
         Cubic {

@@ -20,7 +20,7 @@ pub struct NewReno {
 
 impl NewReno {
     /// A controller for packets of at most `max_packet` bytes, starting with a window of
-    /// `initial_packets` packets (at least two).
+    /// `initial_packets` packets (at least [`MINIMUM_WINDOW_PACKETS`](super::MINIMUM_WINDOW_PACKETS)).
     pub fn new(max_packet: u64, initial_packets: u32) -> NewReno {
         let sizes = Sizes::new(max_packet, initial_packets);
         NewReno {

@@ -79,9 +79,13 @@ fn persistent_congestion_collapses_the_window_and_a_spurious_event_is_undone() {
         c.on_spurious_congestion_event();
         assert_eq!(c.window(), before, "undone: {c:?}");
         c.on_congestion_event(at(300), at(250), true, 10 * MSS);
-        assert_eq!(c.window(), 2 * MSS, "{c:?}");
+        assert_eq!(c.window(), MINIMUM_WINDOW_PACKETS * MSS, "{c:?}");
         c.on_spurious_congestion_event();
-        assert_eq!(c.window(), 2 * MSS, "persistent congestion is not undone");
+        assert_eq!(
+            c.window(),
+            MINIMUM_WINDOW_PACKETS * MSS,
+            "persistent congestion is not undone"
+        );
     }
 }
 
@@ -115,5 +119,5 @@ fn the_config_builds_the_chosen_controller() {
     let reno = CongestionControl::NewReno.build(MSS, 4).unwrap();
     assert_eq!(reno.window(), 4 * MSS);
     let cubic = CongestionControl::Cubic.build(MSS, 1).unwrap();
-    assert_eq!(cubic.window(), 2 * MSS, "at least two packets");
+    assert_eq!(cubic.window(), 4 * MSS, "at least the minimum window");
 }

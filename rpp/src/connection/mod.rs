@@ -579,6 +579,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
 #[cfg(test)]
 mod cc_tests;
 #[cfg(test)]
+mod lifecycle_tests;
+#[cfg(test)]
 mod safety_tests;
 #[cfg(test)]
 mod tests;
