@@ -72,10 +72,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// the pacer let one go: `(seq, msg_id, frag)`.
     #[inline]
     fn take_data(&mut self, now: Instant, sending: bool) -> Option<(u32, u64, u32)> {
+        let has_resend = !self.send.nothing_to_resend();
+        if !(has_resend || sending && self.send.has_new()) {
+            // Nothing to send at all: the common answer, found in two tests.
+            return None;
+        }
         let room = self.cc_room();
         // A resend goes when the window has room, or when nothing is in flight (the
         // timer's probe must go whatever the window).
-        let resend = !self.send.nothing_to_resend() && (room || self.send.in_flight == 0);
+        let resend = has_resend && (room || self.send.in_flight == 0);
         let new = self.new_packet_may_go(sending);
         if !resend && !new {
             if !room
@@ -113,11 +118,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let bytes = u64::from(self.send.last_bytes);
         if let Some(cc) = self.cc.as_mut() {
             cc.on_sent(now, bytes);
+            self.flight_high = self.flight_high.max(self.send.bytes_in_flight);
         }
         if let Some(pacer) = self.pacer.as_mut() {
             pacer.on_sent(bytes);
         }
-        self.flight_high = self.flight_high.max(self.send.bytes_in_flight);
         Some(d)
     }
 
