@@ -72,6 +72,15 @@ pub enum Integrity {
     /// The channel below covers every packet from the sender's memory to the
     /// receiver's and drops what fails its check (the board's DMA checksums, as checksum
     /// offload does for TCP): RPP computes no CRC and the CRC field is zero.
+    ///
+    /// The driver that selects it ([`Config::integrity`](crate::Config::integrity)) takes
+    /// on the check: it must hand [`Connection::handle_packet`](crate::Connection::handle_packet)
+    /// only datagrams its channel verified end to end, header included. Over the board
+    /// that is the sender's host-to-board DMA checksum carried with the packet and
+    /// compared, on the receiving host, with its own board-to-host DMA checksum of the
+    /// same bytes; a mismatch is dropped (and counted) by the driver before RPP sees it.
+    /// A check on the link alone (the fabric's CRC-8) is not enough: it leaves the
+    /// boards' memories and buses uncovered.
     External,
     /// Nothing checks the packet. Only for a channel that cannot corrupt (or with a MAC).
     None,
