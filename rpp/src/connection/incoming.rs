@@ -24,13 +24,17 @@ impl<B: AsRef<[u8]>> Connection<B> {
     pub fn handle_packet(&mut self, now: Instant, datagram: &[u8]) -> Received {
         self.apply_held_ack();
         self.stats.packets_received += 1;
-        let h = match Header::new_checked(datagram) {
-            Ok(h) if h.version() == wire::VERSION => h,
-            _ => return self.dropped(now, DropReason::Malformed),
+        let Ok(h) = Header::new_checked(datagram) else {
+            return self.dropped(now, DropReason::Malformed);
         };
         // The checks first, each as configured; nothing in the packet is believed before.
-        if h.integrity_byte() != self.integrity_byte {
-            return self.dropped(now, DropReason::IntegrityMismatch);
+        if h.integrity_byte() != self.integrity_byte || h.version() != wire::VERSION {
+            let reason = if h.version() != wire::VERSION {
+                DropReason::Malformed
+            } else {
+                DropReason::IntegrityMismatch
+            };
+            return self.dropped(now, reason);
         }
         if self.config.integrity == Integrity::Crc32c && !h.crc_ok() {
             return self.dropped(now, DropReason::BadCrc);

@@ -115,6 +115,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             None => return None,
         };
+        // Whatever the pacer held back has gone (a deadline that passed while the window
+        // held data back is cleared by handle_timeout).
+        self.pacing_deadline = None;
         let bytes = u64::from(self.send.last_bytes);
         if let Some(cc) = self.cc.as_mut() {
             cc.on_sent(now, bytes);
@@ -191,9 +194,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // Only a new packet, let through by the window as it stood, goes before the
             // held acknowledgement: it may free room or show losses to resend.
             self.apply_held_ack();
-        }
-        if self.pacing_deadline.is_some_and(|t| t <= now) {
-            self.pacing_deadline = None;
         }
         let data = if self.full_ack_due {
             None
