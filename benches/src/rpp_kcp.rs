@@ -135,12 +135,10 @@ impl Channel {
 
     /// The RPP configuration for this channel: the defaults with its window and MTU.
     pub fn rpp_config(&self) -> Config {
-        Config {
-            mtu: self.link.mtu,
-            send_window: u32::from(self.window),
-            recv_window: u32::from(self.window),
-            ..Config::default()
-        }
+        Config::default()
+            .with_mtu(self.link.mtu)
+            .with_send_window(u32::from(self.window))
+            .with_recv_window(u32::from(self.window))
     }
 }
 
@@ -235,7 +233,7 @@ struct RppEnd {
 impl RppEnd {
     fn new(config: Config, out: Rc<RefCell<Link>>) -> RppEnd {
         let buf = vec![0; config.mtu];
-        let conn = Connection::new(config, 1, CONV, Instant::ZERO)
+        let conn = Connection::new(config, 1, u64::from(CONV), Instant::ZERO)
             .expect("the channel's rpp config is valid");
         RppEnd { conn, out, buf }
     }

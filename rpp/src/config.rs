@@ -1,12 +1,27 @@
 //! Connection settings.
 
-use crate::wire::{MAX_DATA_HEADER_LEN, MAX_HEADER_LEN};
+use crate::congestion::CongestionControl;
+use crate::wire::{Integrity, MAC_LEN, MAX_DATA_HEADER_LEN, MAX_HEADER_LEN, MacKey};
 use std::time::Duration;
 use thiserror::Error;
 
 /// How a [`Connection`](crate::Connection) behaves. [`Config::default`] suits a cluster
 /// link: an 8 KiB MTU, microsecond-scale timers, windows of 256 packets.
+///
+/// The struct will grow, so it is `#[non_exhaustive]`: start from [`Config::default`]
+/// and set fields with the `with_*` methods (or assign the public fields).
+///
+/// ```
+/// use myri_rpp::Config;
+/// use std::time::Duration;
+///
+/// let config = Config::default()
+///     .with_mtu(1500)
+///     .with_rto_min(Duration::from_micros(200));
+/// assert_eq!(config.max_payload(), 1500 - myri_rpp::wire::MAX_DATA_HEADER_LEN);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Config {
     /// Largest datagram the channel carries, header included.
     pub mtu: usize,
@@ -56,6 +71,30 @@ pub struct Config {
     pub in_place_delivery: bool,
     /// Keep a log of protocol events (see [`Connection::trace`](crate::Connection::trace)).
     pub trace: bool,
+    /// The check this end puts on every packet and requires of every packet it takes
+    /// ([`Integrity::Crc32c`] unless the channel below checks, see
+    /// [`Integrity::External`]); a packet that names another mode is dropped and counted
+    /// ([`Stats::integrity_mismatch`](crate::Stats::integrity_mismatch)). Both ends must
+    /// agree.
+    pub integrity: Integrity,
+    /// A key shared by both ends: every packet then carries a MAC over header and payload,
+    /// and a packet without the right one is dropped and counted
+    /// ([`Stats::bad_mac`](crate::Stats::bad_mac)). See the crate docs' threat model.
+    pub mac_key: Option<MacKey>,
+    /// The congestion controller ([`CongestionControl::Cubic`] by default;
+    /// [`CongestionControl::None`] turns congestion control off). See
+    /// [`congestion`](crate::congestion).
+    pub congestion: CongestionControl,
+    /// The congestion window at the start, in packets of `mtu` bytes (at least
+    /// [`MINIMUM_WINDOW_PACKETS`](crate::congestion::MINIMUM_WINDOW_PACKETS)).
+    pub initial_window: u32,
+    /// Spread each window over the round trip ([`Connection::poll_transmit`] holds data
+    /// back until its time, [`Connection::poll_timeout`] says when). Without a congestion
+    /// controller the pacing rate is the send window per round trip.
+    ///
+    /// [`Connection::poll_transmit`]: crate::Connection::poll_transmit
+    /// [`Connection::poll_timeout`]: crate::Connection::poll_timeout
+    pub pacing: bool,
 }
 
 impl Default for Config {
@@ -80,6 +119,11 @@ impl Default for Config {
             peer_timeout: Duration::from_secs(2),
             in_place_delivery: false,
             trace: false,
+            integrity: Integrity::Crc32c,
+            mac_key: None,
+            congestion: CongestionControl::Cubic,
+            initial_window: 10,
+            pacing: true,
         }
     }
 }
@@ -87,13 +131,63 @@ impl Default for Config {
 /// A configuration that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invalid rpp config: {0}")]
+#[non_exhaustive]
 pub struct ConfigError(pub &'static str);
+
+/// One `with_*` method per field: sets it and returns the config.
+macro_rules! builders {
+    ($($with:ident => $field:ident: $ty:ty),* $(,)?) => {
+        impl Config {
+            $(
+                #[doc = concat!("Sets [`Config::", stringify!($field), "`].")]
+                #[must_use]
+                pub fn $with(mut self, value: $ty) -> Config {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+builders! {
+    with_mtu => mtu: usize,
+    with_max_message_len => max_message_len: usize,
+    with_send_window => send_window: u32,
+    with_recv_window => recv_window: u32,
+    with_recv_buffer_bytes => recv_buffer_bytes: usize,
+    with_max_queued_bytes => max_queued_bytes: usize,
+    with_max_queued_messages => max_queued_messages: usize,
+    with_rto_initial => rto_initial: Duration,
+    with_rto_min => rto_min: Duration,
+    with_rto_max => rto_max: Duration,
+    with_ack_every => ack_every: u32,
+    with_ack_delay => ack_delay: Duration,
+    with_packet_threshold => packet_threshold: u32,
+    with_time_threshold_eighths => time_threshold_eighths: u32,
+    with_keepalive => keepalive: Duration,
+    with_max_retries => max_retries: u32,
+    with_peer_timeout => peer_timeout: Duration,
+    with_in_place_delivery => in_place_delivery: bool,
+    with_trace => trace: bool,
+    with_integrity => integrity: Integrity,
+    with_mac_key => mac_key: Option<MacKey>,
+    with_congestion => congestion: CongestionControl,
+    with_initial_window => initial_window: u32,
+    with_pacing => pacing: bool,
+}
 
 impl Config {
     /// Payload bytes one packet carries: the MTU less the largest data-packet header
-    /// ([`MAX_DATA_HEADER_LEN`]).
+    /// ([`MAX_DATA_HEADER_LEN`], and [`MAC_LEN`] with a key).
     pub fn max_payload(&self) -> usize {
-        self.mtu.saturating_sub(MAX_DATA_HEADER_LEN)
+        self.mtu
+            .saturating_sub(MAX_DATA_HEADER_LEN + self.mac_len())
+    }
+
+    /// Bytes of MAC each packet carries.
+    pub(crate) fn mac_len(&self) -> usize {
+        if self.mac_key.is_some() { MAC_LEN } else { 0 }
     }
 
     /// Checks the settings.

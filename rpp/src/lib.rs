@@ -22,20 +22,71 @@
 //!   `B: AsRef<[u8]>`) until the peer acknowledged all of it, then hands it back in
 //!   [`Event::Sent`]; [`Connection::poll_transmit_gather`] lends the payload for a gathered
 //!   send. A whole in-order message can be delivered in place ([`Received::InPlace`]).
-//! * **An end-to-end CRC-32C** over header and payload (the link's CRC-8 is weak).
-//! * **Incarnations**: each end's life has a number; after a restart no packet of the
-//!   earlier life is delivered and the application learns of the restart
+//! * **Integrity chosen per path** and named in every header ([`Integrity`]): an
+//!   end-to-end CRC-32C over header and payload (the default: the link's CRC-8 is weak),
+//!   the channel's own check ([`Integrity::External`], e.g. the board's DMA checksums:
+//!   RPP then computes nothing), or none; optionally a MAC with a shared key
+//!   ([`Config::mac_key`]).
+//! * **Incarnations**: each end's life has a random number; after a restart no packet of
+//!   the earlier life is delivered and the application learns of the restart
 //!   ([`Event::PeerRestarted`]). Keepalives detect a dead peer: the connection then fails
 //!   and every message not acknowledged is handed back ([`Event::Failed`]).
+//! * **Congestion control** ([`congestion`]): a controller (CUBIC by default, NewReno,
+//!   or none) bounds the bytes in flight, with slow start, one reduction per loss event,
+//!   reordering told apart from loss (and a reduction undone when its losses turn up),
+//!   and no growth while the application, not the window, limits the flight. A pacer
+//!   spreads each window over the round trip on long paths; on a microsecond link a
+//!   whole window is one burst, so a cluster link keeps its latency.
+//!
+//! # Pacing and the driver
+//!
+//! With pacing on, [`Connection::poll_transmit`] returns `None` while the next data
+//! packet's time has not come (acknowledgements still go), and
+//! [`Connection::poll_timeout`] includes that time. A driver therefore needs nothing new:
+//! it arms its timer for `poll_timeout`, calls [`Connection::handle_timeout`] when it
+//! fires, and drains `poll_transmit` again. A driver that sends GSO batches asks
+//! [`Connection::send_budget`] how many full-size packets may go now and sizes the
+//! batch by it.
 //!
 //! # What it does not do
 //!
 //! No I/O, no clock, no threads, no globals: it is sans-IO like quinn-proto. The caller
 //! moves datagrams between [`Connection::poll_transmit`] and the channel, passes time in as
 //! an [`Instant`], and calls [`Connection::handle_timeout`] when
-//! [`Connection::poll_timeout`] says. There is no congestion control (cluster links are
-//! provisioned; the window and the receiver's credit bound what is in flight) and no
-//! connection multiplexing: one [`Connection`] per peer pair, told apart by a connection id.
+//! [`Connection::poll_timeout`] says. There is no connection multiplexing: one
+//! [`Connection`] per peer pair, told apart by a connection id.
+//!
+//! # Threat model
+//!
+//! RPP guards against three kinds of harm, each under a stated assumption:
+//!
+//! * **Corruption** on the channel: every packet is checked as its header says, and a
+//!   receiver takes only packets of the mode it was configured for
+//!   ([`Config::integrity`]). Under [`Integrity::External`] the channel below must check
+//!   every byte from the sender's memory to the receiver's and drop what fails (the
+//!   board's host-to-board and board-to-host DMA checksums together do); under
+//!   [`Integrity::None`] nothing is checked unless a MAC is.
+//! * **Off-path injection**: a host that cannot see the traffic but can send packets
+//!   to an end (spoofing the peer's address). Every packet names the connection id and
+//!   both incarnations; the caller draws all three as random 64-bit numbers
+//!   ([`Connection::new`]). A packet with another connection id is dropped
+//!   ([`Stats::foreign`]); one that names another incarnation of either end is dropped
+//!   ([`Stats::stale`]): no reset, no acknowledgement, no delivery. An introduction from
+//!   an unknown incarnation of the peer (a restart, or a forger who knows the connection
+//!   id) changes nothing until a packet from that incarnation names this end's current
+//!   one, which it learns only from a challenge sent to the peer's address
+//!   ([`Stats::restart_challenges`], as TCP's challenge ACK of RFC 5961). Before the
+//!   peer is known, the connection id alone stands between a forger and the
+//!   connection: a 64-bit guess.
+//! * **On-path attackers** that read the traffic learn the ids and incarnations: only a
+//!   MAC ([`Config::mac_key`], keyed BLAKE3 over header and payload, 128-bit tags) stops
+//!   them from injecting or altering packets ([`Stats::bad_mac`]). Replays of packets
+//!   of the current life are taken as duplicates (sequence numbers and the receive
+//!   window discard them); those of an earlier life name a dead incarnation.
+//!
+//! Out of scope: confidentiality (payloads travel in the clear), denial of service by
+//! an on-path attacker (it can drop packets anyway, or keep re-triggering challenges),
+//! and key distribution (the caller shares the key and the connection id).
 //!
 //! # Example
 //!
@@ -69,6 +120,7 @@
 //! ```
 
 mod config;
+pub mod congestion;
 mod connection;
 mod rtt;
 mod stats;
@@ -85,3 +137,4 @@ pub use connection::{
 pub use rtt::RttEstimator;
 pub use stats::{Stats, Trace, TraceEvent, TraceKind};
 pub use time::Instant;
+pub use wire::{Integrity, MacKey};

@@ -153,6 +153,12 @@ impl RttEstimator {
         Duration::from_nanos(self.rto)
     }
 
+    /// The smoothed round trip in nanoseconds, 0 before any sample.
+    #[inline]
+    pub(crate) fn srtt_nanos(&self) -> u64 {
+        self.srtt.unwrap_or(0)
+    }
+
     /// [`RttEstimator::rto`] in nanoseconds.
     #[inline]
     pub(crate) fn rto_nanos(&self) -> u64 {

@@ -3,8 +3,10 @@
 use crate::time::Instant;
 use std::time::Duration;
 
-/// What a connection has done.
+/// What a connection has done. More counters will come: it is `#[non_exhaustive]`
+/// (read the fields; [`Stats::default`] makes a zeroed one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Packets handed to the channel.
     pub packets_sent: u64,
@@ -27,12 +29,21 @@ pub struct Stats {
     pub dup_packets: u64,
     /// Packets dropped for a bad CRC-32C.
     pub bad_crc: u64,
+    /// Packets dropped for a missing or wrong MAC.
+    pub bad_mac: u64,
+    /// Packets dropped because they name an integrity mode (or MAC use) other than the
+    /// configured one.
+    pub integrity_mismatch: u64,
     /// Packets dropped as malformed (or acknowledging what was never sent).
     pub malformed: u64,
     /// Packets from an earlier life of the peer, or to an earlier life of ours.
     pub stale: u64,
     /// Packets of another connection.
     pub foreign: u64,
+    /// Introductions from an unknown incarnation of the known peer, answered with a
+    /// challenge it must echo before the connection takes it for a restart (see the
+    /// crate docs' threat model).
+    pub restart_challenges: u64,
     /// Data packets beyond the receive window or buffer.
     pub beyond_window: u64,
     /// Packets declared lost by acknowledgement evidence.
@@ -62,10 +73,31 @@ pub struct Stats {
     pub unacked_span: u32,
     /// Credit the peer last granted.
     pub peer_credit: u32,
+    /// Bytes in flight, as congestion control counts them (payload and fixed header).
+    pub bytes_in_flight: u64,
+    /// The congestion window in bytes (`u64::MAX` without congestion control).
+    pub cwnd: u64,
+    /// The slow-start threshold in bytes (`u64::MAX` until the first loss, or without
+    /// congestion control).
+    pub ssthresh: u64,
+    /// The rate the pacer lets data through, bytes per second (0 while pacing is off or
+    /// no round trip has been measured).
+    pub pacing_rate: u64,
+    /// Losses that reduced the congestion window (one per recovery period).
+    pub congestion_events: u64,
+    /// Of those, persistent congestion: retransmission timeouts in a row.
+    pub persistent_congestion: u64,
+    /// Reductions undone because every packet they declared lost had arrived (D-SACK).
+    pub congestion_undos: u64,
+    /// Times the congestion window held a new packet back.
+    pub cwnd_limited: u64,
+    /// Times the pacer held a packet back.
+    pub paced: u64,
 }
 
 /// What happened, in a traced protocol event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 #[repr(u8)]
 pub enum TraceKind {
     /// The peer's incarnation became known (argument: the incarnation).

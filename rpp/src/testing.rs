@@ -319,11 +319,14 @@ pub struct Pair {
     pub b_alive: bool,
     /// The virtual clock.
     pub now: Instant,
+    /// The connection id both ends use (drawn from the seed).
+    pub conn_id: u64,
+    ids: ChaCha8Rng,
     buf: Vec<u8>,
 }
 
-/// The connection id both ends of a [`Pair`] use.
-pub const CONN_ID: u32 = 0x5250_5031;
+/// A connection id for scripted tests that build connections by hand.
+pub const CONN_ID: u64 = 0x5250_5031_9e37_79b9;
 
 impl Pair {
     /// Two ends with one configuration and the same link both ways; `seed` seeds the
@@ -332,12 +335,20 @@ impl Pair {
         Pair::with(config.clone(), config, link.clone(), link, seed)
     }
 
-    /// Two ends and two links, each configured apart.
+    /// Two ends and two links, each configured apart. The connection id and both
+    /// incarnations are random 64-bit numbers drawn from `seed`, as a real caller draws
+    /// them from the operating system.
     pub fn with(a: Config, b: Config, a_to_b: LinkConfig, b_to_a: LinkConfig, seed: u64) -> Pair {
         let mtu = a.mtu.max(b.mtu);
+        let mut ids = ChaCha8Rng::seed_from_u64(seed ^ 0x6964_7321);
+        let conn_id = ids.random();
+        let a_inc = random_incarnation(&mut ids);
+        let b_inc = random_incarnation(&mut ids);
         Pair {
-            a: Connection::new(a, 1, CONN_ID, Instant::ZERO).expect("valid config for a"),
-            b: Connection::new(b, 1, CONN_ID, Instant::ZERO).expect("valid config for b"),
+            a: Connection::new(a, a_inc, conn_id, Instant::ZERO).expect("valid config for a"),
+            b: Connection::new(b, b_inc, conn_id, Instant::ZERO).expect("valid config for b"),
+            conn_id,
+            ids,
             a_to_b: Link::new(a_to_b, seed.wrapping_mul(2).wrapping_add(1)),
             b_to_a: Link::new(b_to_a, seed.wrapping_mul(2).wrapping_add(2)),
             a_events: VecDeque::new(),
@@ -349,11 +360,15 @@ impl Pair {
         }
     }
 
-    /// Restarts `b` as a new incarnation with `config` (its old state is gone).
-    pub fn restart_b(&mut self, config: Config, incarnation: u64) {
-        self.b = Connection::new(config, incarnation, CONN_ID, self.now).expect("valid config");
+    /// Restarts `b` as a new incarnation with `config` (its old state is gone); returns
+    /// the new incarnation (random, from the pair's seed).
+    pub fn restart_b(&mut self, config: Config) -> u64 {
+        let incarnation = random_incarnation(&mut self.ids);
+        self.b =
+            Connection::new(config, incarnation, self.conn_id, self.now).expect("valid config");
         self.b_events.clear();
         self.b_alive = true;
+        incarnation
     }
 
     fn run_side(
@@ -500,6 +515,11 @@ impl Pair {
     pub fn a_messages(&mut self) -> Vec<Vec<u8>> {
         take_messages(&mut self.a_events)
     }
+}
+
+/// A random incarnation (never zero).
+fn random_incarnation(rng: &mut ChaCha8Rng) -> u64 {
+    rng.random::<u64>().max(1)
 }
 
 fn take_messages(events: &mut VecDeque<Event<Vec<u8>>>) -> Vec<Vec<u8>> {

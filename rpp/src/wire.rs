@@ -2,29 +2,42 @@
 //! ([`HeaderRepr`]), in the manner of smoltcp's wire modules.
 //!
 //! ```text
-//!  0  CRC-32C of everything after this field: the rest of the header, the SACK bitmap
-//!     and the payload (first, so one pass over the packet checks it)
-//!  4  version (1)       5  flags            6  sack words       7  reserved (0)
-//!  8  connection id
-//! 12  sender's incarnation                         (u64)
-//! 20  the incarnation the sender believes the receiver has (u64, 0 = not yet known)
-//! 28  sequence number of this packet (with DATA)
-//! 32  cumulative ack: every sequence number before it was received
-//! 36  receiver credit: sequence numbers the sender may use beyond the cumulative ack
-//! 40  D-SACK: 1 + a sequence number just received twice (0 = none)
-//! 44  message id (u64)
-//! 52  fragment index          56  fragment count          60  message length
-//! 64  transmission number of this packet (with DATA; every send and resend has its own)
-//! 68  echo: the latest transmission number received from the peer (0 = none yet)
-//! 72  ack delay, microseconds (u16): how long the echoed packet waited for this one
-//! 74  reserved (0)
-//! 76  SACK bitmap: sack words x u64; bit i (from the most significant bit of the first
+//!  0  CRC-32C of everything after this field: the rest of the header, the MAC, the SACK
+//!     bitmap and the payload (first, so one pass over the packet checks it); zero when
+//!     the integrity mode is not CRC-32C
+//!  4  version (2)       5  flags            6  sack words
+//!  7  integrity: the mode (low 4 bits: 0 none, 1 CRC-32C, 2 external) | 0x10 if a MAC
+//!     follows the fixed header
+//!  8  connection id (u64)
+//! 16  sender's incarnation                         (u64)
+//! 24  the incarnation the sender believes the receiver has (u64, 0 = not yet known)
+//! 32  sequence number of this packet (with DATA)
+//! 36  cumulative ack: every sequence number before it was received
+//! 40  receiver credit: sequence numbers the sender may use beyond the cumulative ack
+//! 44  D-SACK: 1 + a sequence number just received twice (0 = none)
+//! 48  message id (u64)
+//! 56  fragment index          60  fragment count          64  message length
+//! 68  transmission number of this packet (with DATA; every send and resend has its own)
+//! 72  echo: the latest transmission number received from the peer (0 = none yet)
+//! 76  ack delay, microseconds (u16): how long the echoed packet waited for this one
+//! 78  reserved (0)
+//! 80  MAC, 16 bytes, when the integrity byte says so: BLAKE3 keyed with the shared key
+//!     over bytes 4..80, the SACK bitmap and the payload, truncated
+//! ..  SACK bitmap: sack words x u64; bit i (from the most significant bit of the first
 //!     word) set means sequence number ack + 1 + i was received
 //! ..  payload
 //! ```
 //!
 //! All fields are big-endian. Sequence and transmission numbers are 32-bit and compared
 //! with serial arithmetic ([`seq_lt`]).
+//!
+//! # Integrity
+//!
+//! Each packet names the check that covers it ([`Integrity`]): a CRC-32C computed here
+//! (the default), an external check the channel below makes (the board's DMA checksums:
+//! the CRC field is then zero and nothing is computed here), or none. A receiver takes
+//! only packets of the mode it was configured for. A MAC ([`MacKey`]) is independent of
+//! the mode: it authenticates as well as detects corruption.
 //!
 //! The echo makes acknowledgements unambiguous: a sender that resent a packet learns which
 //! transmission arrived, so it measures round trips from resent packets too and detects a
@@ -33,19 +46,103 @@
 use thiserror::Error;
 
 /// The version this crate speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes of the fixed header.
-pub const HEADER_LEN: usize = 76;
+pub const HEADER_LEN: usize = 80;
+/// Bytes of the MAC, when a packet carries one.
+pub const MAC_LEN: usize = 16;
 /// The most 64-bit words of SACK bitmap one header carries (512 sequence numbers).
 pub const MAX_SACK_WORDS: usize = 8;
-/// The most header bytes a packet may need (fixed part and a full SACK bitmap).
-pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAX_SACK_WORDS * 8;
+/// The most header bytes a packet may need (fixed part, a MAC and a full SACK bitmap).
+pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAC_LEN + MAX_SACK_WORDS * 8;
 /// The most SACK words a data packet carries (the first 128 sequence numbers beyond the
 /// gap): data packets keep room for only this much bitmap, so a full packet carries 48
 /// more payload bytes; a longer bitmap goes in an acknowledgement of its own.
 pub const DATA_SACK_WORDS: usize = 2;
-/// The most header bytes a data packet needs.
+/// The most header bytes a data packet needs without a MAC (add [`MAC_LEN`] with one).
 pub const MAX_DATA_HEADER_LEN: usize = HEADER_LEN + DATA_SACK_WORDS * 8;
+
+/// The check that covers a packet, named in its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Integrity {
+    /// A CRC-32C over the packet after the CRC field, computed and checked by RPP.
+    #[default]
+    Crc32c,
+    /// The channel below covers every packet from the sender's memory to the
+    /// receiver's and drops what fails its check (the board's DMA checksums, as checksum
+    /// offload does for TCP): RPP computes no CRC and the CRC field is zero.
+    ///
+    /// The driver that selects it ([`Config::integrity`](crate::Config::integrity)) takes
+    /// on the check: it must hand [`Connection::handle_packet`](crate::Connection::handle_packet)
+    /// only datagrams its channel verified end to end, header included. Over the board
+    /// that is the sender's host-to-board DMA checksum carried with the packet and
+    /// compared, on the receiving host, with its own board-to-host DMA checksum of the
+    /// same bytes; a mismatch is dropped (and counted) by the driver before RPP sees it.
+    /// A check on the link alone (the fabric's CRC-8) is not enough: it leaves the
+    /// boards' memories and buses uncovered.
+    External,
+    /// Nothing checks the packet. Only for a channel that cannot corrupt (or with a MAC).
+    None,
+}
+
+impl Integrity {
+    /// The mode's number in the header's integrity byte.
+    #[inline]
+    pub const fn code(self) -> u8 {
+        match self {
+            Integrity::None => 0,
+            Integrity::Crc32c => 1,
+            Integrity::External => 2,
+        }
+    }
+
+    /// The mode a number names.
+    #[inline]
+    pub const fn from_code(code: u8) -> Option<Integrity> {
+        match code {
+            0 => Some(Integrity::None),
+            1 => Some(Integrity::Crc32c),
+            2 => Some(Integrity::External),
+            _ => None,
+        }
+    }
+
+    /// The header's integrity byte for this mode, with or without a MAC.
+    #[inline]
+    pub const fn byte(self, mac: bool) -> u8 {
+        self.code() | if mac { INTEGRITY_MAC } else { 0 }
+    }
+}
+
+/// The integrity byte's bit that says a MAC follows the fixed header.
+pub const INTEGRITY_MAC: u8 = 0x10;
+
+/// A 256-bit key shared by both ends, for the MAC: BLAKE3 in its keyed mode (a PRF
+/// designed for this use), truncated to [`MAC_LEN`] bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MacKey([u8; 32]);
+
+impl MacKey {
+    /// A key from 32 secret bytes (random, shared out of band).
+    pub const fn new(key: [u8; 32]) -> MacKey {
+        MacKey(key)
+    }
+
+    /// A key derived from a passphrase or a longer secret, with BLAKE3's key derivation
+    /// (`context` names the application, so one secret gives different keys to
+    /// different uses).
+    pub fn derive(context: &str, secret: &[u8]) -> MacKey {
+        MacKey(blake3::derive_key(context, secret))
+    }
+}
+
+impl core::fmt::Debug for MacKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The key is a secret: never printed.
+        f.write_str("MacKey(..)")
+    }
+}
 
 /// Header flag bits.
 pub mod flags {
@@ -67,22 +164,24 @@ mod field {
     pub const VERSION: usize = 4;
     pub const FLAGS: usize = 5;
     pub const SACK_WORDS: usize = 6;
-    pub const RESERVED: usize = 7;
-    pub const CONN_ID: Field = 8..12;
-    pub const SRC_INC: Field = 12..20;
-    pub const DST_INC: Field = 20..28;
-    pub const SEQ: Field = 28..32;
-    pub const ACK: Field = 32..36;
-    pub const CREDIT: Field = 36..40;
-    pub const DSACK: Field = 40..44;
-    pub const MSG_ID: Field = 44..52;
-    pub const FRAG_INDEX: Field = 52..56;
-    pub const FRAG_COUNT: Field = 56..60;
-    pub const MSG_LEN: Field = 60..64;
-    pub const TX: Field = 64..68;
-    pub const ECHO: Field = 68..72;
-    pub const ACK_DELAY: Field = 72..74;
-    pub const RESERVED2: Field = 74..76;
+    pub const INTEGRITY: usize = 7;
+    pub const CONN_ID: Field = 8..16;
+    pub const SRC_INC: Field = 16..24;
+    pub const DST_INC: Field = 24..32;
+    pub const SEQ: Field = 32..36;
+    pub const ACK: Field = 36..40;
+    pub const CREDIT: Field = 40..44;
+    pub const DSACK: Field = 44..48;
+    pub const MSG_ID: Field = 48..56;
+    pub const FRAG_INDEX: Field = 56..60;
+    pub const FRAG_COUNT: Field = 60..64;
+    pub const MSG_LEN: Field = 64..68;
+    pub const TX: Field = 68..72;
+    pub const ECHO: Field = 72..76;
+    pub const ACK_DELAY: Field = 76..78;
+    pub const RESERVED: Field = 78..80;
+    /// Where the MAC is, when there is one.
+    pub const MAC: Field = 80..96;
 }
 
 /// Byte offsets of the fields an application may need to patch (the fuzz targets do):
@@ -94,12 +193,16 @@ pub mod offset {
     pub const VERSION: usize = super::field::VERSION;
     /// The flags byte.
     pub const FLAGS: usize = super::field::FLAGS;
-    /// The reserved byte after the SACK word count.
-    pub const RESERVED: usize = super::field::RESERVED;
-    /// The connection id (4 bytes).
+    /// The integrity byte (see [`Integrity::byte`](super::Integrity::byte)).
+    pub const INTEGRITY: usize = super::field::INTEGRITY;
+    /// The connection id (8 bytes).
     pub const CONN_ID: usize = super::field::CONN_ID.start;
+    /// The sender's incarnation (8 bytes).
+    pub const SRC_INCARNATION: usize = super::field::SRC_INC.start;
+    /// The receiver's incarnation as the sender believes it (8 bytes).
+    pub const DST_INCARNATION: usize = super::field::DST_INC.start;
     /// The reserved 2 bytes after the ack delay.
-    pub const RESERVED2: usize = super::field::RESERVED2.start;
+    pub const RESERVED: usize = super::field::RESERVED.start;
 }
 
 /// `a` is before `b` in serial-number order.
@@ -116,6 +219,7 @@ pub fn seq_le(a: u32, b: u32) -> bool {
 
 /// Why bytes are not an RPP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// Shorter than the header it claims.
     #[error("packet of {len} bytes is shorter than its {need}-byte header")]
@@ -128,6 +232,9 @@ pub enum WireError {
     /// A version this crate does not speak.
     #[error("unknown version {0}")]
     Version(u8),
+    /// An integrity byte that names no mode, or sets undefined bits.
+    #[error("unknown integrity byte {0:#04x}")]
+    Integrity(u8),
     /// Undefined flags or reserved bytes set, or an impossible field.
     #[error("malformed header: {0}")]
     Malformed(&'static str),
@@ -189,24 +296,49 @@ impl<T: AsRef<[u8]>> Header<T> {
     }
 
     /// Version.
+    #[inline]
     pub fn version(&self) -> u8 {
         self.fixed()[field::VERSION]
     }
     /// Flags.
+    #[inline]
     pub fn flags(&self) -> u8 {
         self.fixed()[field::FLAGS]
     }
     /// Words of SACK bitmap.
+    #[inline]
     pub fn sack_words(&self) -> usize {
         usize::from(self.fixed()[field::SACK_WORDS])
     }
-    /// Bytes of header, SACK bitmap included.
+    /// The integrity byte: the mode and whether a MAC follows (see [`Integrity::byte`]).
+    #[inline]
+    pub fn integrity_byte(&self) -> u8 {
+        self.fixed()[field::INTEGRITY]
+    }
+    /// The integrity mode the header names, if it names one.
+    #[inline]
+    pub fn integrity(&self) -> Option<Integrity> {
+        Integrity::from_code(self.integrity_byte() & 0x0F)
+    }
+    /// Whether a MAC follows the fixed header.
+    #[inline]
+    pub fn has_mac(&self) -> bool {
+        self.integrity_byte() & INTEGRITY_MAC != 0
+    }
+    /// Bytes of MAC (zero or [`MAC_LEN`]).
+    #[inline]
+    fn mac_len(&self) -> usize {
+        if self.has_mac() { MAC_LEN } else { 0 }
+    }
+    /// Bytes of header, MAC and SACK bitmap included.
+    #[inline]
     pub fn header_len(&self) -> usize {
-        HEADER_LEN + self.sack_words() * 8
+        HEADER_LEN + self.mac_len() + self.sack_words() * 8
     }
     /// Connection id.
-    pub fn conn_id(&self) -> u32 {
-        be32(self.fixed(), field::CONN_ID)
+    #[inline]
+    pub fn conn_id(&self) -> u64 {
+        be64(self.fixed(), field::CONN_ID)
     }
     /// Sender's incarnation.
     pub fn src_incarnation(&self) -> u64 {
@@ -265,19 +397,70 @@ impl<T: AsRef<[u8]>> Header<T> {
         be32(self.fixed(), field::CRC)
     }
     /// SACK bitmap word `i`.
+    #[inline]
     pub fn sack_word(&self, i: usize) -> u64 {
-        let at = HEADER_LEN + i * 8;
+        let at = HEADER_LEN + self.mac_len() + i * 8;
         be64(self.buffer.as_ref(), at..at + 8)
     }
+    /// The MAC, if the packet carries one.
+    pub fn mac(&self) -> Option<[u8; MAC_LEN]> {
+        self.has_mac().then(|| {
+            self.buffer.as_ref()[field::MAC]
+                .try_into()
+                .expect("checked length")
+        })
+    }
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
 
     /// Whether the CRC-32C over everything after the CRC field matches it.
+    #[inline]
     pub fn crc_ok(&self) -> bool {
         self.crc() == crc32c(&self.buffer.as_ref()[field::CRC.end..])
     }
+
+    /// Whether the packet passes the check its integrity byte names: the CRC-32C for
+    /// [`Integrity::Crc32c`]; always for [`Integrity::External`] (the channel checked)
+    /// and [`Integrity::None`]; never for an unknown mode. The MAC is checked apart
+    /// ([`Header::mac_ok`]).
+    pub fn integrity_ok(&self) -> bool {
+        match self.integrity() {
+            Some(Integrity::Crc32c) => self.crc_ok(),
+            Some(Integrity::External | Integrity::None) => true,
+            None => false,
+        }
+    }
+
+    /// Whether the packet carries a MAC and it is the one `key` gives (compared in
+    /// constant time).
+    pub fn mac_ok(&self, key: &MacKey) -> bool {
+        let Some(mac) = self.mac() else {
+            return false;
+        };
+        let b = self.buffer.as_ref();
+        let header_len = self.header_len();
+        let expected = compute_mac(key, &b[..header_len], &b[header_len..]);
+        // Constant time: every byte is compared whatever the first difference.
+        mac.iter()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+    }
+}
+
+/// The MAC of a packet gathered from `header` (with its MAC field; the CRC and MAC
+/// fields are not covered) and `payload`.
+pub fn compute_mac(key: &MacKey, header: &[u8], payload: &[u8]) -> [u8; MAC_LEN] {
+    let mut h = blake3::Hasher::new_keyed(&key.0);
+    h.update(&header[field::CRC.end..field::MAC.start]);
+    h.update(&header[field::MAC.end..]);
+    h.update(payload);
+    let mut out = [0u8; MAC_LEN];
+    h.finalize_xof().fill(&mut out);
+    out
 }
 
 /// Below this many bytes a gathered packet is copied together on the stack and checked
@@ -313,8 +496,13 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
 pub struct HeaderRepr {
     /// Flags.
     pub flags: u8,
+    /// The check that covers the packet.
+    pub integrity: Integrity,
+    /// Whether a MAC follows the fixed header ([`emit`](HeaderRepr::emit) leaves room for
+    /// it, [`seal`] fills it in).
+    pub mac: bool,
     /// Connection id.
-    pub conn_id: u32,
+    pub conn_id: u64,
     /// Sender's incarnation (never zero).
     pub src_incarnation: u64,
     /// Receiver's incarnation as the sender believes it (zero: not known yet).
@@ -352,18 +540,25 @@ impl HeaderRepr {
             return Err(WireError::Version(b[field::VERSION]));
         }
         let flags = b[field::FLAGS];
-        if flags & !flags::ALL != 0 || b[field::RESERVED] != 0 || be16(b, field::RESERVED2) != 0 {
+        if flags & !flags::ALL != 0 || be16(b, field::RESERVED) != 0 {
             return Err(WireError::Malformed(
                 "undefined flags or reserved bytes set",
             ));
         }
+        let integrity_byte = b[field::INTEGRITY];
+        let integrity = match Integrity::from_code(integrity_byte & 0x0F) {
+            Some(i) if integrity_byte & !(0x0F | INTEGRITY_MAC) == 0 => i,
+            _ => return Err(WireError::Integrity(integrity_byte)),
+        };
         let sack_words = h.sack_words();
         if sack_words > MAX_SACK_WORDS {
             return Err(WireError::Malformed("sack bitmap too long"));
         }
         let repr = HeaderRepr {
             flags,
-            conn_id: be32(b, field::CONN_ID),
+            integrity,
+            mac: integrity_byte & INTEGRITY_MAC != 0,
+            conn_id: be64(b, field::CONN_ID),
             src_incarnation: be64(b, field::SRC_INC),
             dst_incarnation: be64(b, field::DST_INC),
             seq: be32(b, field::SEQ),
@@ -392,21 +587,27 @@ impl HeaderRepr {
         Ok(repr)
     }
 
-    /// Writes the header and a SACK bitmap of `sack.len()` words (at most
-    /// [`MAX_SACK_WORDS`]) into `out`, with a zero CRC field; returns the header's
-    /// length. See [`seal`] and [`seal_packet`] for the CRC.
+    /// Writes the header, room for the MAC when it has one, and a SACK bitmap of
+    /// `sack.len()` words (at most [`MAX_SACK_WORDS`]) into `out`, with zero CRC and MAC
+    /// fields; returns the header's length. See [`seal`] and [`seal_packet`] for the
+    /// checks.
     pub fn emit(&self, out: &mut [u8], sack: &[u64]) -> Option<usize> {
         if sack.len() > MAX_SACK_WORDS {
             return None;
         }
-        let len = HEADER_LEN + sack.len() * 8;
+        let mac_len = if self.mac { MAC_LEN } else { 0 };
+        let len = HEADER_LEN + mac_len + sack.len() * 8;
         let out = out.get_mut(..len)?;
-        let (fixed, bitmap) = out.split_at_mut(HEADER_LEN);
+        let (fixed, rest) = out.split_at_mut(HEADER_LEN);
+        let (mac, bitmap) = rest.split_at_mut(mac_len);
+        if self.mac {
+            mac.fill(0);
+        }
         let b: &mut [u8; HEADER_LEN] = fixed.try_into().ok()?;
         b[field::VERSION] = VERSION;
         b[field::FLAGS] = self.flags;
         b[field::SACK_WORDS] = sack.len() as u8;
-        b[field::RESERVED] = 0;
+        b[field::INTEGRITY] = self.integrity.byte(self.mac);
         b[field::CONN_ID].copy_from_slice(&self.conn_id.to_be_bytes());
         b[field::SRC_INC].copy_from_slice(&self.src_incarnation.to_be_bytes());
         b[field::DST_INC].copy_from_slice(&self.dst_incarnation.to_be_bytes());
@@ -421,7 +622,7 @@ impl HeaderRepr {
         b[field::TX].copy_from_slice(&self.tx.to_be_bytes());
         b[field::ECHO].copy_from_slice(&self.echo.to_be_bytes());
         b[field::ACK_DELAY].copy_from_slice(&self.ack_delay_us.to_be_bytes());
-        b[field::RESERVED2].copy_from_slice(&[0, 0]);
+        b[field::RESERVED].copy_from_slice(&[0, 0]);
         b[field::CRC].copy_from_slice(&[0; 4]);
         for (chunk, word) in bitmap.chunks_exact_mut(8).zip(sack) {
             chunk.copy_from_slice(&word.to_be_bytes());
@@ -430,17 +631,52 @@ impl HeaderRepr {
     }
 }
 
-/// Fills in the CRC-32C of an emitted header followed by `payload` (which may live
-/// elsewhere: the header and payload are gathered, not copied together).
-pub fn seal(header: &mut [u8], payload: &[u8]) {
-    let crc = compute_crc(header, payload);
-    header[field::CRC].copy_from_slice(&crc.to_be_bytes());
+/// Fills in the checks an emitted header names, for the header followed by `payload`
+/// (which may live elsewhere: the header and payload are gathered, not copied
+/// together): the MAC with `key` when the header has room for one, then the CRC-32C when
+/// its mode is [`Integrity::Crc32c`] (the CRC field stays zero otherwise). A header with
+/// a MAC field and no key gets a zero MAC, which no receiver accepts.
+pub fn seal(header: &mut [u8], payload: &[u8], key: Option<&MacKey>) {
+    let h = Header::new_unchecked(&*header);
+    let (has_mac, integrity) = (h.has_mac(), h.integrity());
+    if has_mac
+        && let Some(key) = key
+        && header.len() >= h.header_len()
+    {
+        let mac = compute_mac(key, header, payload);
+        header[field::MAC].copy_from_slice(&mac);
+    }
+    if integrity == Some(Integrity::Crc32c) {
+        let crc = compute_crc(header, payload);
+        header[field::CRC].copy_from_slice(&crc.to_be_bytes());
+    }
 }
 
-/// Fills in the CRC-32C of a whole packet (header and payload together) in one pass.
-pub fn seal_packet(packet: &mut [u8]) {
+/// Fills in the CRC-32C of a whole packet (header and payload together) in one pass,
+/// whatever its integrity byte says: for a sender that knows its mode is
+/// [`Integrity::Crc32c`] and uses no MAC.
+#[inline]
+pub fn seal_crc(packet: &mut [u8]) {
     let crc = crc32c(&packet[field::CRC.end..]);
     packet[field::CRC].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// [`seal`] for a whole packet (header and payload together): the CRC in one pass.
+pub fn seal_packet(packet: &mut [u8], key: Option<&MacKey>) {
+    let h = Header::new_unchecked(&*packet);
+    let (has_mac, integrity) = (h.has_mac(), h.integrity());
+    if has_mac
+        && let Some(key) = key
+        && packet.len() >= h.header_len()
+    {
+        let (header, payload) = packet.split_at(h.header_len());
+        let mac = compute_mac(key, header, payload);
+        packet[field::MAC].copy_from_slice(&mac);
+    }
+    if integrity == Some(Integrity::Crc32c) {
+        let crc = crc32c(&packet[field::CRC.end..]);
+        packet[field::CRC].copy_from_slice(&crc.to_be_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -452,7 +688,9 @@ mod tests {
     fn repr() -> HeaderRepr {
         HeaderRepr {
             flags: flags::DATA | flags::ACK_NOW,
-            conn_id: 0x0102_0304,
+            integrity: Integrity::Crc32c,
+            mac: false,
+            conn_id: 0x0102_0304_0506_0708,
             src_incarnation: 7,
             dst_incarnation: 9,
             seq: 0xFFFF_FFFE,
@@ -472,8 +710,8 @@ mod tests {
     fn bytes() -> Vec<u8> {
         let mut b = vec![
             0, 0, 0, 0, // crc (zero before sealing)
-            1, 0x05, 2, 0, // version, flags, sack words, reserved
-            1, 2, 3, 4, // conn id
+            2, 0x05, 2, 1, // version, flags, sack words, integrity (CRC-32C)
+            1, 2, 3, 4, 5, 6, 7, 8, // conn id
             0, 0, 0, 0, 0, 0, 0, 7, // src incarnation
             0, 0, 0, 0, 0, 0, 0, 9, // dst incarnation
             0xFF, 0xFF, 0xFF, 0xFE, // seq
@@ -498,11 +736,15 @@ mod tests {
         let h = Header::new_checked(&b[..]).unwrap();
         assert_eq!(
             (h.version(), h.flags(), h.sack_words(), h.header_len()),
-            (1, 5, 2, 92)
+            (2, 5, 2, 96)
+        );
+        assert_eq!(
+            (h.integrity(), h.has_mac(), h.mac()),
+            (Some(Integrity::Crc32c), false, None)
         );
         assert_eq!(
             (h.conn_id(), h.src_incarnation(), h.dst_incarnation()),
-            (0x0102_0304, 7, 9)
+            (0x0102_0304_0506_0708, 7, 9)
         );
         assert_eq!(
             (h.seq(), h.ack(), h.credit(), h.dsack()),
@@ -530,7 +772,7 @@ mod tests {
             repr()
         );
         assert_eq!(
-            repr().emit(&mut out[..91], &SACK),
+            repr().emit(&mut out[..95], &SACK),
             None,
             "too small a buffer"
         );
@@ -540,7 +782,7 @@ mod tests {
     fn crc_covers_header_and_gathered_payload() {
         let mut header = vec![0u8; MAX_HEADER_LEN];
         let n = repr().emit(&mut header, &SACK).unwrap();
-        seal(&mut header[..n], b"payload");
+        seal(&mut header[..n], b"payload", None);
         let mut packet = header[..n].to_vec();
         packet.extend_from_slice(b"payload");
         assert!(Header::new_checked(&packet[..]).unwrap().crc_ok());
@@ -596,7 +838,7 @@ mod tests {
         }
         let mut whole = header[..n].to_vec();
         whole.extend_from_slice(&data);
-        seal_packet(&mut whole);
+        seal_packet(&mut whole, None);
         assert!(Header::new_checked(&whole[..]).unwrap().crc_ok());
         assert_eq!(&whole[..4], &reference.checksum(&whole[4..]).to_be_bytes());
     }
@@ -605,18 +847,33 @@ mod tests {
     fn impossible_lens_and_values() {
         let b = bytes();
         assert_eq!(
-            Header::new_checked(&b[..75]).unwrap_err(),
-            WireError::Truncated { len: 75, need: 76 }
+            Header::new_checked(&b[..79]).unwrap_err(),
+            WireError::Truncated { len: 79, need: 80 }
         );
         assert_eq!(
-            Header::new_checked(&b[..90]).unwrap_err(),
-            WireError::Truncated { len: 90, need: 92 }
+            Header::new_checked(&b[..94]).unwrap_err(),
+            WireError::Truncated { len: 94, need: 96 }
+        );
+        let mut v = b.clone();
+        v[7] |= INTEGRITY_MAC;
+        assert_eq!(
+            Header::new_checked(&v[..100]).unwrap_err(),
+            WireError::Truncated {
+                len: 100,
+                need: 112
+            },
+            "a MAC takes room before the bitmap"
         );
         let parse = |b: &[u8]| HeaderRepr::parse(&Header::new_checked(b).unwrap());
         let mut v = b.clone();
-        v[4] = 2;
-        assert_eq!(parse(&v), Err(WireError::Version(2)));
-        for (at, value) in [(5, 0x40), (7, 1), (75, 1)] {
+        v[4] = 1;
+        assert_eq!(parse(&v), Err(WireError::Version(1)));
+        for bad in [3, 0x0F, 0x21, 0x81] {
+            let mut v = b.clone();
+            v[7] = bad;
+            assert_eq!(parse(&v), Err(WireError::Integrity(bad)), "{bad:#x}");
+        }
+        for (at, value) in [(5, 0x40), (79, 1), (78, 1)] {
             let mut v = b.clone();
             v[at] = value;
             assert!(
@@ -632,23 +889,85 @@ mod tests {
             "sack too long"
         );
         let mut v = b.clone();
-        v[12..20].fill(0);
+        v[16..24].fill(0);
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "zero incarnation"
         );
         let mut v = b.clone();
-        v[52..56].copy_from_slice(&3u32.to_be_bytes());
+        v[56..60].copy_from_slice(&3u32.to_be_bytes());
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "fragment index = count"
         );
         let mut v = b.clone();
-        v[64..68].fill(0);
+        v[68..72].fill(0);
         assert!(
             matches!(parse(&v), Err(WireError::Malformed(_))),
             "data without tx"
         );
+    }
+
+    #[test]
+    fn each_integrity_mode_is_named_and_sealed_as_it_says() {
+        for mode in [Integrity::Crc32c, Integrity::External, Integrity::None] {
+            let r = HeaderRepr {
+                integrity: mode,
+                ..repr()
+            };
+            let mut packet = vec![0u8; 200];
+            let n = r.emit(&mut packet, &SACK).unwrap();
+            packet.truncate(n);
+            packet.extend_from_slice(b"payload");
+            seal_packet(&mut packet, None);
+            let h = Header::new_checked(&packet[..]).unwrap();
+            assert_eq!(h.integrity(), Some(mode));
+            assert_eq!(h.integrity_byte(), mode.code());
+            assert_eq!(HeaderRepr::parse(&h).unwrap(), r);
+            assert!(h.integrity_ok());
+            // Only the CRC mode computes a CRC; the others leave the field zero.
+            assert_eq!(h.crc() != 0, mode == Integrity::Crc32c, "{mode:?}");
+            assert_eq!(Integrity::from_code(mode.code()), Some(mode));
+        }
+    }
+
+    /// A packet with a MAC: the fixture, then every bit flip (the CRC fixed up, as a
+    /// forger would) and every other key fail it.
+    #[test]
+    fn the_mac_covers_header_bitmap_and_payload() {
+        let key = MacKey::new([7; 32]);
+        let r = HeaderRepr {
+            mac: true,
+            ..repr()
+        };
+        let mut header = vec![0u8; MAX_HEADER_LEN];
+        let n = r.emit(&mut header, &SACK).unwrap();
+        assert_eq!(n, HEADER_LEN + MAC_LEN + 16);
+        assert_eq!(header[7], 0x11, "CRC-32C with a MAC");
+        seal(&mut header[..n], b"payload", Some(&key));
+        let mut packet = header[..n].to_vec();
+        packet.extend_from_slice(b"payload");
+        let h = Header::new_checked(&packet[..]).unwrap();
+        assert!(h.crc_ok() && h.mac_ok(&key));
+        assert_eq!(HeaderRepr::parse(&h).unwrap(), r);
+        assert_eq!(h.sack_word(1), SACK[1], "the bitmap follows the MAC");
+        assert_eq!(h.payload(), b"payload");
+        // Gathered and whole sealing agree.
+        let mut whole = packet.clone();
+        whole[..4].fill(0);
+        whole[80..96].fill(0);
+        seal_packet(&mut whole, Some(&key));
+        assert_eq!(whole, packet);
+        assert!(!h.mac_ok(&MacKey::new([8; 32])), "another key");
+        for bit in 32..packet.len() * 8 {
+            let mut bad = packet.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let crc = crc32c(&bad[4..]);
+            bad[..4].copy_from_slice(&crc.to_be_bytes());
+            let ok = Header::new_checked(&bad[..]).is_ok_and(|h| h.mac_ok(&key));
+            assert!(!ok, "bit {bit}");
+        }
+        assert_eq!(format!("{key:?}"), "MacKey(..)", "a key is never printed");
     }
 
     #[test]

@@ -48,23 +48,21 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> Config {
-    Config {
-        mtu: 512,
-        send_window: 8,
-        recv_window: 8,
-        recv_buffer_bytes: 6000,
-        max_message_len: 3000,
-        max_queued_bytes: 20_000,
-        max_queued_messages: 64,
-        rto_initial: Duration::from_micros(500),
-        rto_min: Duration::from_micros(100),
-        rto_max: Duration::from_millis(20),
-        ack_delay: Duration::from_micros(200),
-        keepalive: Duration::from_millis(50),
+    Config::default()
+        .with_mtu(512)
+        .with_send_window(8)
+        .with_recv_window(8)
+        .with_recv_buffer_bytes(6000)
+        .with_max_message_len(3000)
+        .with_max_queued_bytes(20_000)
+        .with_max_queued_messages(64)
+        .with_rto_initial(Duration::from_micros(500))
+        .with_rto_min(Duration::from_micros(100))
+        .with_rto_max(Duration::from_millis(20))
+        .with_ack_delay(Duration::from_micros(200))
+        .with_keepalive(Duration::from_millis(50))
         // The ops may starve the channel for long: failing is not what is tested here.
-        max_retries: 1_000_000,
-        ..Config::default()
-    }
+        .with_max_retries(1_000_000)
 }
 
 /// One end and what the test knows about it.

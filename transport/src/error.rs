@@ -411,6 +411,9 @@ impl From<myri_rpp::ConnectionError> for PeerFailure {
             C::PeerUnreachable { retries } => PeerFailure::Unreachable { retries },
             C::ProtocolViolation(what) => PeerFailure::ProtocolViolation { what },
             C::Aborted(why) => PeerFailure::Aborted { why },
+            _ => PeerFailure::Aborted {
+                why: "a failure this version of the transport does not know",
+            },
         }
     }
 }

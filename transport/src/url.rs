@@ -13,6 +13,8 @@
 //!          | "world=" name                           sim only: which simulated fabric (default "default")
 //!          | "mtu=" 1*DIGIT                          largest datagram the endpoint sends
 //!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
+//!          | "cc=" ( "cubic" | "newreno" | "off" )    RPP's congestion control (default cubic)
+//!          | "pacing=" ( "1" | "0" | ... as reliable ) RPP paces bursts over the round trip
 //! ```
 //!
 //! # `udp://` and datagram sizes
@@ -193,6 +195,33 @@ pub struct Params {
     /// `gso=`: UDP segmentation offload and receive coalescing (udp only): forced on
     /// (true), off (false), or chosen per path (`None`).
     pub gso: Option<bool>,
+    /// `cc=`: RPP's congestion controller (reliable endpoints; `None`: the options').
+    pub cc: Option<Congestion>,
+    /// `pacing=`: whether RPP paces bursts (reliable endpoints; `None`: the options').
+    pub pacing: Option<bool>,
+}
+
+/// RPP's congestion controller, as a URL names it (`cc=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Congestion {
+    /// `cubic`: CUBIC (RFC 9438), the default.
+    Cubic,
+    /// `newreno`: NewReno-style AIMD.
+    NewReno,
+    /// `off`: no congestion control: the send window and the receiver's credit alone.
+    Off,
+}
+
+impl Congestion {
+    /// The value as written in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Congestion::Cubic => "cubic",
+            Congestion::NewReno => "newreno",
+            Congestion::Off => "off",
+        }
+    }
 }
 
 impl Params {
@@ -241,7 +270,7 @@ pub enum UrlError {
     #[error("bad parameter `{0}`: expected key=value")]
     BadParam(String),
     /// A parameter this crate does not know.
-    #[error("unknown parameter `{0}`: expected reliable, world, mtu or gso")]
+    #[error("unknown parameter `{0}`: expected reliable, world, mtu, gso, cc or pacing")]
     UnknownParam(String),
     /// A known parameter with a value it cannot take.
     #[error("bad value `{value}` for parameter `{key}`")]
@@ -364,6 +393,27 @@ fn params(scheme: Scheme, query: &str) -> Result<Params, UrlError> {
                     return Err(dup());
                 }
             }
+            "cc" => {
+                let cc = match value.to_ascii_lowercase().as_str() {
+                    "cubic" => Congestion::Cubic,
+                    "newreno" => Congestion::NewReno,
+                    "off" | "none" | "0" => Congestion::Off,
+                    _ => {
+                        return Err(UrlError::BadParamValue {
+                            key: key.to_owned(),
+                            value: value.to_owned(),
+                        });
+                    }
+                };
+                if p.cc.replace(cc).is_some() {
+                    return Err(dup());
+                }
+            }
+            "pacing" => {
+                if p.pacing.replace(flag(key, value)?).is_some() {
+                    return Err(dup());
+                }
+            }
             "mtu" => {
                 let bad = || UrlError::BadParamValue {
                     key: key.to_owned(),
@@ -461,6 +511,12 @@ impl fmt::Display for Url {
         if let Some(g) = self.params.gso {
             put(f, format!("gso={}", u8::from(g)))?;
         }
+        if let Some(c) = self.params.cc {
+            put(f, format!("cc={}", c.as_str()))?;
+        }
+        if let Some(p) = self.params.pacing {
+            put(f, format!("pacing={}", u8::from(p)))?;
+        }
         Ok(())
     }
 }
@@ -484,6 +540,16 @@ mod tests {
             Url::parse("sim://").unwrap().address,
             Address::Sim { name: None }
         );
+        let u = Url::parse("sim://a?cc=NewReno&pacing=0").unwrap();
+        assert_eq!(
+            (u.params.cc, u.params.pacing),
+            (Some(Congestion::NewReno), Some(false))
+        );
+        assert_eq!(u.to_string(), "sim://a?cc=newreno&pacing=0");
+        assert!(matches!(
+            Url::parse("udp://h:1?cc=bbr"),
+            Err(UrlError::BadParamValue { .. })
+        ));
         let u = Url::parse("udp://h:1?gso=yes&mtu=1472").unwrap();
         assert_eq!((u.params.gso, u.params.mtu), (Some(true), Some(1472)));
         assert_eq!(u.to_string(), "udp://h:1?mtu=1472&gso=1");
@@ -599,8 +665,14 @@ mod tests {
                 proptest::option::of(arb_name()),
                 proptest::option::of(1usize..1 << 20),
                 proptest::option::of(any::<bool>()),
+                proptest::option::of(proptest::sample::select(vec![
+                    Congestion::Cubic,
+                    Congestion::NewReno,
+                    Congestion::Off,
+                ])),
+                proptest::option::of(any::<bool>()),
             )
-                .prop_map(|(address, reliable, world, mtu, gso)| {
+                .prop_map(|(address, reliable, world, mtu, gso, cc, pacing)| {
                     let world = world.filter(|_| address.scheme() == Scheme::Sim);
                     let gso = gso.filter(|_| address.scheme() == Scheme::Udp);
                     Url {
@@ -610,6 +682,8 @@ mod tests {
                             world,
                             mtu,
                             gso,
+                            cc,
+                            pacing,
                         },
                     }
                 })

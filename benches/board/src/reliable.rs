@@ -33,14 +33,12 @@ use std::time::Duration;
 /// coalesced over 16 packets or 100 us, timers start at 100 us (a board's round trip is
 /// a few microseconds), and a silent peer fails after 30 retries.
 pub fn rpp_config() -> myri_rpp::Config {
-    myri_rpp::Config {
-        ack_every: 16,
-        ack_delay: Duration::from_micros(100),
-        max_queued_messages: 56,
-        rto_min: Duration::from_micros(100),
-        max_retries: 30,
-        ..myri_rpp::Config::default()
-    }
+    myri_rpp::Config::default()
+        .with_ack_every(16)
+        .with_ack_delay(Duration::from_micros(100))
+        .with_max_queued_messages(56)
+        .with_rto_min(Duration::from_micros(100))
+        .with_max_retries(30)
 }
 
 /// RPP's largest payload in one board packet (a `sim://` datagram): the stream that

@@ -39,10 +39,7 @@ pub const FAILURE_RETRIES: u32 = 20;
 
 /// The RPP settings of this module's endpoints.
 pub fn rpp_config() -> myri_rpp::Config {
-    myri_rpp::Config {
-        max_retries: FAILURE_RETRIES,
-        ..myri_rpp::Config::default()
-    }
+    myri_rpp::Config::default().with_max_retries(FAILURE_RETRIES)
 }
 
 /// One ping-pong round.

@@ -171,6 +171,14 @@ pub struct RppFigures {
     pub srtt_us: f64,
     /// Retransmission timeout, microseconds.
     pub rto_us: f64,
+    /// Congestion window, bytes (`u64::MAX` without congestion control).
+    pub cwnd: u64,
+    /// Slow-start threshold, bytes (`u64::MAX` until the first loss).
+    pub ssthresh: u64,
+    /// Pacing rate, bytes per second (0 before a round trip was measured).
+    pub pacing_rate: u64,
+    /// Losses that reduced the congestion window, one per recovery period.
+    pub congestion_events: u64,
 }
 
 impl From<myri_rpp::Stats> for RppFigures {
@@ -183,6 +191,10 @@ impl From<myri_rpp::Stats> for RppFigures {
             probes: s.probes,
             lost: s.lost,
             dropped: s.stale + s.malformed + s.beyond_window + s.bad_crc + s.foreign,
+            cwnd: s.cwnd,
+            ssthresh: s.ssthresh,
+            pacing_rate: s.pacing_rate,
+            congestion_events: s.congestion_events,
             srtt_us: s.srtt.as_secs_f64() * 1e6,
             rto_us: s.rto.as_secs_f64() * 1e6,
         }

@@ -223,12 +223,9 @@ fn rpp_turn(
 }
 
 fn rpp(exchanges: u64, hop: Duration, in_place: bool) -> Result<u64, String> {
-    let config = Config {
-        in_place_delivery: in_place,
-        ..Config::default()
-    };
+    let config = Config::default().with_in_place_delivery(in_place);
     let mut now = Instant::ZERO;
-    let new = |now| Connection::<[u8; 8]>::new(config.clone(), 1, CONV, now);
+    let new = |now| Connection::<[u8; 8]>::new(config.clone(), 1, u64::from(CONV), now);
     let mut a = new(now).map_err(|e| e.to_string())?;
     let mut b = new(now).map_err(|e| e.to_string())?;
     let (mut a_to_b, mut b_to_a) = (Wire::default(), Wire::default());

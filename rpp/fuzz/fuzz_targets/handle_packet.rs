@@ -2,33 +2,36 @@
 //! connection: nothing panics, and what the receiver holds stays bounded.
 //!
 //! The input is a list of operations `[op][len: u16 le][bytes]`. Datagrams go in either
-//! as they are (mostly stopped by the CRC-32C) or with a fixed-up version, connection id
-//! and a valid CRC, so the parser and the state machine behind the CRC are reached too.
+//! as they are (mostly stopped by the CRC-32C) or with a fixed-up version, integrity
+//! byte, connection id, a valid CRC and (when the first input byte is odd, the
+//! connection then requiring a MAC) a valid MAC, so the parser and the state machine
+//! behind the checks are reached too.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use myri_rpp::wire::{self, HEADER_LEN};
+use myri_rpp::wire::{Integrity, MacKey};
 use myri_rpp::{Config, Connection, Instant};
 use std::time::Duration;
 
-const CONN_ID: u32 = 0x00C0_FFEE;
+const CONN_ID: u64 = 0x00C0_FFEE_1234_5678;
 
 fn config() -> Config {
-    Config {
-        mtu: 1500,
-        recv_window: 32,
-        send_window: 32,
-        recv_buffer_bytes: 64 << 10,
-        max_message_len: 64 << 10,
-        max_queued_bytes: 256 << 10,
-        max_queued_messages: 64,
-        ..Config::default()
-    }
+    Config::default()
+        .with_mtu(1500)
+        .with_recv_window(32)
+        .with_send_window(32)
+        .with_recv_buffer_bytes(64 << 10)
+        .with_max_message_len(64 << 10)
+        .with_max_queued_bytes(256 << 10)
+        .with_max_queued_messages(64)
 }
 
 fuzz_target!(|data: &[u8]| {
+    let key = (data.first().is_some_and(|b| b & 1 == 1)).then(|| MacKey::new([0x5A; 32]));
     let mut conn: Connection<Vec<u8>> =
-        Connection::new(config(), 5, CONN_ID, Instant::ZERO).expect("valid config");
+        Connection::new(config().with_mac_key(key.clone()), 5, CONN_ID, Instant::ZERO)
+            .expect("valid config");
     let mut now = Instant::ZERO;
     let mut out = vec![0u8; 1500];
     let mut rest = data;
@@ -48,10 +51,10 @@ fuzz_target!(|data: &[u8]| {
                     use wire::offset;
                     p[offset::VERSION] = wire::VERSION;
                     p[offset::FLAGS] &= wire::flags::ALL;
-                    p[offset::RESERVED] = 0;
-                    p[offset::CONN_ID..offset::CONN_ID + 4].copy_from_slice(&CONN_ID.to_be_bytes());
-                    p[offset::RESERVED2..offset::RESERVED2 + 2].fill(0);
-                    wire::seal_packet(&mut p);
+                    p[offset::INTEGRITY] = Integrity::Crc32c.byte(key.is_some());
+                    p[offset::CONN_ID..offset::CONN_ID + 8].copy_from_slice(&CONN_ID.to_be_bytes());
+                    p[offset::RESERVED..offset::RESERVED + 2].fill(0);
+                    wire::seal_packet(&mut p, key.as_ref());
                 }
                 conn.handle_packet(now, &p);
             }

@@ -37,6 +37,8 @@ pub(crate) struct Sent {
     /// The number of its last transmission.
     pub(crate) order: u64,
     pub(crate) transmissions: u16,
+    /// Bytes on the wire (payload and fixed header), as congestion control counts them.
+    pub(crate) bytes: u32,
     pub(crate) acked: bool,
     /// Counted against the window.
     pub(crate) in_flight: bool,
@@ -55,6 +57,13 @@ pub(crate) struct AckOutcome {
     pub(crate) rtt: Option<u64>,
     /// Packets declared lost by this acknowledgement.
     pub(crate) lost: u32,
+    /// Bytes newly acknowledged.
+    pub(crate) acked_bytes: u64,
+    /// When the latest-sent of the newly acknowledged packets was sent.
+    pub(crate) acked_sent: Instant,
+    /// Packets declared lost and acknowledged before they were sent again: the loss was
+    /// reordering's doing.
+    pub(crate) late: u32,
 }
 
 /// An acknowledgement for packets (or transmissions) never sent.
@@ -73,6 +82,17 @@ pub(crate) struct SendState<B> {
     pub(crate) snd_una: u32,
     pub(crate) snd_nxt: u32,
     pub(crate) in_flight: u32,
+    /// Bytes of the packets in flight.
+    pub(crate) bytes_in_flight: u64,
+    /// Bytes each packet carries besides its payload (counted by congestion control).
+    overhead: u32,
+    /// Bytes of the packet `next_new` or `next_retransmit` just gave out.
+    pub(crate) last_bytes: u32,
+    /// Packets declared lost since the connection last took these (count, bytes, when
+    /// the latest of them was sent).
+    pub(crate) lost_count: u32,
+    pub(crate) lost_bytes: u64,
+    pub(crate) lost_sent: Instant,
     /// Packets in flight that are resends (their numbers break the order of the rest).
     resends_in_flight: u32,
     /// Transmissions so far: the number of the latest.
@@ -90,7 +110,7 @@ pub(crate) struct SendState<B> {
 }
 
 impl<B: AsRef<[u8]>> SendState<B> {
-    pub(crate) fn new(max_payload: usize, initial_credit: u32) -> SendState<B> {
+    pub(crate) fn new(max_payload: usize, overhead: u32, initial_credit: u32) -> SendState<B> {
         SendState {
             messages: VecDeque::new(),
             next_msg_id: 0,
@@ -99,6 +119,12 @@ impl<B: AsRef<[u8]>> SendState<B> {
             snd_una: 0,
             snd_nxt: 0,
             in_flight: 0,
+            bytes_in_flight: 0,
+            overhead,
+            last_bytes: 0,
+            lost_count: 0,
+            lost_bytes: 0,
+            lost_sent: Instant::ZERO,
             resends_in_flight: 0,
             tx_order: 0,
             largest_acked_order: 0,
@@ -207,8 +233,14 @@ impl<B: AsRef<[u8]>> SendState<B> {
 
     /// Assigns the next new fragment a sequence number: `(seq, msg_id, frag)`.
     pub(crate) fn next_new(&mut self, now: Instant) -> Option<(u32, u64, u32)> {
+        let max_payload = self.max_payload;
         let m = self.messages.get_mut(self.packetize)?;
         let (id, frag) = (m.id, m.next_frag);
+        let payload = m
+            .len
+            .saturating_sub(frag as usize * max_payload)
+            .min(max_payload);
+        let bytes = payload as u32 + self.overhead;
         m.next_frag += 1;
         if m.next_frag == m.frags {
             self.packetize += 1;
@@ -222,11 +254,14 @@ impl<B: AsRef<[u8]>> SendState<B> {
             sent_at: now,
             order,
             transmissions: 1,
+            bytes,
             acked: false,
             in_flight: true,
             lost: false,
         });
         self.in_flight += 1;
+        self.bytes_in_flight += u64::from(bytes);
+        self.last_bytes = bytes;
         Some((seq, id, frag))
     }
 
@@ -243,8 +278,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
             s.sent_at = now;
             s.order = order;
             s.transmissions = s.transmissions.saturating_add(1);
-            let (id, frag) = (s.msg_id, s.frag);
+            let (id, frag, bytes) = (s.msg_id, s.frag, s.bytes);
             self.in_flight += 1;
+            self.bytes_in_flight += u64::from(bytes);
+            self.last_bytes = bytes;
             self.resends_in_flight += 1;
             return Some((seq, id, frag));
         }
@@ -256,7 +293,12 @@ impl<B: AsRef<[u8]>> SendState<B> {
         s.in_flight = false;
         s.lost = true;
         let resend = s.transmissions > 1;
+        let (bytes, sent_at) = (u64::from(s.bytes), s.sent_at);
         self.in_flight -= 1;
+        self.bytes_in_flight -= bytes;
+        self.lost_count += 1;
+        self.lost_bytes += bytes;
+        self.lost_sent = self.lost_sent.max(sent_at);
         self.resends_in_flight -= u32::from(resend);
         self.retransmit
             .push_back(self.snd_una.wrapping_add(i as u32));
@@ -305,20 +347,25 @@ impl<B: AsRef<[u8]>> SendState<B> {
             return;
         }
         s.acked = true;
-        let (was_in_flight, resend, msg_id, sent_at, order) = (
+        out.late += u32::from(s.lost);
+        let (was_in_flight, resend, msg_id, sent_at, order, bytes) = (
             s.in_flight,
             s.transmissions > 1,
             s.msg_id,
             s.sent_at,
             s.order,
+            u64::from(s.bytes),
         );
         s.in_flight = false;
         s.lost = false;
         if was_in_flight {
             self.in_flight -= 1;
+            self.bytes_in_flight -= bytes;
             self.resends_in_flight -= u32::from(resend);
         }
         out.newly_acked += 1;
+        out.acked_bytes += bytes;
+        out.acked_sent = out.acked_sent.max(sent_at);
         if order == echo {
             // The echo names this very transmission: an unambiguous sample, resend or
             // not (no need for Karn's rule).
@@ -458,6 +505,9 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.snd_una = 0;
         self.snd_nxt = 0;
         self.in_flight = 0;
+        self.bytes_in_flight = 0;
+        self.lost_count = 0;
+        self.lost_bytes = 0;
         self.resends_in_flight = 0;
         self.largest_acked_order = 0;
         self.queued_bytes = 0;

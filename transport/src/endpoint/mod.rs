@@ -10,7 +10,7 @@ use crate::buffer::{Buf, RecvBuf};
 use crate::error::{
     InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
 };
-use crate::url::{Address, Scheme, Url};
+use crate::url::{Address, Congestion, Scheme, Url};
 use myri_rpp::{Connection, Event, Received};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -71,8 +71,9 @@ pub struct Options {
     /// ([`Completion::NewPeer`]); a server does. Default: false (counted in
     /// [`Stats::unknown_source`] and dropped).
     pub accept_unknown_peers: bool,
-    /// This life's incarnation for RPP (must grow across restarts). Default: the wall
-    /// clock at open, in nanoseconds since 1970.
+    /// This life's incarnation for RPP (different in every life: peers tell a restart by
+    /// it, and RPP drops packets that name another). Default: 64 random bits from the
+    /// kernel at open, so an off-path host cannot guess it.
     pub incarnation: Option<u64>,
     /// RPP settings; `mtu` is set to the backend's, and in-place delivery is turned on.
     pub rpp: myri_rpp::Config,
@@ -128,7 +129,7 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::incarnation`] (`None`: the wall clock at open).
+    /// Sets [`Options::incarnation`] (`None`: 64 random bits at open).
     pub fn with_incarnation(mut self, incarnation: impl Into<Option<u64>>) -> Options {
         self.incarnation = incarnation.into();
         self
@@ -202,7 +203,7 @@ pub enum Completion {
         /// Its address.
         addr: String,
     },
-    /// The peer restarted: reliable mode saw a later incarnation (messages its earlier
+    /// The peer restarted: reliable mode saw another incarnation (messages its earlier
     /// life had not acknowledged come back: they may or may not have been delivered
     /// there; none of that life's messages is delivered any more); or a failed peer came
     /// back (a new process on a shm region's other side, a failed reliable peer heard from
@@ -318,7 +319,7 @@ struct PeerSlot {
 }
 
 /// The connection id every reliable endpoint of this crate uses.
-const CONN_ID: u32 = u32::from_be_bytes(*b"myri");
+const CONN_ID: u64 = u32::from_be_bytes(*b"myri") as u64;
 
 /// An endpoint: one application's access to a backend. See the crate documentation.
 pub struct Endpoint {
@@ -358,10 +359,23 @@ pub struct Endpoint {
 /// Messages shorter than this are not lent to a backend that lends (see [`Endpoint::send`]).
 const LEND_MIN: usize = 1024;
 
-fn wall_clock_incarnation() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+/// A fresh incarnation: 64 random bits from the kernel, so that an off-path host cannot
+/// guess the pair a connection's packets must name (RPP drops, and counts, packets that
+/// name another). Falls back to the wall clock mixed with the process id if the kernel's
+/// generator cannot be read.
+fn random_incarnation() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map(|()| u64::from_ne_bytes(bytes));
+    random
+        .unwrap_or_else(|_| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+            now ^ u64::from(std::process::id()).rotate_left(40)
+        })
         .max(1)
 }
 
@@ -375,7 +389,7 @@ impl Endpoint {
     pub fn open_with(url: &str, options: Options) -> Result<Endpoint, OpenError> {
         let url: Url = url.parse().map_err(OpenError::Url)?;
         let reliable = url.params.reliable.unwrap_or(options.reliable);
-        let incarnation = options.incarnation.unwrap_or_else(wall_clock_incarnation);
+        let incarnation = options.incarnation.unwrap_or_else(random_incarnation);
         if incarnation == 0 {
             return Err(OpenError::ZeroIncarnation);
         }
@@ -405,6 +419,16 @@ impl Endpoint {
         let mut rpp = options.rpp.clone();
         rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
         rpp.in_place_delivery = true;
+        if let Some(cc) = url.params.cc {
+            rpp.congestion = match cc {
+                Congestion::Cubic => myri_rpp::congestion::CongestionControl::Cubic,
+                Congestion::NewReno => myri_rpp::congestion::CongestionControl::NewReno,
+                _ => myri_rpp::congestion::CongestionControl::None,
+            };
+        }
+        if let Some(pacing) = url.params.pacing {
+            rpp.pacing = pacing;
+        }
         if reliable {
             rpp.validate().map_err(OpenError::Rpp)?;
         }
@@ -728,6 +752,11 @@ impl Endpoint {
                 myri_rpp::SendError::Closed(buf) => SendError {
                     error: SendErrorKind::PeerClosed { peer },
                     buf: unlend(buf),
+                },
+                // A refusal this version of RPP does not name: the peer is not usable.
+                other => SendError {
+                    error: SendErrorKind::PeerFailed { peer },
+                    buf: unlend(other.into_inner()),
                 },
             });
             let id = match id {
@@ -1076,6 +1105,8 @@ impl Endpoint {
                         unsent,
                     }
                 }
+                // A kind of event this version does not know.
+                _ => continue,
             };
             // The queues by field: the connection is borrowed.
             settle_into(&mut self.unsettled, &mut self.completions, c);
@@ -1146,7 +1177,9 @@ impl Endpoint {
             return false;
         };
         let incarnation = h.src_incarnation();
-        let newer = conn.peer_incarnation().is_none_or(|old| incarnation > old);
+        // Incarnations are random, not ordered: another one than the failed peer's is a
+        // restart.
+        let newer = conn.peer_incarnation().is_none_or(|old| incarnation != old);
         if !h.crc_ok() || h.conn_id() != CONN_ID || !newer {
             return false;
         }

@@ -1,0 +1,348 @@
+//! Scripted tests of congestion control and pacing in the `Pair` harness: slow start and
+//! its exit, one reduction per loss event, pacing, reordering, application-limited
+//! flights, and the latency of a ping-pong.
+
+use super::*;
+use crate::congestion::CongestionControl;
+use crate::testing::{LinkConfig, Pair};
+use std::time::Duration;
+
+fn cc_config(cc: CongestionControl, pacing: bool) -> Config {
+    Config::default()
+        .with_congestion(cc)
+        .with_pacing(pacing)
+        .with_max_queued_messages(100_000)
+}
+
+/// A path with a round trip of about `2 * one_way`, at 1 GB/s.
+fn path(one_way: Duration) -> LinkConfig {
+    LinkConfig {
+        delay: one_way,
+        ..LinkConfig::default()
+    }
+}
+
+/// Keeps `a` busy: `count` messages of `len` bytes queued.
+fn queue(pair: &mut Pair, count: usize, len: usize) {
+    for _ in 0..count {
+        pair.a.send(vec![7; len]).unwrap();
+    }
+}
+
+/// Data packets `a` sent at each instant it sent any, while stepping until `until`.
+fn sends_until(pair: &mut Pair, until: Instant) -> Vec<(Instant, u64)> {
+    let mut out = Vec::new();
+    while pair.now < until {
+        let before = pair.a.stats().data_sent + pair.a.stats().retransmitted;
+        let now = pair.now;
+        pair.run_now();
+        let after = pair.a.stats().data_sent + pair.a.stats().retransmitted;
+        if after > before {
+            out.push((now, after - before));
+        }
+        if !pair.advance() {
+            break;
+        }
+    }
+    out
+}
+
+/// Cuts the path from `a` for `how_long`, starting right after an instant at which `a`
+/// sent data (so that the packets after it are lost), then waits until `a` detects the
+/// loss; returns the largest window `a` had until then.
+fn cut_while_sending(pair: &mut Pair, how_long: Duration) -> u64 {
+    let mut peak = pair.a.stats().cwnd;
+    for _ in 0..1_000_000 {
+        let before = pair.a.stats().data_sent;
+        pair.run_now();
+        peak = peak.max(pair.a.stats().cwnd);
+        if pair.a.stats().data_sent > before {
+            break;
+        }
+        assert!(pair.advance());
+    }
+    assert!(pair.advance());
+    pair.a_to_b.up = false;
+    let until = pair.now + how_long;
+    while pair.now < until {
+        pair.run_now();
+        peak = peak.max(pair.a.stats().cwnd);
+        assert!(pair.advance());
+    }
+    pair.a_to_b.up = true;
+    for _ in 0..1_000_000 {
+        if pair.a.stats().congestion_events > 0 {
+            return peak;
+        }
+        peak = peak.max(pair.a.stats().cwnd);
+        assert!(pair.step());
+    }
+    panic!("no congestion event after the cut: {:?}", pair.a.stats());
+}
+
+#[test]
+fn slow_start_doubles_the_window_then_one_loss_event_halves_it_once() {
+    let mut pair = Pair::new(
+        cc_config(CongestionControl::NewReno, false),
+        path(Duration::from_micros(500)),
+        1,
+    );
+    let mtu = pair.a.config().mtu as u64;
+    queue(&mut pair, 3000, 8000);
+    assert_eq!(pair.a.stats().cwnd, 10 * mtu);
+    // Slow start: each round trip (about 1 ms) the window grows by what was
+    // acknowledged, so it roughly doubles per round.
+    let mut peak = 0;
+    let mut rounds = Vec::new();
+    for round in 1..=4 {
+        pair.run_until(Instant::from_nanos(round * 1_100_000));
+        let s = pair.a.stats();
+        assert_eq!(s.congestion_events, 0);
+        assert_eq!(s.ssthresh, u64::MAX, "still in the first slow start");
+        rounds.push(s.cwnd);
+        peak = s.cwnd;
+    }
+    assert!(
+        rounds.windows(2).all(|w| w[1] >= w[0] * 3 / 2),
+        "doubling: {rounds:?}"
+    );
+    assert!(peak >= 60 * mtu, "{rounds:?}");
+    // Cut the path for 40 µs while `a` sends: several packets in a row are lost, one
+    // loss event.
+    let lost_before = pair.a.stats().lost;
+    peak = peak.max(cut_while_sending(&mut pair, Duration::from_micros(40)));
+    // Run on for a few round trips: the losses already detected and the rest of the
+    // burst belong to the same event.
+    let detected = pair.now;
+    pair.run_until(detected + Duration::from_millis(3));
+    let s = pair.a.stats();
+    assert!(s.lost - lost_before >= 3, "several packets lost: {s:?}");
+    assert_eq!(s.congestion_events, 1, "one halving for the burst: {s:?}");
+    // Halved from the window at the loss (it may have grown a little within the step
+    // that detected it, past the largest seen between steps).
+    assert!(
+        s.ssthresh >= peak / 2 && s.ssthresh <= peak / 2 + peak / 50,
+        "{} halved from the peak {peak}",
+        s.ssthresh
+    );
+    // Out of slow start: congestion avoidance adds about a packet per round trip.
+    assert!(
+        s.cwnd >= s.ssthresh && s.cwnd <= s.ssthresh + 4 * mtu,
+        "{} after 3 round trips from {}",
+        s.cwnd,
+        s.ssthresh
+    );
+    assert!(!pair.a.controller().unwrap().in_slow_start());
+    pair.drive();
+    assert_eq!(pair.b_messages().len(), 3000);
+}
+
+#[test]
+fn cubic_reduces_once_per_event_by_beta() {
+    let mut pair = Pair::new(
+        cc_config(CongestionControl::Cubic, true),
+        path(Duration::from_micros(500)),
+        2,
+    );
+    queue(&mut pair, 3000, 8000);
+    pair.run_until(Instant::from_nanos(4_000_000));
+    assert_eq!(pair.a.stats().congestion_events, 0);
+    let peak = cut_while_sending(&mut pair, Duration::from_micros(40));
+    pair.run_until(pair.now + Duration::from_millis(3));
+    let s = pair.a.stats();
+    assert_eq!(s.congestion_events, 1, "{s:?}");
+    assert!(
+        s.ssthresh >= peak * 7 / 10 && s.ssthresh <= peak * 7 / 10 + peak / 50,
+        "{}: beta = 0.7 of {peak}",
+        s.ssthresh
+    );
+    pair.drive();
+    assert_eq!(pair.b_messages().len(), 3000);
+}
+
+#[test]
+fn pacing_spreads_a_window_over_the_round_trip() {
+    let run = |pacing: bool| {
+        let mut pair = Pair::new(
+            cc_config(CongestionControl::Cubic, pacing),
+            path(Duration::from_millis(5)),
+            3,
+        );
+        queue(&mut pair, 2000, 8000);
+        // The first round trip goes unpaced (no round trip measured yet); then three.
+        pair.run_until(Instant::from_nanos(10_500_000));
+        let start = pair.now;
+        let sends = sends_until(&mut pair, start + Duration::from_millis(30));
+        let s = pair.a.stats();
+        (sends, s)
+    };
+    let (bursty, unpaced) = run(false);
+    let (paced, stats) = run(true);
+    // The sends of one round trip (10 ms) from the first after the start: unpaced, the
+    // window goes as fast as the acknowledgements come back (a burst of well under a
+    // millisecond); paced, it is spread over most of the round trip, a few packets at
+    // an instant.
+    let round = |v: &[(Instant, u64)]| {
+        let first = v[0].0;
+        let within: Vec<_> = v
+            .iter()
+            .filter(|&&(t, _)| t < first + Duration::from_millis(10))
+            .collect();
+        let span = within.last().unwrap().0 - first;
+        let packets: u64 = within.iter().map(|&&(_, n)| n).sum();
+        let largest = within.iter().map(|&&(_, n)| n).max().unwrap();
+        (span, packets, largest)
+    };
+    let (bursty_span, bursty_packets, _) = round(&bursty);
+    let (paced_span, paced_packets, paced_largest) = round(&paced);
+    assert!(bursty_span < Duration::from_millis(1), "{bursty:?}");
+    // Slow start paces at twice the window per round trip: half of it at least.
+    assert!(paced_span > Duration::from_millis(3), "{paced:?}");
+    assert!(paced_largest <= 4, "{paced:?}");
+    assert!(bursty_packets >= 10 && paced_packets >= 10);
+    assert!(stats.paced > 0 && stats.pacing_rate > 0, "{stats:?}");
+    assert_eq!((unpaced.paced, unpaced.pacing_rate), (0, 0));
+}
+
+#[test]
+fn poll_timeout_wakes_the_driver_for_a_paced_packet_and_the_budget_says_how_many() {
+    let mut pair = Pair::new(
+        cc_config(CongestionControl::Cubic, true),
+        path(Duration::from_millis(5)),
+        4,
+    );
+    queue(&mut pair, 500, 8000);
+    pair.run_until(Instant::from_nanos(25_000_000));
+    // Stop at an instant the pacer holds a packet back.
+    let mut budget_checked = false;
+    for _ in 0..100_000 {
+        pair.step();
+        let now = pair.now;
+        let a = &mut pair.a;
+        let Some(t) = a.poll_timeout() else { continue };
+        if a.pacing_deadline != Some(t) || t <= now {
+            continue;
+        }
+        let mut buf = vec![0u8; a.config().mtu];
+        assert_eq!(a.send_budget(now), 0, "nothing may go before its time");
+        let data_before = a.stats().data_sent;
+        while a.poll_transmit(now, &mut buf).is_some() {}
+        assert_eq!(a.stats().data_sent, data_before, "held until {t:?}");
+        // At the deadline the budget opens and that many full packets go at once.
+        a.handle_timeout(t);
+        let budget = a.send_budget(t);
+        assert!(budget >= 1);
+        let mut sent = 0;
+        while let Some(n) = a.poll_transmit(t, &mut buf) {
+            if Header::new_checked(&buf[..n]).unwrap().flags() & flags::DATA != 0 {
+                sent += 1;
+            }
+        }
+        assert!(
+            sent >= 1 && sent <= budget,
+            "{sent} of a budget of {budget}"
+        );
+        budget_checked = true;
+        break;
+    }
+    assert!(budget_checked, "the pacer never held a packet back");
+}
+
+#[test]
+fn reordering_within_the_rack_bounds_does_not_shrink_the_window() {
+    let run = |reorder: f64| {
+        let link = LinkConfig {
+            reorder,
+            // Overtaken by one or two 8 KiB packets (8 µs each at 1 GB/s): under the
+            // packet threshold of three and the 9/8 round-trip time threshold.
+            reorder_delay: Duration::from_micros(12),
+            ..path(Duration::from_micros(100))
+        };
+        let mut pair = Pair::new(cc_config(CongestionControl::NewReno, true), link, 5);
+        queue(&mut pair, 2000, 8000);
+        pair.drive();
+        assert_eq!(pair.b_messages().len(), 2000);
+        (pair.a.stats(), pair.a_to_b.stats.reordered)
+    };
+    let (straight, _) = run(0.0);
+    let (reordered, count) = run(0.3);
+    assert!(count > 300, "packets reordered: {count}");
+    // Any packet judged lost turned up (acknowledged or reported twice): every
+    // reduction was undone.
+    assert_eq!(
+        reordered.congestion_events, reordered.congestion_undos,
+        "{reordered:?}"
+    );
+    assert_eq!(reordered.retransmitted, reordered.spurious_retransmits);
+    assert!(
+        reordered.cwnd * 10 >= straight.cwnd * 9,
+        "{} vs {}",
+        reordered.cwnd,
+        straight.cwnd
+    );
+}
+
+#[test]
+fn a_reduction_for_reordering_beyond_the_bounds_is_undone() {
+    let link = LinkConfig {
+        reorder: 0.02,
+        // Overtaken by a dozen packets: declared lost, then shown to have arrived.
+        reorder_delay: Duration::from_micros(100),
+        ..path(Duration::from_micros(100))
+    };
+    let mut pair = Pair::new(cc_config(CongestionControl::NewReno, false), link, 6);
+    queue(&mut pair, 3000, 8000);
+    pair.drive();
+    assert_eq!(pair.b_messages().len(), 3000);
+    let s = pair.a.stats();
+    assert!(s.spurious_retransmits > 0, "{s:?}");
+    assert!(
+        s.congestion_undos > 0 && s.congestion_undos * 2 >= s.congestion_events,
+        "most reductions undone: {s:?}"
+    );
+}
+
+#[test]
+fn an_application_limited_flight_does_not_inflate_the_window() {
+    for cc in [CongestionControl::NewReno, CongestionControl::Cubic] {
+        let mut pair = Pair::new(cc_config(cc, true), LinkConfig::default(), 7);
+        let initial = pair.a.stats().cwnd;
+        // A ping-pong: one message in flight at a time, thousands acknowledged.
+        for i in 0..2000u32 {
+            pair.a.send(i.to_be_bytes().to_vec()).unwrap();
+            pair.drive();
+            assert_eq!(pair.b_messages().len(), 1);
+            pair.b.send(b"pong".to_vec()).unwrap();
+            pair.drive();
+            assert_eq!(pair.a_messages().len(), 1);
+        }
+        // Idle for a while, then a burst well within the window.
+        pair.run_until(pair.now + Duration::from_millis(50));
+        queue(&mut pair, 5, 1000);
+        pair.drive();
+        let s = pair.a.stats();
+        assert_eq!(s.cwnd, initial, "{cc:?}: {s:?}");
+        assert_eq!(s.ssthresh, u64::MAX);
+        assert!(s.acks_received >= 2000);
+    }
+}
+
+#[test]
+fn an_idle_ping_pong_keeps_its_latency_with_congestion_control_and_pacing() {
+    let run = |config: Config| {
+        let mut pair = Pair::new(config, LinkConfig::default(), 8);
+        for i in 0..1000u32 {
+            pair.a.send(i.to_be_bytes().to_vec()).unwrap();
+            pair.drive();
+            pair.b_messages();
+            pair.b.send(b"pong".to_vec()).unwrap();
+            pair.drive();
+            pair.a_messages();
+        }
+        (pair.now, pair.a.stats().paced)
+    };
+    let off = run(cc_config(CongestionControl::None, false));
+    let on = run(Config::default());
+    assert_eq!(on.0, off.0, "the same virtual time for 1000 round trips");
+    assert_eq!(on.1, 0, "nothing paced");
+}

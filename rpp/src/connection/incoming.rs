@@ -1,0 +1,470 @@
+//! What comes in: datagrams from the channel (checked, matched to the connection's
+//! pair, then taken apart into acknowledgement and data) and the timers.
+
+use super::*;
+
+impl<B: AsRef<[u8]>> Connection<B> {
+    // ---- Handling what comes in -----------------------------------------------------
+
+    /// Takes one datagram from the channel. Anything that is not a valid packet of this
+    /// connection is dropped and counted; nothing here panics.
+    ///
+    /// The acknowledgement a data packet carries is checked here (a bogus one drops the
+    /// packet) but, unless it has a SACK bitmap (evidence of loss, acted on at once),
+    /// applied at the next call that depends on it: [`Connection::poll_event`],
+    /// [`Connection::poll_timeout`], [`Connection::handle_timeout`], the next
+    /// `handle_packet`, [`Connection::close`], or a `poll_transmit` with anything to send
+    /// but a new packet the window already lets go. The message the packet completes thus
+    /// reaches the application, and a new packet (its answer, say) the channel, without
+    /// the acknowledgement's bookkeeping in front of them; the result is the same as if it
+    /// had been applied at once (round-trip samples and timers are as of the packet's
+    /// arrival). Until then the getters ([`Connection::stats`],
+    /// [`Connection::has_pending`], [`Connection::can_send`], ...) do not count it, and
+    /// [`Connection::has_events`] says there is something to poll.
+    pub fn handle_packet(&mut self, now: Instant, datagram: &[u8]) -> Received {
+        self.apply_held_ack();
+        self.stats.packets_received += 1;
+        let Ok(h) = Header::new_checked(datagram) else {
+            return self.dropped(now, DropReason::Malformed);
+        };
+        // The checks first, each as configured; nothing in the packet is believed before.
+        if h.integrity_byte() != self.integrity_byte || h.version() != wire::VERSION {
+            let reason = if h.version() != wire::VERSION {
+                DropReason::Malformed
+            } else {
+                DropReason::IntegrityMismatch
+            };
+            return self.dropped(now, reason);
+        }
+        if self.config.integrity == Integrity::Crc32c && !h.crc_ok() {
+            return self.dropped(now, DropReason::BadCrc);
+        }
+        if let Some(key) = &self.config.mac_key
+            && !h.mac_ok(key)
+        {
+            return self.dropped(now, DropReason::BadMac);
+        }
+        let Ok(repr) = HeaderRepr::parse(&h) else {
+            return self.dropped(now, DropReason::Malformed);
+        };
+        if repr.conn_id != self.conn_id {
+            return self.dropped(now, DropReason::Foreign);
+        }
+        let names_us = repr.dst_incarnation == self.local_incarnation;
+        if repr.dst_incarnation != 0 && !names_us {
+            // Meant for an earlier life of ours (or made up). While introducing
+            // ourselves, say who we are now at once.
+            self.hello_due |= self.state == State::Connecting;
+            return self.dropped(now, DropReason::Stale);
+        }
+        if matches!(self.state, State::Closed | State::Failed) {
+            // The peer missed our CLOSE and keeps talking: tell it again.
+            self.close_due |= self.we_closed
+                && repr.flags & flags::CLOSE == 0
+                && self.peer_incarnation == Some(repr.src_incarnation);
+            return self.dropped(now, DropReason::Closed);
+        }
+        match self.peer_incarnation {
+            None => {
+                self.peer_incarnation = Some(repr.src_incarnation);
+                if self.state == State::Connecting {
+                    self.state = State::Established;
+                }
+                self.hello_deadline = None;
+                self.trace
+                    .record(now, TraceKind::Connected, repr.src_incarnation);
+                self.events.push_back(Event::Connected {
+                    peer_incarnation: repr.src_incarnation,
+                });
+            }
+            Some(p) if p == repr.src_incarnation => {}
+            // The incarnation we challenged names ours: it hears us, it is the peer's new
+            // life.
+            Some(p) if names_us && self.challenge == Some(repr.src_incarnation) => {
+                self.challenge = None;
+                self.peer_restarted(now, p, repr.src_incarnation);
+            }
+            Some(_) if repr.dst_incarnation == 0 && repr.flags & flags::HELLO != 0 => {
+                // A new life of the peer introducing itself, or anyone who knows the
+                // connection id: nothing changes until it answers a challenge naming it.
+                self.challenge = Some(repr.src_incarnation);
+                self.challenge_due = true;
+                self.stats.restart_challenges += 1;
+                return self.dropped(now, DropReason::Stale);
+            }
+            Some(_) => return self.dropped(now, DropReason::Stale),
+        }
+        self.last_heard = now;
+        self.probes_unanswered = 0;
+        self.probe_sent_at = None;
+        let payload = h.payload();
+        let data = repr.flags & flags::DATA != 0;
+        if repr.flags & (flags::ACK_NOW | flags::HELLO) != 0 || repr.dst_incarnation == 0 {
+            // Answer at once: a probe wants it, and an introducer must learn who we are.
+            self.recv.owe_ack(now, true);
+        }
+        let Ok(echo) = self.send.check_ack(repr.ack, repr.echo) else {
+            return self.dropped(now, DropReason::Malformed);
+        };
+        let held = HeldAck {
+            at: now,
+            ack: repr.ack,
+            echo,
+            dsack: repr.dsack,
+            credit: repr.credit,
+            ack_delay_us: repr.ack_delay_us,
+        };
+        // A data packet's acknowledgement waits until the message it carries is delivered
+        // and whatever the application sends in answer has gone (see the method's docs),
+        // unless nothing of ours awaits one or it shows losses (a SACK bitmap).
+        let sack_words = h.sack_words();
+        if data && sack_words == 0 && repr.flags & flags::CLOSE == 0 && !self.send.is_idle() {
+            self.held_ack = Some(held);
+        } else {
+            let mut sack = [0u64; MAX_SACK_WORDS];
+            for (i, word) in sack.iter_mut().enumerate().take(sack_words) {
+                *word = h.sack_word(i);
+            }
+            self.on_ack(&held, &sack[..sack_words]);
+        }
+        if repr.flags & flags::CLOSE != 0 {
+            self.trace.record(now, TraceKind::PeerClosed, 0);
+            self.state = State::Closed;
+            self.rto_deadline = None;
+            self.hello_deadline = None;
+            self.probe_sent_at = None;
+            let unsent = self.send.take_all();
+            self.events.push_back(Event::PeerClosed { unsent });
+            return Received::Accepted;
+        }
+        if !data {
+            return Received::Accepted;
+        }
+        let info = FragmentInfo {
+            seq: repr.seq,
+            msg_id: repr.msg_id,
+            frag_index: repr.frag_index,
+            frag_count: repr.frag_count,
+            msg_len: repr.msg_len,
+            tx: repr.tx,
+        };
+        let in_place = self.config.in_place_delivery && self.messages_queued == 0;
+        let outcome = self.recv.on_data(
+            info,
+            payload,
+            now,
+            self.config.ack_every,
+            in_place,
+            &mut self.delivered,
+        );
+        if !self.delivered.is_empty() {
+            let mut delivered = core::mem::take(&mut self.delivered);
+            for m in delivered.drain(..) {
+                self.deliver(now, m);
+            }
+            self.delivered = delivered;
+        }
+        match outcome {
+            DataOutcome::Whole(m) => {
+                self.deliver(now, m);
+                Received::Accepted
+            }
+            DataOutcome::InPlace => {
+                self.stats.messages_delivered += 1;
+                self.stats.bytes_delivered += payload.len() as u64;
+                self.trace.record(now, TraceKind::Deliver, repr.msg_id);
+                Received::InPlace {
+                    id: MessageId(repr.msg_id),
+                    payload: h.header_len()..datagram.len(),
+                }
+            }
+            DataOutcome::Accepted => Received::Accepted,
+            DataOutcome::Duplicate => {
+                self.stats.dup_packets += 1;
+                self.trace
+                    .record(now, TraceKind::Duplicate, u64::from(repr.seq));
+                Received::Duplicate
+            }
+            DataOutcome::BeyondWindow => self.dropped(now, DropReason::BeyondWindow),
+            DataOutcome::Violation(why) => {
+                self.fail(now, ConnectionError::ProtocolViolation(why));
+                Received::Dropped(DropReason::Malformed)
+            }
+        }
+    }
+
+    /// Queues a message RPP copied out for the application.
+    pub(super) fn deliver(&mut self, now: Instant, m: Vec<u8>) {
+        self.stats.messages_delivered += 1;
+        self.stats.bytes_delivered += m.len() as u64;
+        self.recv.undelivered_bytes += m.len();
+        self.messages_queued += 1;
+        self.trace.record(now, TraceKind::Deliver, m.len() as u64);
+        self.events.push_back(Event::Message(m));
+    }
+
+    pub(super) fn dropped(&mut self, now: Instant, reason: DropReason) -> Received {
+        let s = &mut self.stats;
+        match reason {
+            DropReason::Malformed => s.malformed += 1,
+            DropReason::BadCrc => s.bad_crc += 1,
+            DropReason::Foreign => s.foreign += 1,
+            DropReason::Stale => s.stale += 1,
+            DropReason::BeyondWindow => s.beyond_window += 1,
+            DropReason::BadMac => s.bad_mac += 1,
+            DropReason::IntegrityMismatch => s.integrity_mismatch += 1,
+            DropReason::Closed => {}
+        }
+        self.trace.record(now, TraceKind::Drop, reason as u64);
+        Received::Dropped(reason)
+    }
+
+    pub(super) fn peer_restarted(&mut self, now: Instant, old: u64, new: u64) {
+        self.trace.record(now, TraceKind::PeerRestarted, new);
+        let unacked = self.send.take_all();
+        self.recv.reset();
+        self.peer_incarnation = Some(new);
+        self.rto_deadline = None;
+        self.timeouts = 0;
+        self.recently_retransmitted.clear();
+        self.send.peer_credit = INITIAL_CREDIT;
+        self.events
+            .push_back(Event::PeerRestarted { old, new, unacked });
+    }
+
+    /// Applies the acknowledgement held back from the last data packet, if any.
+    #[inline]
+    pub(super) fn apply_held_ack(&mut self) {
+        if self.held_ack.is_some() {
+            self.apply_held_ack_now();
+        }
+    }
+
+    /// Out of line, so that the calls that find nothing held cost one test.
+    #[inline(never)]
+    pub(super) fn apply_held_ack_now(&mut self) {
+        if let Some(a) = self.held_ack.take() {
+            self.on_ack(&a, &[]);
+        }
+    }
+
+    #[inline]
+    pub(super) fn on_ack(&mut self, a: &HeldAck, sack: &[u64]) {
+        let now = a.at;
+        let threshold = self
+            .rtt
+            .time_threshold_nanos(self.config.time_threshold_eighths);
+        let out = self.send.on_ack(
+            a.ack,
+            sack,
+            a.echo,
+            now,
+            threshold,
+            self.config.packet_threshold,
+        );
+        if a.dsack != 0
+            && self
+                .recently_retransmitted
+                .contains(&a.dsack.wrapping_sub(1))
+        {
+            self.stats.spurious_retransmits += 1;
+            self.spurious_losses(1);
+        }
+        if out.late > 0 {
+            self.spurious_losses(out.late);
+        }
+        self.send.peer_credit = a.credit;
+        if a.credit > 0 {
+            self.persist_probes = 0;
+        }
+        if out.newly_acked > 0 {
+            self.stats.acks_received += 1;
+            self.timeouts = 0;
+            self.trace
+                .record(now, TraceKind::Acked, u64::from(out.newly_acked));
+        }
+        if let Some(rtt) = out.rtt {
+            self.rtt.sample_nanos(rtt, u64::from(a.ack_delay_us) * 1000);
+            // A backed-off timeout stands until a new sample (Karn's algorithm). Going
+            // back on any ack would let a timeout shorter than a queue's delay fire again
+            // and again, each time resending the window.
+            self.rtt.reset_backoff();
+        }
+        if out.acked_bytes > 0
+            && let Some(cc) = self.cc.as_mut()
+        {
+            let app_limited = self.flight_high.saturating_add(self.max_packet) < self.cwnd;
+            if !app_limited {
+                cc.on_ack(now, out.acked_sent, out.acked_bytes, self.rtt.srtt_nanos());
+                self.cwnd = cc.window();
+            } else if !self.app_limited {
+                // Once per spell of application-limited acknowledgements.
+                cc.on_app_limited(now);
+                self.cwnd = cc.window();
+            }
+            self.app_limited = app_limited;
+            self.flight_high = self.send.bytes_in_flight;
+        }
+        if out.lost > 0 {
+            self.stats.lost += u64::from(out.lost);
+            self.trace.record(now, TraceKind::Lost, u64::from(out.lost));
+            self.congestion_event(now, false);
+        }
+        for (id, msg) in self.send.completed.drain(..) {
+            self.stats.messages_sent += 1;
+            self.events.push_back(Event::Sent {
+                id: MessageId(id),
+                msg,
+            });
+        }
+        if out.newly_acked > 0 || self.send.in_flight == 0 {
+            self.rto_deadline =
+                (self.send.in_flight > 0).then(|| now.add_nanos(self.rtt.rto_nanos()));
+        }
+    }
+
+    /// `n` packets declared lost turned out to have arrived (D-SACK, or acknowledged
+    /// before their resend): once every loss of the last congestion event has, the
+    /// event was reordering's doing and its reduction is undone.
+    fn spurious_losses(&mut self, n: u32) {
+        if self.undo_pending == 0 {
+            return;
+        }
+        self.undo_pending = self.undo_pending.saturating_sub(n);
+        if self.undo_pending == 0
+            && let Some(cc) = self.cc.as_mut()
+        {
+            cc.on_spurious_congestion_event();
+            self.cwnd = cc.window();
+            self.stats.congestion_undos += 1;
+        }
+    }
+
+    /// Tells the congestion controller of the packets the send half declared lost.
+    #[inline(never)]
+    fn congestion_event(&mut self, now: Instant, persistent: bool) {
+        let (count, bytes, sent) = (
+            self.send.lost_count,
+            self.send.lost_bytes,
+            self.send.lost_sent,
+        );
+        self.send.lost_count = 0;
+        self.send.lost_bytes = 0;
+        let Some(cc) = self.cc.as_mut() else {
+            return;
+        };
+        let before = self.cwnd;
+        cc.on_congestion_event(now, sent, persistent, bytes);
+        self.cwnd = cc.window();
+        if persistent {
+            self.stats.congestion_events += 1;
+            self.stats.persistent_congestion += 1;
+            self.undo_pending = 0;
+        } else if self.cwnd < before {
+            self.stats.congestion_events += 1;
+            self.undo_pending = count;
+        } else if self.undo_pending > 0 {
+            // More losses of the same event: all must prove spurious to undo it.
+            self.undo_pending += count;
+        }
+    }
+
+    /// Runs the timers due at `now`: retransmission, introduction, probes, pacing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.apply_held_ack();
+        if self.pacing_deadline.is_some_and(|t| t <= now) {
+            // The held packet goes at the next poll_transmit.
+            self.pacing_deadline = None;
+        }
+        if matches!(self.state, State::Closed | State::Failed) {
+            return;
+        }
+        let retries = self.config.max_retries;
+        // Gone: every retry unanswered, and silent for long enough.
+        let silent = now.nanos_since(self.last_heard) >= self.timers.peer_timeout;
+        let gone = |count: u32| count > retries && silent;
+        if self.rto_deadline.is_some_and(|t| t <= now) {
+            self.timeouts += 1;
+            self.stats.rto_expirations += 1;
+            self.trace
+                .record(now, TraceKind::Rto, u64::from(self.timeouts));
+            if gone(self.timeouts) {
+                return self.fail(now, ConnectionError::PeerUnreachable { retries });
+            }
+            let lost = self
+                .send
+                .on_timeout(now, self.rtt.rto_nanos(), self.timeouts);
+            self.stats.lost += u64::from(lost);
+            // The first timeout only probes (as QUIC's probe timeout, no congestion
+            // signal); a second in a row is persistent congestion.
+            if self.timeouts >= 2 {
+                self.congestion_event(now, true);
+            } else {
+                self.send.lost_count = 0;
+                self.send.lost_bytes = 0;
+            }
+            self.rtt.back_off();
+            self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
+        }
+        // Introductions repeat on their own timer only while no data is in flight: data
+        // sent while connecting carries the introduction, and its timer backs off.
+        if self.state == State::Connecting
+            && self.rto_deadline.is_none()
+            && self.hello_deadline.is_some_and(|t| t <= now)
+        {
+            self.hellos += 1;
+            if gone(self.hellos) {
+                return self.fail(now, ConnectionError::PeerUnreachable { retries });
+            }
+            self.hello_due = true;
+            // The first introduction waits one timeout for its answer, each repeat twice
+            // as long as the one before.
+            let wait = self
+                .rtt
+                .rto_nanos()
+                .saturating_mul(1 << (self.hellos - 1).min(16))
+                .min(self.timers.rto_max);
+            self.hello_deadline = Some(now.add_nanos(wait));
+        }
+        if self.probe_deadline().is_some_and(|t| t <= now) {
+            if self.probe_sent_at.is_some() {
+                self.probes_unanswered += 1;
+                if gone(self.probes_unanswered) {
+                    return self.fail(now, ConnectionError::PeerUnreachable { retries });
+                }
+            }
+            if self.stalled {
+                self.persist_probes += 1;
+            }
+            self.probe_due = true;
+            self.probe_sent_at = Some(now);
+        }
+    }
+
+    /// When the next keepalive or persist probe is due: only while nothing is in flight
+    /// (the retransmission timer covers the rest) and the peer is known.
+    pub(super) fn probe_deadline(&self) -> Option<Instant> {
+        if !matches!(self.state, State::Established | State::Closing)
+            || self.rto_deadline.is_some()
+            || self.probe_due
+        {
+            return None;
+        }
+        let backed_off = |n: u32| {
+            self.rtt
+                .rto_nanos()
+                .saturating_mul(1 << n.min(16))
+                .min(self.timers.rto_max)
+        };
+        if let Some(sent) = self.probe_sent_at {
+            // Unanswered: try again, backing off.
+            return Some(sent.add_nanos(backed_off(self.probes_unanswered)));
+        }
+        let wait = if self.stalled {
+            backed_off(self.persist_probes)
+        } else {
+            self.timers.keepalive
+        };
+        Some(self.last_heard.add_nanos(wait))
+    }
+}

@@ -1,0 +1,380 @@
+//! What goes out: choosing the next packet (a resend, a new fragment, or a packet of
+//! its own), within the window, the congestion window and the pacer, and writing it.
+
+use super::*;
+
+impl<B: AsRef<[u8]>> Connection<B> {
+    // ---- What goes out --------------------------------------------------------------
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.apply_held_ack();
+        if matches!(self.state, State::Closed | State::Failed) {
+            return None;
+        }
+        // The peer's credit holds data back and nothing is in flight to bring a new
+        // credit: a persist probe will ask for one.
+        let stalled = self.send.has_new()
+            && !self.send.window_open(self.config.send_window)
+            && self.send.in_flight == 0;
+        if stalled && !self.stalled {
+            self.stats.credit_stalls += 1;
+        }
+        self.stalled = stalled;
+        let mut next = self.recv.ack_deadline(self.timers.ack_delay);
+        let hello = self
+            .hello_deadline
+            .filter(|_| self.state == State::Connecting && self.rto_deadline.is_none());
+        if let Some(t) = self.pacing_deadline
+            && next.is_none_or(|n| t < n)
+        {
+            next = Some(t);
+        }
+        for t in [self.rto_deadline, hello, self.probe_deadline()]
+            .into_iter()
+            .flatten()
+        {
+            if next.is_none_or(|n| t < n) {
+                next = Some(t);
+            }
+        }
+        next
+    }
+
+    /// Whether a packet never sent before may go: the connection may send data, some
+    /// waits, and the window, the peer's credit and the congestion window let it (the
+    /// pacer is asked apart).
+    pub(super) fn new_packet_may_go(&self, sending: bool) -> bool {
+        sending
+            && self.send.has_new()
+            && self.send.window_open(self.config.send_window)
+            && self.cc_room()
+    }
+
+    /// Whether the congestion window has room for another packet.
+    #[inline]
+    pub(super) fn cc_room(&self) -> bool {
+        self.send.bytes_in_flight < self.cwnd
+    }
+
+    /// When the pacer lets the next packet go, if not now (asked only once its bucket
+    /// runs low).
+    #[inline(never)]
+    fn paced_until(&mut self, now: Instant) -> Option<Instant> {
+        let (window, srtt, slow_start) = self.pacing_inputs();
+        let t = self.pacer.as_mut()?.delay(now, window, srtt, slow_start)?;
+        self.stats.paced += 1;
+        self.pacing_deadline = Some(t);
+        Some(t)
+    }
+
+    /// The next data packet, a resend before a new one, if the congestion window and
+    /// the pacer let one go: `(seq, msg_id, frag)`.
+    #[inline]
+    fn take_data(&mut self, now: Instant, sending: bool) -> Option<(u32, u64, u32)> {
+        let has_resend = !self.send.nothing_to_resend();
+        if !(has_resend || sending && self.send.has_new()) {
+            // Nothing to send at all: the common answer, found in two tests.
+            return None;
+        }
+        let room = self.cc_room();
+        // A resend goes when the window has room, or when nothing is in flight (the
+        // timer's probe must go whatever the window).
+        let resend = has_resend && (room || self.send.in_flight == 0);
+        let new = self.new_packet_may_go(sending);
+        if !resend && !new {
+            if !room
+                && sending
+                && self.send.has_new()
+                && self.send.window_open(self.config.send_window)
+            {
+                self.stats.cwnd_limited += 1;
+                // The window was tested: the next acknowledgement may grow it.
+                self.flight_high = u64::MAX;
+            }
+            return None;
+        }
+        if self.pacer.as_ref().is_some_and(|p| !p.has_tokens()) && self.paced_until(now).is_some() {
+            return None;
+        }
+        let d = match self.send.next_retransmit(now) {
+            Some(d) => {
+                self.stats.retransmitted += 1;
+                self.recently_retransmitted.push_back(d.0);
+                if self.recently_retransmitted.len() > 256 {
+                    self.recently_retransmitted.pop_front();
+                }
+                self.trace
+                    .record(now, TraceKind::Retransmit, u64::from(d.0));
+                d
+            }
+            None if new => {
+                let d = self.send.next_new(now)?;
+                self.stats.data_sent += 1;
+                d
+            }
+            None => return None,
+        };
+        // Whatever the pacer held back has gone (a deadline that passed while the window
+        // held data back is cleared by handle_timeout).
+        self.pacing_deadline = None;
+        let bytes = u64::from(self.send.last_bytes);
+        if let Some(cc) = self.cc.as_mut() {
+            cc.on_sent(now, bytes);
+            self.flight_high = self.flight_high.max(self.send.bytes_in_flight);
+        }
+        if let Some(pacer) = self.pacer.as_mut() {
+            pacer.on_sent(bytes);
+        }
+        Some(d)
+    }
+
+    pub(super) fn plan(&mut self, now: Instant) -> Option<Plan> {
+        if self.state == State::Failed {
+            return None;
+        }
+        if self.state == State::Closed {
+            if !self.close_due {
+                return None;
+            }
+            self.close_due = false;
+            self.stats.acks_sent += 1;
+            self.stats.packets_sent += 1;
+            let repr = HeaderRepr {
+                flags: flags::CLOSE,
+                integrity: self.config.integrity,
+                mac: self.config.mac_key.is_some(),
+                conn_id: self.conn_id,
+                src_incarnation: self.local_incarnation,
+                dst_incarnation: self.peer_incarnation.unwrap_or(0),
+                ack: self.recv.rcv_nxt,
+                ..HeaderRepr::default()
+            };
+            return Some(Plan {
+                repr,
+                sack: None,
+                payload: None,
+            });
+        }
+        if self.challenge_due
+            && let Some(candidate) = self.challenge
+        {
+            // Fields as a fresh connection's: the candidate knows nothing of this one.
+            self.challenge_due = false;
+            self.stats.acks_sent += 1;
+            self.stats.packets_sent += 1;
+            let repr = HeaderRepr {
+                flags: flags::HELLO | flags::ACK_NOW,
+                integrity: self.config.integrity,
+                mac: self.config.mac_key.is_some(),
+                conn_id: self.conn_id,
+                src_incarnation: self.local_incarnation,
+                dst_incarnation: candidate,
+                credit: self.config.recv_window.min(INITIAL_CREDIT),
+                ..HeaderRepr::default()
+            };
+            return Some(Plan {
+                repr,
+                sack: None,
+                payload: None,
+            });
+        }
+        // What goes: a resend, a new fragment, or a packet of its own for an
+        // introduction, a probe, a close or an acknowledgement that is due.
+        // No data before the peer's incarnation is known: a data packet must name the life
+        // of the peer it is for, or a later life of the peer would take it (say it was
+        // sent by a connection that has since failed and handed the message back).
+        let sending = matches!(self.state, State::Established | State::Closing)
+            && self.peer_incarnation.is_some();
+        if self.held_ack.is_some()
+            && !(self.new_packet_may_go(sending)
+                && !self.full_ack_due
+                && self.send.nothing_to_resend())
+        {
+            // Only a new packet, let through by the window as it stood, goes before the
+            // held acknowledgement: it may free room or show losses to resend.
+            self.apply_held_ack();
+        }
+        let data = if self.full_ack_due {
+            None
+        } else {
+            self.take_data(now, sending)
+        };
+        let mut flags = 0;
+        if data.is_some() {
+            flags |= flags::DATA;
+        } else if self.hello_due {
+            self.hello_due = false;
+            self.stats.acks_sent += 1;
+        } else if self.full_ack_due {
+            self.stats.acks_sent += 1;
+        } else if self.probe_due {
+            self.probe_due = false;
+            flags |= flags::ACK_NOW;
+            self.stats.probes += 1;
+            self.stats.acks_sent += 1;
+        } else if self.state == State::Closing && self.send.is_idle() {
+            flags |= flags::CLOSE;
+            self.state = State::Closed;
+            self.we_closed = true;
+            self.rto_deadline = None;
+            self.probe_sent_at = None;
+            self.trace.record(now, TraceKind::Closed, 0);
+            self.events.push_back(Event::Closed);
+            self.stats.acks_sent += 1;
+        } else if self
+            .recv
+            .ack_deadline(self.timers.ack_delay)
+            .is_some_and(|t| t <= now)
+        {
+            self.stats.acks_sent += 1;
+        } else {
+            return None;
+        }
+        if self.state == State::Connecting || self.peer_incarnation.is_none() {
+            flags |= flags::HELLO;
+        }
+        let mut sack = self.recv.sack_bitmap();
+        let mut echo = self.recv.echo;
+        // A data packet has room for DATA_SACK_WORDS of bitmap. A longer one is cut, and
+        // the echo withheld: it would say that packets beyond the cut arrived, and the
+        // sender would take those it cannot see acknowledged for lost. An acknowledgement
+        // with the whole bitmap and the echo goes next.
+        self.full_ack_due = false;
+        if data.is_some()
+            && let Some((_, used)) = sack.as_mut()
+            && usize::from(*used) > DATA_SACK_WORDS
+        {
+            *used = DATA_SACK_WORDS as u8;
+            echo = 0;
+            self.stats.sack_cuts += 1;
+            self.full_ack_due = true;
+        }
+        let ack_delay_us = if echo == 0 {
+            0
+        } else {
+            now.saturating_duration_since(self.recv.echo_at)
+                .as_micros()
+                .min(u128::from(u16::MAX)) as u16
+        };
+        let credit = self.recv.credit();
+        let mut repr = HeaderRepr {
+            flags,
+            integrity: self.config.integrity,
+            mac: self.config.mac_key.is_some(),
+            conn_id: self.conn_id,
+            src_incarnation: self.local_incarnation,
+            dst_incarnation: self.peer_incarnation.unwrap_or(0),
+            ack: self.recv.rcv_nxt,
+            credit,
+            dsack: self.recv.dsack,
+            echo,
+            ack_delay_us,
+            ..HeaderRepr::default()
+        };
+        if let Some((seq, msg_id, frag)) = data {
+            let (_, msg_len, frags) = self.send.fragment(msg_id, frag)?;
+            repr.seq = seq;
+            repr.msg_id = msg_id;
+            repr.frag_index = frag;
+            repr.frag_count = frags;
+            repr.msg_len = msg_len as u32;
+            repr.tx = self.send.last_tx();
+            if self.rto_deadline.is_none() {
+                self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
+            }
+        }
+        self.recv.ack_sent();
+        self.recv.advertised_credit = credit;
+        self.stats.packets_sent += 1;
+        Some(Plan {
+            repr,
+            sack,
+            payload: data.map(|(_, id, frag)| (id, frag)),
+        })
+    }
+
+    /// Writes the next packet to send into `buf` (at least `config.mtu` bytes); returns
+    /// its length, or `None` when nothing needs to go now.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let plan = self.plan(now)?;
+        let header_len = plan.repr.emit(buf, plan.sack())?;
+        let payload = plan
+            .payload
+            .and_then(|(id, frag)| self.send.fragment(id, frag))
+            .map_or(&[][..], |f| f.0);
+        let total = header_len + payload.len();
+        buf.get_mut(header_len..total)?.copy_from_slice(payload);
+        match (&self.config.mac_key, self.config.integrity) {
+            // The common case, without reading back what was just written.
+            (None, Integrity::Crc32c) => wire::seal_crc(&mut buf[..total]),
+            (None, _) => {}
+            (key, _) => wire::seal_packet(&mut buf[..total], key.as_ref()),
+        }
+        Some(total)
+    }
+
+    /// Like [`Connection::poll_transmit`], without copying the payload: writes only the
+    /// header into `header` (at least [`MAX_HEADER_LEN`] bytes) and lends the payload
+    /// from the message being sent, for a channel that gathers the two (`sendmsg` with
+    /// two iovecs, a DMA chain).
+    pub fn poll_transmit_gather(
+        &mut self,
+        now: Instant,
+        header: &mut [u8],
+    ) -> Option<Gather<'_, B>> {
+        if header.len() < MAX_HEADER_LEN {
+            return None;
+        }
+        let plan = self.plan(now)?;
+        let header_len = plan.repr.emit(header, plan.sack())?;
+        let message = plan
+            .payload
+            .and_then(|(id, frag)| self.send.fragment_of(id, frag));
+        let (payload, message) = match message {
+            Some((buf, range)) => {
+                let start = range.start;
+                (&buf.as_ref()[range], Some((buf, start)))
+            }
+            None => (&[][..], None),
+        };
+        wire::seal(
+            &mut header[..header_len],
+            payload,
+            self.config.mac_key.as_ref(),
+        );
+        Some(Gather {
+            header_len,
+            payload,
+            message,
+        })
+    }
+
+    /// Whether [`Connection::poll_event`] has something (or an acknowledgement held back
+    /// to apply): a cheap test for a driver that looks after every packet.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty() || self.held_ack.is_some()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event<B>> {
+        self.apply_held_ack();
+        let e = self.events.pop_front()?;
+        if let Event::Message(m) = &e {
+            self.messages_queued -= 1;
+            self.recv.undelivered_bytes -= m.len();
+            // The application took bytes: if the peer was held back, say so at once.
+            if self.recv.advertised_credit == 0 && self.recv.credit() > 0 {
+                self.recv.owe_ack(self.last_heard, true);
+            }
+        }
+        Some(e)
+    }
+
+    /// Bytes held for the application (buffered, being assembled, or delivered and not
+    /// yet taken).
+    pub fn recv_held(&self) -> usize {
+        self.recv.held()
+    }
+}
