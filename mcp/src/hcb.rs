@@ -41,8 +41,9 @@ pub const SIG_START: u32 = 0x4843_423C;
 pub const SIG_MIDDLE: u32 = 0x4843_427C;
 /// Signature at the end of the HCB.
 pub const SIG_END: u32 = 0x4843_423E;
-/// Layout version.
-pub const VERSION: u32 = 1;
+/// Layout version (2: data frames carry a sender checksum, completion records are 16
+/// bytes and carry checksums).
+pub const VERSION: u32 = 2;
 
 /// Number of receive channels (`MYRI_API0_NUM_CHANNELS`).
 pub const NUM_CHANNELS: usize = 8;
@@ -272,36 +273,76 @@ impl RecvDescRepr {
     }
 }
 
-/// A completion record in a channel's poll structure in host memory: the length of a
-/// delivered payload, then the channel's completion count after it. The MCP DMAs both in
-/// one block, length first; the host watches the count (see
+/// A completion record in a channel's poll structure in host memory (16 bytes, four
+/// big-endian words):
+///
+/// ```text
+///  +0   spare (16) | landed_tail (16)   DMA'd from the payload block's control block
+///  +4   len                             payload bytes delivered
+///  +8   sender (16) | landed_head (16)
+///  +12  count                           the channel's completions, this one included
+/// ```
+///
+/// `sender` is the sender checksum of the data frame's trailer ([`crate::frame`]).
+/// `landed_tail` is the DMA engine's written-back checksum (seed 002, §3.2) of the
+/// delivery's payload block: the MCP chains a 4-byte block that DMAs the control block's
+/// `spare | csum` word here right after the payload block completes, so the sum the host
+/// sees is the engine's own, of the bytes it moved into host memory. `landed_head` is the
+/// sum of the payload bytes an overlapped receive DMA'd earlier, in chunks (the MCP
+/// combines their written-back sums; 0 otherwise). The landed checksum of the whole
+/// payload is their ones-complement sum ([`CompletionRepr::landed`]). The MCP DMAs the
+/// words from `len` on in one block after that, so a host that sees the count (the poll
+/// word it watches) also sees everything before it (see
 /// [`crate::firmware::host_dma::RECORD_LEN`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CompletionRepr {
+    /// The engine's checksum of the delivery's last payload block (0 without one).
+    pub landed_tail: u16,
     /// Payload bytes delivered.
     pub len: u32,
+    /// The sender checksum from the frame's trailer.
+    pub sender: u16,
+    /// The checksum of payload bytes delivered by earlier blocks (overlapped receive).
+    pub landed_head: u16,
     /// Completions on the channel, this one included (free-running).
     pub count: u32,
 }
 
 impl CompletionRepr {
     /// Bytes of a record.
-    pub const LEN: usize = 8;
+    pub const LEN: usize = 16;
+
+    /// The ones-complement sum of every payload byte that landed in host memory, as the
+    /// DMA engine computed it. The head's bytes come first and are a whole number of
+    /// 32-bit words, so the tail's sum adds without a byte swap.
+    pub fn landed(&self) -> u16 {
+        myri_device::dma::checksum::combine(self.landed_head, self.landed_tail)
+    }
 
     /// Reads a record from its bytes.
     pub fn parse(b: &[u8]) -> Result<CompletionRepr, EntryTruncated> {
         checked_len(b, Self::LEN as u32)?;
+        let csums = word_at(b, 8);
         Ok(CompletionRepr {
-            len: word_at(b, 0),
-            count: word_at(b, 4),
+            landed_tail: word_at(b, 0) as u16,
+            len: word_at(b, 4),
+            sender: (csums >> 16) as u16,
+            landed_head: csums as u16,
+            count: word_at(b, 12),
         })
     }
 
-    /// Writes the record into `b`.
+    /// Writes the record into `b` (the spare halfword zeroed).
     pub fn emit(&self, b: &mut [u8]) -> Result<(), EntryTruncated> {
         checked_len(b, Self::LEN as u32)?;
-        put_word(b, 0, self.len);
-        put_word(b, 4, self.count);
+        put_word(b, 0, u32::from(self.landed_tail));
+        put_word(b, 4, self.len);
+        put_word(
+            b,
+            8,
+            (u32::from(self.sender) << 16) | u32::from(self.landed_head),
+        );
+        put_word(b, 12, self.count);
         Ok(())
     }
 
@@ -645,11 +686,26 @@ mod tests {
         assert_eq!(bytes, [0, 0, 0, 2, 0, 0, 0x50, 0, 0, 0, 0x20, 0]);
         assert_eq!(RecvDescRepr::parse(&bytes).unwrap(), d);
         let c = CompletionRepr {
+            landed_tail: 0x1234,
             len: 8,
+            sender: 0xABCD,
+            landed_head: 0x5678,
             count: 0xFFFF_FFFF,
         };
-        assert_eq!(c.to_bytes(), [0, 0, 0, 8, 0xFF, 0xFF, 0xFF, 0xFF]);
+        assert_eq!(
+            c.to_bytes(),
+            [
+                0, 0, 0x12, 0x34, 0, 0, 0, 8, 0xAB, 0xCD, 0x56, 0x78, 0xFF, 0xFF, 0xFF, 0xFF
+            ]
+        );
         assert_eq!(CompletionRepr::parse(&c.to_bytes()).unwrap(), c);
+        assert_eq!(c.landed(), 0x1234 + 0x5678);
+        let ones = CompletionRepr {
+            landed_tail: 0xFFFF,
+            landed_head: 0x0001,
+            ..c
+        };
+        assert_eq!(ones.landed(), 0x0001, "end-around carry");
     }
 
     #[test]
@@ -666,8 +722,8 @@ mod tests {
             assert!(RecvDescRepr::default().emit(&mut [0u8; 12][..n]).is_err());
         }
         for n in 0..CompletionRepr::LEN {
-            assert!(CompletionRepr::parse(&[0u8; 8][..n]).is_err());
-            assert!(CompletionRepr::default().emit(&mut [0u8; 8][..n]).is_err());
+            assert!(CompletionRepr::parse(&[0u8; 16][..n]).is_err());
+            assert!(CompletionRepr::default().emit(&mut [0u8; 16][..n]).is_err());
         }
     }
 }

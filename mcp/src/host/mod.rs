@@ -33,7 +33,6 @@ pub use error::{ApiError, SendError};
 pub use shared::SharedApi;
 pub use unit::{DmaLayout, Firmware, HostCounters, McpRunner, Mode, Unit};
 
-use crate::firmware::host_dma::RECORD_LEN;
 use crate::firmware::{McpConfig, McpCounters};
 use crate::frame::HEADER_LEN;
 use crate::hcb::{
@@ -46,7 +45,7 @@ use myri_device::time::Time;
 use myri_device::wire::Route;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState};
+use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState, completion};
 
 /// How to attach to a board (seed 000, `myri_api0_init`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,14 +131,6 @@ pub struct Api {
 
 fn before(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) > 0
-}
-
-/// The length of completion `n` of `chan` if the board has delivered it: its record's
-/// count (loaded with Acquire, so the payload and length DMA'd before it are visible) is
-/// `n + 1`.
-fn completion(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> Option<u32> {
-    let at = DmaLayout::poll(chan) + (RECORD_LEN * (n % RECV_SLOTS)) as usize;
-    (poll.load_be(at + 4).ok()? == n.wrapping_add(1)).then(|| poll.load_be(at).unwrap_or(0))
 }
 
 impl Unit {
@@ -389,12 +380,12 @@ impl Api {
         if st.poll.is_none() {
             st.poll = Some(
                 unit.mem
-                    .share(0, unit::PAGE)
+                    .share(0, unit::POLL_LEN)
                     .map_err(|_| ApiError::LayoutMismatch("poll page in use"))?,
             );
         }
         if let Some(p) = &st.poll {
-            for at in (0..unit::PAGE).step_by(4) {
+            for at in (0..unit::POLL_LEN).step_by(4) {
                 let _ = p.store_be(at, 0);
             }
             let _ = unit.poll_words.set(p.clone());
@@ -999,6 +990,7 @@ impl Api {
                 chan: c,
                 index: i,
                 len: 0,
+                csums: (0, 0),
                 host: Some(h),
                 unit: unit.clone(),
             }),
@@ -1069,10 +1061,10 @@ impl Api {
             return Ok(None);
         };
         let c = &st.chans[usize::from(chan.num)];
-        let Some(len) = completion(poll, chan.num, c.consumed) else {
+        let Some(record) = completion(poll, chan.num, c.consumed) else {
             return Ok(None);
         };
-        let len = len as usize;
+        let len = record.len as usize;
         let c = &mut st.chans[usize::from(chan.num)];
         let Some((index, dev)) = c.posted.pop_front() else {
             return Ok(None);
@@ -1095,6 +1087,7 @@ impl Api {
             chan: chan.num,
             index,
             len,
+            csums: (record.sender, record.landed()),
             host: Some(host),
             unit: unit.clone(),
         }))

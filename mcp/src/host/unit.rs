@@ -26,8 +26,11 @@ pub const PAGE: usize = 4096;
 /// Distance between buffers in the DMA memory: whole pages, since pages are what change
 /// hands between host and board.
 pub const BUF_STRIDE: usize = BUF_LEN.next_multiple_of(PAGE);
-/// Spacing of the per-channel poll structures in the poll page.
-pub const POLL_STRIDE: usize = 512;
+/// Spacing of the per-channel poll structures in the poll area: a completion record per
+/// receive descriptor.
+pub const POLL_STRIDE: usize = RECV_SLOTS as usize * crate::firmware::host_dma::RECORD_LEN as usize;
+/// Size of the poll area at the start of the DMA memory: whole pages.
+pub const POLL_LEN: usize = (NUM_CHANNELS * POLL_STRIDE).next_multiple_of(PAGE);
 
 /// Where things are in a unit's DMA memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,7 @@ pub struct DmaLayout {
 impl DmaLayout {
     /// Total size of the region.
     pub const LEN: usize =
-        PAGE + SEND_BUFS * BUF_STRIDE + NUM_CHANNELS * RECV_SLOTS as usize * BUF_STRIDE;
+        POLL_LEN + SEND_BUFS * BUF_STRIDE + NUM_CHANNELS * RECV_SLOTS as usize * BUF_STRIDE;
 
     /// Offset of channel `c`'s poll structure.
     pub fn poll(c: u8) -> usize {
@@ -48,13 +51,38 @@ impl DmaLayout {
 
     /// Offset of send buffer `i`.
     pub fn send_buf(i: usize) -> usize {
-        PAGE + i * BUF_STRIDE
+        POLL_LEN + i * BUF_STRIDE
     }
 
     /// Offset of receive buffer `i` of channel `c`.
     pub fn recv_buf(c: u8, i: usize) -> usize {
-        PAGE + SEND_BUFS * BUF_STRIDE + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_STRIDE
+        POLL_LEN + SEND_BUFS * BUF_STRIDE + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_STRIDE
     }
+}
+
+/// Completion `n` of `chan` if the board has delivered it: its record's count (loaded
+/// with Acquire, so the payload, length and checksums DMA'd before it are visible) is
+/// `n + 1`.
+pub(crate) fn completion(
+    poll: &myri_device::hostmem::SharedWords,
+    chan: u8,
+    n: u32,
+) -> Option<crate::hcb::CompletionRepr> {
+    let at =
+        DmaLayout::poll(chan) + (crate::firmware::host_dma::RECORD_LEN * (n % RECV_SLOTS)) as usize;
+    let count = poll.load_be(at + 12).ok()?;
+    if count != n.wrapping_add(1) {
+        return None;
+    }
+    let word = |o: usize| poll.load_be(at + o).unwrap_or(0);
+    let csums = word(8);
+    Some(crate::hcb::CompletionRepr {
+        landed_tail: word(0) as u16,
+        len: word(4),
+        sender: (csums >> 16) as u16,
+        landed_head: csums as u16,
+        count,
+    })
 }
 
 /// The board and the control program running on it.
