@@ -13,10 +13,12 @@
 //! * pieces are combined with [`combine`], a piece at an odd offset byte-swapped first
 //!   (RFC 1071 §2(B)).
 //!
-//! Receiving, the MCP copies the trailer's checksum into the completion record, and the
-//! DMA engine's sum of the payload it moves into host memory reaches the record by a
-//! 4-byte block that DMAs the payload block's `csum` word after it (see
-//! [`crate::hcb::CompletionRepr`]). The host compares the two.
+//! Receiving, the MCP puts the trailer's checksum in the padding of the payload's DMA
+//! control block, and the completion record is that control block, DMA'd to the host by
+//! the next block of the chain once the engine has written its checksum of the payload
+//! into it (see [`crate::hcb::CompletionRepr`]): the host sees the engine's own sum of
+//! the bytes it moved into host memory, at no cost beyond a longer record. The host
+//! compares the two sums.
 //!
 //! What this covers: every byte of the payload from the moment the sender's DMA engine
 //! read it out of host memory to the moment the receiver's engine wrote it into host

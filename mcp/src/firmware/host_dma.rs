@@ -20,13 +20,14 @@ use crate::hcb::{
     self, DMA_RING, Layout, NUM_CHANNELS, RECV_SLOTS, SEND_SLOTS, counter, recv_chan,
 };
 use myri_device::board::Lanai;
-use myri_device::dma::block::{FLAG_HOST_TO_LANAI, FLAG_TERMINAL, FLAG_WAKE};
+use myri_device::dma::block::{BLOCK_LEN, FLAG_HOST_TO_LANAI, FLAG_TERMINAL, FLAG_WAKE};
 use myri_device::dma::{ChannelState, Direction};
 use myri_device::engines::RecvState;
 use myri_device::sram::SramError;
 use myri_device::time::Time;
 
-/// Spacing of blocks in the ring (a 24-byte block, 8-aligned).
+/// Spacing of blocks in the ring (a 24-byte block, 8-aligned; the 8 bytes of padding
+/// carry the MCP's words of a completion record).
 const STRIDE: u32 = 32;
 /// Byte offset of the poll structure's length array.
 ///
@@ -35,6 +36,14 @@ const STRIDE: u32 = 32;
 /// delivery. One DMA block writes a record, length first, so a host that sees the count
 /// (the poll word it watches) also sees the length.
 pub const RECORD_LEN: u32 = hcb::CompletionRepr::LEN as u32;
+
+/// What the MCP leaves in a control block for the host, in its spare halfword and the
+/// padding after it (see [`crate::hcb::CompletionRepr`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tag {
+    spare: u16,
+    pad: [u32; 2],
+}
 
 /// One transfer of a chain.
 #[derive(Debug, Clone, Copy)]
@@ -88,10 +97,16 @@ impl DmaRing {
         i: u32,
         t: &Transfer,
         next_word: u32,
+        tag: Option<&Tag>,
     ) -> Result<(), SramError> {
         let at = self.addr(i);
         let s = l.sram();
-        s.write_u32(at + 4, 0)?;
+        // The spare halfword, and the csum the engine will overwrite.
+        s.write_u32(at + 4, tag.map_or(0, |g| u32::from(g.spare) << 16))?;
+        if let Some(g) = tag {
+            s.write_u32(at + BLOCK_LEN as u32, g.pad[0])?;
+            s.write_u32(at + BLOCK_LEN as u32 + 4, g.pad[1])?;
+        }
         s.write_u32(at + 8, t.len)?;
         s.write_u32(at + 12, t.lar)?;
         s.write_u32(at + 16, (t.host >> 32) as u32)?;
@@ -105,6 +120,17 @@ impl DmaRing {
         l: &mut Lanai<'_>,
         now: Time,
         chain: &[Transfer],
+    ) -> Result<(u32, u32), SramError> {
+        self.issue_tagged(l, now, chain, None)
+    }
+
+    /// Starts a chain whose first block carries `tag` in its spare halfword and padding.
+    fn issue_tagged(
+        &mut self,
+        l: &mut Lanai<'_>,
+        now: Time,
+        chain: &[Transfer],
+        tag: Option<Tag>,
     ) -> Result<(u32, u32), SramError> {
         let k = chain.len() as u32;
         let (first, end) = (self.cur, self.cur + k);
@@ -121,7 +147,8 @@ impl DmaRing {
         };
         // Later blocks first; the block the channel sleeps on becomes valid last.
         for (i, t) in chain.iter().enumerate().rev() {
-            self.write_block(l, first + i as u32, t, word(i as u32, t))?;
+            let tag = tag.as_ref().filter(|_| i == 0);
+            self.write_block(l, first + i as u32, t, word(i as u32, t), tag)?;
         }
         l.pulse_dma(now, 0);
         self.cur = end;
@@ -614,11 +641,17 @@ fn read_header(l: &Lanai<'_>, at: u32, len: u32) -> ([u8; HEADER_LEN], usize) {
     (h, n)
 }
 
+/// The chain that finishes a delivery, and the tag of its first block.
+pub(crate) struct Delivery {
+    chain: smallvec::SmallVec<[Transfer; 2]>,
+    tag: Option<Tag>,
+}
+
 /// The chain that finishes a delivery: the payload bytes from `copied` on, then the
-/// completion record (see [`crate::hcb::CompletionRepr`]). With a payload block, the
-/// record's first word is DMA'd from that block's `spare | csum` word once the engine has
-/// written its checksum back, and the rest (length, `sender | head`, count) from the
-/// scratch words after it; without one, all four words come from scratch.
+/// completion record (see [`crate::hcb::CompletionRepr`]), which is bytes 4..32 of the
+/// payload block's control block once the engine has written its checksum back, with the
+/// MCP's words in the block's spare halfword and padding. Without a payload block, the
+/// same words come from scratch.
 #[allow(clippy::too_many_arguments)]
 fn deliver_chain(
     mcp: &Mcp,
@@ -629,46 +662,43 @@ fn deliver_chain(
     t: &Target,
     sender: u16,
     head: u16,
-) -> Option<smallvec::SmallVec<[Transfer; 3]>> {
-    let scratch = mcp.layout.scratch;
-    let s = l.sram();
-    s.write_u32(scratch, 0).ok()?;
-    s.write_u32(scratch + 4, payload).ok()?;
-    s.write_u32(scratch + 8, (u32::from(sender) << 16) | u32::from(head))
-        .ok()?;
-    s.write_u32(scratch + 12, t.done.wrapping_add(1)).ok()?;
+) -> Option<Delivery> {
+    // `copied` is at most a receive buffer (POOL_BUF) and fits the spare halfword.
+    let spare = u16::try_from(copied).ok()?;
+    let pad = [
+        (u32::from(sender) << 16) | u32::from(head),
+        t.done.wrapping_add(1),
+    ];
     let record = t.poll + u64::from(RECORD_LEN * (t.done % RECV_SLOTS));
+    let to_record = |lar: u32| Transfer {
+        dir: Direction::LanaiToHost,
+        lar,
+        len: RECORD_LEN - 4,
+        host: record + 4,
+    };
     let mut chain = smallvec::SmallVec::new();
     if payload > copied {
-        let lar = buf + HEADER_LEN as u32 + copied;
         chain.push(Transfer {
             dir: Direction::LanaiToHost,
-            lar,
+            lar: buf + HEADER_LEN as u32 + copied,
             len: payload - copied,
             host: t.host + u64::from(copied),
         });
-        // The payload block is the chain's first: its `spare | csum` word.
-        chain.push(Transfer {
-            dir: Direction::LanaiToHost,
-            lar: mcp.host.ring.next_block() + 4,
-            len: 4,
-            host: record,
-        });
-        chain.push(Transfer {
-            dir: Direction::LanaiToHost,
-            lar: scratch + 4,
-            len: RECORD_LEN - 4,
-            host: record + 4,
-        });
-    } else {
-        chain.push(Transfer {
-            dir: Direction::LanaiToHost,
-            lar: scratch,
-            len: RECORD_LEN,
-            host: record,
+        // The payload block is the chain's first.
+        chain.push(to_record(mcp.host.ring.next_block() + 4));
+        return Some(Delivery {
+            chain,
+            tag: Some(Tag { spare, pad }),
         });
     }
-    Some(chain)
+    let scratch = mcp.layout.scratch;
+    let s = l.sram();
+    s.fill(scratch, RECORD_LEN as usize, 0).ok()?;
+    s.write_u32(scratch + 4, u32::from(spare) << 16).ok()?;
+    s.write_u32(scratch + BLOCK_LEN as u32, pad[0]).ok()?;
+    s.write_u32(scratch + BLOCK_LEN as u32 + 4, pad[1]).ok()?;
+    chain.push(to_record(scratch + 4));
+    Some(Delivery { chain, tag: None })
 }
 
 /// Starts delivering the rx pool's oldest packet, or drops it.
@@ -702,10 +732,10 @@ fn to_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         return true;
     };
     let sender = csum::read_trailer(l, e.buf, e.len);
-    let Some(chain) = deliver_chain(mcp, l, e.buf, payload, 0, &t, sender, 0) else {
+    let Some(d) = deliver_chain(mcp, l, e.buf, payload, 0, &t, sender, 0) else {
         return false;
     };
-    match mcp.host.ring.issue(l, now, &chain) {
+    match mcp.host.ring.issue_tagged(l, now, &d.chain, d.tag) {
         Ok((first, last)) => {
             mcp.host.op = Op::ToHost {
                 chan,

@@ -45,7 +45,7 @@ use myri_device::time::Time;
 use myri_device::wire::Route;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState, completion};
+use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState, completed, completion};
 
 /// How to attach to a board (seed 000, `myri_api0_init`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +267,7 @@ impl Unit {
     fn drain_locked(&self, st: &mut UnitState, chan: u8) {
         let Some(poll) = st.poll.as_ref() else { return };
         let c = &mut st.chans[usize::from(chan)];
-        while completion(poll, chan, c.consumed).is_some() {
+        while completed(poll, chan, c.consumed) {
             let Some((i, dev)) = c.posted.pop_front() else {
                 break;
             };
@@ -1030,7 +1030,7 @@ impl Api {
         };
         let consumed = st.chans[usize::from(chan.num)].consumed;
         let ready = (0..RECV_SLOTS)
-            .take_while(|&i| completion(poll, chan.num, consumed.wrapping_add(i)).is_some())
+            .take_while(|&i| completed(poll, chan.num, consumed.wrapping_add(i)))
             .count();
         Ok(ready)
     }
@@ -1046,7 +1046,7 @@ impl Api {
         let hint = unit.recv_hint[usize::from(chan.num)].load(Ordering::Acquire);
         if hint & unit::RECV_READY != 0
             && let Some(poll) = unit.poll_words.get()
-            && completion(poll, chan.num, hint as u32).is_none()
+            && !completed(poll, chan.num, hint as u32)
         {
             return Ok(None);
         }
@@ -1064,7 +1064,7 @@ impl Api {
         let Some(record) = completion(poll, chan.num, c.consumed) else {
             return Ok(None);
         };
-        let len = record.len as usize;
+        let len = record.len() as usize;
         let c = &mut st.chans[usize::from(chan.num)];
         let Some((index, dev)) = c.posted.pop_front() else {
             return Ok(None);

@@ -60,6 +60,16 @@ impl DmaLayout {
     }
 }
 
+/// The offset of completion `n`'s record of `chan` in the poll area.
+fn record_at(chan: u8, n: u32) -> usize {
+    DmaLayout::poll(chan) + (crate::firmware::host_dma::RECORD_LEN * (n % RECV_SLOTS)) as usize
+}
+
+/// Whether the board has delivered completion `n` of `chan` (its record's count alone).
+pub(crate) fn completed(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> bool {
+    poll.load_be(record_at(chan, n) + 28) == Ok(n.wrapping_add(1))
+}
+
 /// Completion `n` of `chan` if the board has delivered it: its record's count (loaded
 /// with Acquire, so the payload, length and checksums DMA'd before it are visible) is
 /// `n + 1`.
@@ -68,17 +78,17 @@ pub(crate) fn completion(
     chan: u8,
     n: u32,
 ) -> Option<crate::hcb::CompletionRepr> {
-    let at =
-        DmaLayout::poll(chan) + (crate::firmware::host_dma::RECORD_LEN * (n % RECV_SLOTS)) as usize;
-    let count = poll.load_be(at + 12).ok()?;
+    let at = record_at(chan, n);
+    let count = poll.load_be(at + 28).ok()?;
     if count != n.wrapping_add(1) {
         return None;
     }
     let word = |o: usize| poll.load_be(at + o).unwrap_or(0);
-    let csums = word(8);
+    let (block, csums) = (word(4), word(24));
     Some(crate::hcb::CompletionRepr {
-        landed_tail: word(0) as u16,
-        len: word(4),
+        head_len: (block >> 16) as u16,
+        landed_tail: block as u16,
+        tail_len: word(8),
         sender: (csums >> 16) as u16,
         landed_head: csums as u16,
         count,

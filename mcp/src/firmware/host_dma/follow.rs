@@ -118,10 +118,10 @@ pub(super) fn follow_step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
             poll,
             done: mcp.host.done[usize::from(chan)],
         };
-        let Some(chain) = deliver_chain(mcp, l, buf, payload, copied, &t, sender, head) else {
+        let Some(d) = deliver_chain(mcp, l, buf, payload, copied, &t, sender, head) else {
             return true;
         };
-        if let Ok((first, last)) = mcp.host.ring.issue(l, now, &chain) {
+        if let Ok((first, last)) = mcp.host.ring.issue_tagged(l, now, &d.chain, d.tag) {
             mcp.host.op = Op::ToHost {
                 chan,
                 overlapped: true,
