@@ -7,6 +7,23 @@
 //! The type is CRL's `0x0370`; the only subtype is `FST_API0_DATA` (1); `chan` is the
 //! receiving process's channel. The route is not part of the frame: it is sent ahead of
 //! it and eaten by the switches.
+//!
+//! A data frame ([`SUBTYPE_DATA`]) ends with a [`TRAILER_LEN`]-byte trailer after its
+//! payload (a wire change of issue 17):
+//!
+//! ```text
+//!  type (2) | subtype (1) | chan (1) | payload | sender checksum (2, big-endian)
+//! ```
+//!
+//! The sender checksum is the 16-bit ones-complement sum (not complemented, seed 002
+//! §3.2) of the payload as it entered the sending board: the DMA engine's written-back
+//! sum of the bytes it moved from host memory, combined with the sum the LANai computes
+//! in software of any bytes the host wrote by PIO (or the LANai copied from the SRAM
+//! workspace). It is a trailer, not a header field, because an overlapped (cut-through)
+//! send puts the header on the network before the host DMA that produces the sum has
+//! finished. The receiving MCP hands it to the host with the DMA engine's sum of the
+//! bytes that landed in host memory ([`crate::hcb::CompletionRepr`]). Directed and
+//! Trapeze frames (seeds 001 and 003) carry no trailer.
 
 use myri_device::wire::TYPE_CRL;
 use thiserror::Error;
@@ -28,6 +45,19 @@ pub const SUBTYPE_DATA: u8 = 1;
 pub const SUBTYPE_DIRECTED: u8 = 2;
 /// A Trapeze message (seed 003): into the endpoint's receive ring.
 pub const SUBTYPE_TRAPEZE: u8 = 3;
+
+/// Bytes of the trailer a data frame ends with: the sender checksum.
+pub const TRAILER_LEN: usize = 2;
+
+/// Bytes of trailer a frame of `subtype` ends with: [`TRAILER_LEN`] for data frames, none
+/// for the others.
+pub const fn trailer_len(subtype: u8) -> usize {
+    if subtype == SUBTYPE_DATA {
+        TRAILER_LEN
+    } else {
+        0
+    }
+}
 
 /// The frame header of a packet of `subtype` for channel (or window) `chan`.
 pub fn header_bytes(subtype: u8, chan: u8) -> [u8; HEADER_LEN] {
@@ -86,9 +116,24 @@ impl<T: AsRef<[u8]>> ApiFrame<T> {
         self.buffer.as_ref()[field::CHAN]
     }
 
-    /// The payload.
+    /// Everything after the header (a data frame's payload and trailer).
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[field::PAYLOAD]
+    }
+
+    /// A data frame's payload without its trailer; `None` if the frame is too short to
+    /// hold a trailer.
+    pub fn data_payload(&self) -> Option<&[u8]> {
+        let p = self.payload();
+        p.get(..p.len().checked_sub(TRAILER_LEN)?)
+    }
+
+    /// A data frame's sender checksum (its last two bytes); `None` if the frame is too
+    /// short to hold a trailer.
+    pub fn sender_csum(&self) -> Option<u16> {
+        let p = self.payload();
+        let t = p.get(p.len().checked_sub(TRAILER_LEN)?..)?;
+        Some(u16::from_be_bytes([t[0], t[1]]))
     }
 }
 
@@ -184,6 +229,20 @@ mod tests {
                 .unwrap()
                 .payload()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn data_trailer() {
+        let f = ApiFrame::new_checked(&BYTES[..]).unwrap();
+        assert_eq!(f.data_payload(), Some(&[0xAA][..]));
+        assert_eq!(f.sender_csum(), Some(0xBBCC));
+        let short = ApiFrame::new_checked(&BYTES[..5]).unwrap();
+        assert_eq!((short.data_payload(), short.sender_csum()), (None, None));
+        assert_eq!(trailer_len(SUBTYPE_DATA), TRAILER_LEN);
+        assert_eq!(
+            trailer_len(SUBTYPE_DIRECTED) + trailer_len(SUBTYPE_TRAPEZE),
+            0
         );
     }
 }

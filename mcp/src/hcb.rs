@@ -41,8 +41,9 @@ pub const SIG_START: u32 = 0x4843_423C;
 pub const SIG_MIDDLE: u32 = 0x4843_427C;
 /// Signature at the end of the HCB.
 pub const SIG_END: u32 = 0x4843_423E;
-/// Layout version.
-pub const VERSION: u32 = 1;
+/// Layout version (2: data frames carry a sender checksum, completion records are 32
+/// bytes and carry checksums).
+pub const VERSION: u32 = 2;
 
 /// Number of receive channels (`MYRI_API0_NUM_CHANNELS`).
 pub const NUM_CHANNELS: usize = 8;
@@ -272,36 +273,102 @@ impl RecvDescRepr {
     }
 }
 
-/// A completion record in a channel's poll structure in host memory: the length of a
-/// delivered payload, then the channel's completion count after it. The MCP DMAs both in
-/// one block, length first; the host watches the count (see
+/// A completion record in a channel's poll structure in host memory: 32 bytes, big-endian
+/// words, laid out as the DMA control block of the delivery's payload (seed 002, §3.1)
+/// with the MCP's words in the padding after it, because that is what it is:
+///
+/// ```text
+///  +0   (not written)
+///  +4   head_len (16) | landed_tail (16)   the block's spare and csum halfwords
+///  +8   tail_len                           the block's byte count
+///  +12  lar, eah, eal                      the block's addresses (ignored)
+///  +24  sender (16) | landed_head (16)     padding the MCP fills
+///  +28  count                              the channel's completions, this one included
+/// ```
+///
+/// The MCP fills the payload block's spare halfword and padding when it writes the block;
+/// the engine writes the block's checksum when it has moved the payload; the next block
+/// of the chain DMAs bytes 4..32 of the control block here, so the host sees the engine's
+/// own sum of what it moved into host memory with one extra transfer and no extra block.
+/// A delivery without a payload block (an empty payload, or an overlapped receive that
+/// had copied everything) sends the same words from scratch SRAM.
+///
+/// * `head_len` and `landed_head`: payload bytes an overlapped receive DMA'd earlier, in
+///   chunks, and the sum of their written-back checksums (0 and 0 otherwise);
+/// * `tail_len` and `landed_tail`: the payload block's byte count and written-back sum;
+/// * `sender`: the sender checksum from the data frame's trailer ([`crate::frame`]).
+///
+/// The payload is `head_len + tail_len` bytes ([`CompletionRepr::len`]); its landed
+/// checksum is the ones-complement sum of the two ([`CompletionRepr::landed`]). The count
+/// comes last, so a host that sees it (the poll word it watches) sees the rest (see
 /// [`crate::firmware::host_dma::RECORD_LEN`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CompletionRepr {
-    /// Payload bytes delivered.
-    pub len: u32,
+    /// Payload bytes delivered by earlier blocks (overlapped receive).
+    pub head_len: u16,
+    /// The engine's checksum of the delivery's payload block (0 without one).
+    pub landed_tail: u16,
+    /// Payload bytes the payload block delivered.
+    pub tail_len: u32,
+    /// The sender checksum from the frame's trailer.
+    pub sender: u16,
+    /// The checksum of the `head_len` bytes delivered earlier.
+    pub landed_head: u16,
     /// Completions on the channel, this one included (free-running).
     pub count: u32,
 }
 
 impl CompletionRepr {
     /// Bytes of a record.
-    pub const LEN: usize = 8;
+    pub const LEN: usize = 32;
+
+    /// Payload bytes delivered.
+    pub fn len(&self) -> u32 {
+        u32::from(self.head_len).saturating_add(self.tail_len)
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ones-complement sum of every payload byte that landed in host memory, as the
+    /// DMA engine computed it. The head's bytes come first and are a whole number of
+    /// 32-bit words, so the tail's sum adds without a byte swap.
+    pub fn landed(&self) -> u16 {
+        myri_device::dma::checksum::combine(self.landed_head, self.landed_tail)
+    }
 
     /// Reads a record from its bytes.
     pub fn parse(b: &[u8]) -> Result<CompletionRepr, EntryTruncated> {
         checked_len(b, Self::LEN as u32)?;
+        let (block, csums) = (word_at(b, 4), word_at(b, 24));
         Ok(CompletionRepr {
-            len: word_at(b, 0),
-            count: word_at(b, 4),
+            head_len: (block >> 16) as u16,
+            landed_tail: block as u16,
+            tail_len: word_at(b, 8),
+            sender: (csums >> 16) as u16,
+            landed_head: csums as u16,
+            count: word_at(b, 28),
         })
     }
 
-    /// Writes the record into `b`.
+    /// Writes the record into `b` (the address words zeroed).
     pub fn emit(&self, b: &mut [u8]) -> Result<(), EntryTruncated> {
         checked_len(b, Self::LEN as u32)?;
-        put_word(b, 0, self.len);
-        put_word(b, 4, self.count);
+        b[..Self::LEN].fill(0);
+        put_word(
+            b,
+            4,
+            (u32::from(self.head_len) << 16) | u32::from(self.landed_tail),
+        );
+        put_word(b, 8, self.tail_len);
+        put_word(
+            b,
+            24,
+            (u32::from(self.sender) << 16) | u32::from(self.landed_head),
+        );
+        put_word(b, 28, self.count);
         Ok(())
     }
 
@@ -645,11 +712,26 @@ mod tests {
         assert_eq!(bytes, [0, 0, 0, 2, 0, 0, 0x50, 0, 0, 0, 0x20, 0]);
         assert_eq!(RecvDescRepr::parse(&bytes).unwrap(), d);
         let c = CompletionRepr {
-            len: 8,
+            head_len: 0x0400,
+            landed_tail: 0x1234,
+            tail_len: 8,
+            sender: 0xABCD,
+            landed_head: 0x5678,
             count: 0xFFFF_FFFF,
         };
-        assert_eq!(c.to_bytes(), [0, 0, 0, 8, 0xFF, 0xFF, 0xFF, 0xFF]);
+        let mut want = [0u8; 32];
+        want[4..12].copy_from_slice(&[0x04, 0, 0x12, 0x34, 0, 0, 0, 8]);
+        want[24..].copy_from_slice(&[0xAB, 0xCD, 0x56, 0x78, 0xFF, 0xFF, 0xFF, 0xFF]);
+        assert_eq!(c.to_bytes(), want);
         assert_eq!(CompletionRepr::parse(&c.to_bytes()).unwrap(), c);
+        assert_eq!(c.len(), 0x0408);
+        assert_eq!(c.landed(), 0x1234 + 0x5678);
+        let ones = CompletionRepr {
+            landed_tail: 0xFFFF,
+            landed_head: 0x0001,
+            ..c
+        };
+        assert_eq!(ones.landed(), 0x0001, "end-around carry");
     }
 
     #[test]
@@ -666,8 +748,8 @@ mod tests {
             assert!(RecvDescRepr::default().emit(&mut [0u8; 12][..n]).is_err());
         }
         for n in 0..CompletionRepr::LEN {
-            assert!(CompletionRepr::parse(&[0u8; 8][..n]).is_err());
-            assert!(CompletionRepr::default().emit(&mut [0u8; 8][..n]).is_err());
+            assert!(CompletionRepr::parse(&[0u8; 32][..n]).is_err());
+            assert!(CompletionRepr::default().emit(&mut [0u8; 32][..n]).is_err());
         }
     }
 }

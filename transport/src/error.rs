@@ -34,6 +34,15 @@ pub enum OpenError {
     /// do not make a connection.
     #[error("invalid option: {0}")]
     Rpp(#[source] myri_rpp::ConfigError),
+    /// [`Options::integrity`](crate::Options::integrity) asks for a check the backend
+    /// cannot make (the board's DMA checksums off `sim://`).
+    #[error("invalid option: integrity={integrity} is not available on {scheme}:// (sim:// only)")]
+    IntegrityNotAvailable {
+        /// What was asked for.
+        integrity: crate::url::Integrity,
+        /// The endpoint's scheme.
+        scheme: crate::url::Scheme,
+    },
     /// The `mtu` parameter is larger than the backend carries.
     #[error("mtu {mtu} is larger than a udp datagram ({max})")]
     MtuTooLarge {
@@ -365,6 +374,9 @@ pub enum WorldError {
     /// The fabric could not be built.
     #[error("building the simulated fabric: {0}")]
     Fabric(#[source] myri_device::fabric::TopologyError),
+    /// A fault setting is not a probability.
+    #[error("invalid option: {0}")]
+    Faults(#[source] myri_device::fabric::fault::BadProbability),
 }
 
 /// Why a peer failed ([`Completion::PeerFailed`](crate::Completion::PeerFailed)): what

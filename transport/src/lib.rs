@@ -111,4 +111,4 @@ pub use error::{
     InsertError, OpenError, PeerFailure, RegionProblem, RegisterError, SendError, SendErrorKind,
     SpawnError, WorldError,
 };
-pub use url::{Address, Congestion, ResolveError, Scheme, Url, UrlError};
+pub use url::{Address, Congestion, Integrity, ResolveError, Scheme, Url, UrlError};

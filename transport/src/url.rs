@@ -15,7 +15,17 @@
 //!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
 //!          | "cc=" ( "cubic" | "newreno" | "off" )    RPP's congestion control (default cubic)
 //!          | "pacing=" ( "1" | "0" | ... as reliable ) RPP paces bursts over the round trip
+//!          | "integrity=" ( "crc32c" | "dma" | "none" )  how damaged datagrams are caught ("dma": sim only)
 //! ```
+//!
+//! # Integrity
+//!
+//! `integrity=` says what checks a datagram's bytes end to end (see [`Integrity`]):
+//! `crc32c` (the default) is RPP's CRC-32C in software at both ends; `dma` (`sim://` only)
+//! is the board's own DMA checksums, which the endpoint compares on every datagram it
+//! receives, dropping and counting a mismatch
+//! ([`Stats::bad_dma_checksum`](crate::Stats::bad_dma_checksum)); `none` asks for no
+//! check at all, only when the user says so.
 //!
 //! # `udp://` and datagram sizes
 //!
@@ -182,6 +192,47 @@ pub enum ResolveError {
     },
 }
 
+/// What catches a datagram damaged between the two applications' memories (`integrity=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Integrity {
+    /// RPP's CRC-32C over header and payload, computed in software at both ends: the
+    /// default, and what every backend can do.
+    #[default]
+    Crc32c,
+    /// The board's DMA checksums (`sim://` only): the sending board's DMA engine sums the
+    /// payload as it reads it from host memory, the receiving one as it writes it into
+    /// host memory (`myri_mcp::RecvBuf::checksums`), and the endpoint drops a datagram
+    /// whose sums differ. Covers the boards' memories, their engines and the fabric; not
+    /// either host's memory before the sending DMA or after the receiving one.
+    Dma,
+    /// No check beyond the links' own (the link's CRC-8 on `sim://`, UDP's checksum):
+    /// only when the user asks.
+    None,
+}
+
+impl Integrity {
+    /// The value as written in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Integrity::Crc32c => "crc32c",
+            Integrity::Dma => "dma",
+            Integrity::None => "none",
+        }
+    }
+
+    /// Whether `scheme`'s backend can provide it (`dma` needs the board).
+    pub fn available_on(self, scheme: Scheme) -> bool {
+        self != Integrity::Dma || scheme == Scheme::Sim
+    }
+}
+
+impl fmt::Display for Integrity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The parameters of a URL (each `None` when the URL does not name it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -195,6 +246,8 @@ pub struct Params {
     /// `gso=`: UDP segmentation offload and receive coalescing (udp only): forced on
     /// (true), off (false), or chosen per path (`None`).
     pub gso: Option<bool>,
+    /// `integrity=`: what checks datagrams end to end.
+    pub integrity: Option<Integrity>,
     /// `cc=`: RPP's congestion controller (reliable endpoints; `None`: the options').
     pub cc: Option<Congestion>,
     /// `pacing=`: whether RPP paces bursts (reliable endpoints; `None`: the options').
@@ -270,7 +323,7 @@ pub enum UrlError {
     #[error("bad parameter `{0}`: expected key=value")]
     BadParam(String),
     /// A parameter this crate does not know.
-    #[error("unknown parameter `{0}`: expected reliable, world, mtu, gso, cc or pacing")]
+    #[error("unknown parameter `{0}`: expected reliable, world, mtu, gso, cc, pacing or integrity")]
     UnknownParam(String),
     /// A known parameter with a value it cannot take.
     #[error("bad value `{value}` for parameter `{key}`")]
@@ -288,6 +341,16 @@ pub enum UrlError {
     ParamNotForScheme {
         /// The parameter.
         key: String,
+        /// The scheme.
+        scheme: Scheme,
+    },
+    /// An integrity the scheme's backend cannot provide (`dma` off `sim://`).
+    #[error(
+        "integrity={integrity} is not available on {scheme}:// (the board's dma checksums are sim:// only)"
+    )]
+    IntegrityNotForScheme {
+        /// What was asked for.
+        integrity: Integrity,
         /// The scheme.
         scheme: Scheme,
     },
@@ -390,6 +453,25 @@ fn params(scheme: Scheme, query: &str) -> Result<Params, UrlError> {
                     });
                 }
                 if p.gso.replace(flag(key, value)?).is_some() {
+                    return Err(dup());
+                }
+            }
+            "integrity" => {
+                let integrity = match value.to_ascii_lowercase().as_str() {
+                    "crc32c" => Integrity::Crc32c,
+                    "dma" => Integrity::Dma,
+                    "none" => Integrity::None,
+                    _ => {
+                        return Err(UrlError::BadParamValue {
+                            key: key.to_owned(),
+                            value: value.to_owned(),
+                        });
+                    }
+                };
+                if !integrity.available_on(scheme) {
+                    return Err(UrlError::IntegrityNotForScheme { integrity, scheme });
+                }
+                if p.integrity.replace(integrity).is_some() {
                     return Err(dup());
                 }
             }
@@ -517,6 +599,9 @@ impl fmt::Display for Url {
         if let Some(p) = self.params.pacing {
             put(f, format!("pacing={}", u8::from(p)))?;
         }
+        if let Some(i) = self.params.integrity {
+            put(f, format!("integrity={i}"))?;
+        }
         Ok(())
     }
 }
@@ -633,6 +718,44 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn integrity_parses_per_scheme() {
+        let i = |s: &str| Url::parse(s).map(|u| u.params.integrity);
+        assert_eq!(i("sim://a"), Ok(None));
+        assert_eq!(i("sim://a?integrity=dma"), Ok(Some(Integrity::Dma)));
+        assert_eq!(i("sim://a?integrity=DMA"), Ok(Some(Integrity::Dma)));
+        assert_eq!(i("sim://a?integrity=crc32c"), Ok(Some(Integrity::Crc32c)));
+        assert_eq!(i("sim://a?integrity=none"), Ok(Some(Integrity::None)));
+        assert_eq!(i("udp://h:1?integrity=none"), Ok(Some(Integrity::None)));
+        assert_eq!(i("shm://r?integrity=crc32c"), Ok(Some(Integrity::Crc32c)));
+        assert_eq!(
+            i("udp://h:1?integrity=dma"),
+            Err(UrlError::IntegrityNotForScheme {
+                integrity: Integrity::Dma,
+                scheme: Scheme::Udp
+            })
+        );
+        assert!(matches!(
+            i("shm://r?integrity=dma"),
+            Err(UrlError::IntegrityNotForScheme { .. })
+        ));
+        assert_eq!(
+            i("sim://a?integrity=md5"),
+            Err(UrlError::BadParamValue {
+                key: "integrity".into(),
+                value: "md5".into()
+            })
+        );
+        assert_eq!(
+            i("sim://a?integrity=dma&integrity=dma"),
+            Err(UrlError::DuplicateParam("integrity".into()))
+        );
+        let u = Url::parse("sim://a?integrity=dma&reliable=1&world=w").unwrap();
+        assert_eq!(u.to_string(), "sim://a?reliable=1&world=w&integrity=dma");
+        assert!(u.has_params());
+        assert_eq!(Integrity::default(), Integrity::Crc32c);
+    }
+
     mod properties {
         use super::*;
         use proptest::prelude::*;
@@ -671,22 +794,31 @@ mod tests {
                     Congestion::Off,
                 ])),
                 proptest::option::of(any::<bool>()),
+                proptest::option::of(prop_oneof![
+                    Just(Integrity::Crc32c),
+                    Just(Integrity::Dma),
+                    Just(Integrity::None)
+                ]),
             )
-                .prop_map(|(address, reliable, world, mtu, gso, cc, pacing)| {
-                    let world = world.filter(|_| address.scheme() == Scheme::Sim);
-                    let gso = gso.filter(|_| address.scheme() == Scheme::Udp);
-                    Url {
-                        address,
-                        params: Params {
-                            reliable,
-                            world,
-                            mtu,
-                            gso,
-                            cc,
-                            pacing,
-                        },
-                    }
-                })
+                .prop_map(
+                    |(address, reliable, world, mtu, gso, cc, pacing, integrity)| {
+                        let world = world.filter(|_| address.scheme() == Scheme::Sim);
+                        let gso = gso.filter(|_| address.scheme() == Scheme::Udp);
+                        let integrity = integrity.filter(|i| i.available_on(address.scheme()));
+                        Url {
+                            address,
+                            params: Params {
+                                reliable,
+                                world,
+                                mtu,
+                                gso,
+                                cc,
+                                pacing,
+                                integrity,
+                            },
+                        }
+                    },
+                )
         }
 
         proptest! {

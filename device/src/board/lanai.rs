@@ -142,6 +142,9 @@ impl Board {
         limit: u32,
         tail: bool,
     ) -> Result<(), EngineError> {
+        if tail && let Some(f) = &mut self.sram_faults {
+            f.maybe_flip(&mut self.sram, true, smp + sa, limit);
+        }
         let port = self.link.as_ref().map(|l| (&*l.fabric, l.port));
         let rate = self.config.timing.send_bytes_per_sec;
         let r = self.send.send(

@@ -8,10 +8,12 @@
 //! finishing, packets arriving, timers expiring) happens in [`Board::advance`], which
 //! takes `now` like everything else here.
 
+mod faults;
 mod init;
 mod lanai;
 mod pci;
 
+pub use faults::{SramFaultCounters, SramFaults};
 pub use init::{BringUpError, bring_up};
 pub use lanai::{Lanai, NotRunning};
 pub use pci::{PciError, config};
@@ -137,6 +139,8 @@ pub struct Board {
     pub(crate) counters: BoardCounters,
     pub(crate) pci_command: u16,
     pub(crate) lanai_starts: u64,
+    /// Corruption of packets in SRAM, for tests of end-to-end checks.
+    pub(crate) sram_faults: Option<Box<faults::SramFaultInjector>>,
 }
 
 impl Board {
@@ -156,8 +160,29 @@ impl Board {
             counters: BoardCounters::default(),
             pci_command: config::COMMAND_MEMORY | config::COMMAND_BUS_MASTER,
             lanai_starts: 0,
+            sram_faults: None,
             config,
         }
+    }
+
+    /// Corrupts packets in SRAM as `faults` says, drawing from a generator seeded with
+    /// `seed` (see [`SramFaults`]); the default config turns it off.
+    pub fn set_sram_faults(
+        &mut self,
+        faults: SramFaults,
+        seed: u64,
+    ) -> Result<(), crate::fabric::fault::BadProbability> {
+        faults.validate()?;
+        self.sram_faults = (faults != SramFaults::default())
+            .then(|| Box::new(faults::SramFaultInjector::new(faults, seed)));
+        Ok(())
+    }
+
+    /// Bits [`Board::set_sram_faults`] has flipped so far.
+    pub fn sram_fault_counters(&self) -> SramFaultCounters {
+        self.sram_faults
+            .as_ref()
+            .map_or_else(SramFaultCounters::default, |f| f.counters)
     }
 
     /// Plugs the board's link port into port `port` of `fabric`.
@@ -291,6 +316,8 @@ impl Board {
             };
             if ready {
                 let port = Some((&*link.fabric, link.port));
+                let was_armed =
+                    matches!(self.recv.state(), crate::engines::RecvState::Armed { .. });
                 self.specials.isr |= self.recv.advance(
                     now,
                     &mut self.sram,
@@ -298,6 +325,17 @@ impl Board {
                     &mut self.counters.engines,
                     &mut self.send.spare,
                 );
+                if was_armed && let Some(f) = &mut self.sram_faults {
+                    match self.recv.state() {
+                        crate::engines::RecvState::Receiving { start, len, .. } => {
+                            f.maybe_flip(&mut self.sram, false, start, start + len);
+                        }
+                        crate::engines::RecvState::Done { start, end, .. } => {
+                            f.maybe_flip(&mut self.sram, false, start, end);
+                        }
+                        _ => {}
+                    }
+                }
             }
             let up = link.fabric.port_link_up(link.port);
             if up != link.was_up {

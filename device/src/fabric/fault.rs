@@ -50,6 +50,11 @@ pub struct FaultConfig {
     pub burst: Option<BurstLoss>,
     /// Probability of flipping one random bit of a packet.
     pub corrupt: f64,
+    /// Probability of flipping one random bit of a packet's contents (route and body, not
+    /// its CRC byte) and recomputing its CRC-8 over the changed contents, as a faulty or
+    /// malicious switch would: corruption the link's CRC-8 cannot see, which only an
+    /// end-to-end check catches. A packet whose CRC was already bad stays bad.
+    pub corrupt_resealed: f64,
     /// Probability of delivering a packet twice.
     pub duplicate: f64,
     /// Probability of holding a packet back by [`FaultConfig::reorder_delay`] so that
@@ -95,6 +100,7 @@ impl FaultConfig {
         let mut checks = vec![
             ("drop", self.drop),
             ("corrupt", self.corrupt),
+            ("corrupt_resealed", self.corrupt_resealed),
             ("duplicate", self.duplicate),
             ("reorder", self.reorder),
         ];
@@ -158,6 +164,9 @@ pub struct Verdict {
     pub drop: Option<DropCause>,
     /// Bit to flip, as a random number the caller takes modulo the packet's bit length.
     pub flip: Option<u64>,
+    /// Bit of the contents to flip with the CRC-8 recomputed, as a random number the
+    /// caller takes modulo the contents' bit length ([`FaultConfig::corrupt_resealed`]).
+    pub flip_resealed: Option<u64>,
     /// Deliver a second copy.
     pub duplicate: bool,
     /// Extra delay from delay and jitter.
@@ -281,6 +290,9 @@ impl FaultInjector {
         }
         if c.corrupt > 0.0 && self.rng.random::<f64>() < c.corrupt {
             v.flip = Some(self.rng.random::<u64>());
+        }
+        if c.corrupt_resealed > 0.0 && self.rng.random::<f64>() < c.corrupt_resealed {
+            v.flip_resealed = Some(self.rng.random::<u64>());
         }
         if c.duplicate > 0.0 && self.rng.random::<f64>() < c.duplicate {
             v.duplicate = true;

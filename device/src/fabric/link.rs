@@ -44,7 +44,7 @@ pub struct LinkCounters {
     pub dropped_down: u64,
     /// Dropped as the first packet after link init.
     pub dropped_first: u64,
-    /// Bits flipped.
+    /// Bits flipped (with the CRC-8 recomputed or not).
     pub corrupted: u64,
     /// Extra copies made.
     pub duplicated: u64,
@@ -193,6 +193,14 @@ impl LinkState {
         if let Some(r) = verdict.flip {
             let bit = (r % (t.packet.len() as u64 * 8)) as u32;
             t.packet.flip_bit(bit as usize);
+            self.counters.corrupted += 1;
+            self.event(t.head, EventKind::Corrupted { bit }, t.id, record);
+        }
+        if let Some(r) = verdict.flip_resealed {
+            // Counted and traced like any corruption; the bit is of the contents.
+            let bits = (t.packet.len() as u64 - 1) * 8;
+            let bit = r.checked_rem(bits).unwrap_or(0) as u32;
+            t.packet.flip_bit_resealed(bit as usize);
             self.counters.corrupted += 1;
             self.event(t.head, EventKind::Corrupted { bit }, t.id, record);
         }

@@ -168,6 +168,20 @@ impl Packet {
         }
     }
 
+    /// Inverts one bit of the contents (route bytes and body; `bit` is taken modulo their
+    /// length in bits) and recomputes the CRC-8 over the changed contents, as a faulty or
+    /// malicious switch would: the receiver's CRC check cannot see the change. A CRC that
+    /// was already wrong stays wrong (the error term is kept). A packet with no contents
+    /// is left as it is.
+    pub fn flip_bit_resealed(&mut self, bit: usize) {
+        let n = self.data.len() - self.head;
+        if n == 0 {
+            return;
+        }
+        let bit = bit % (n * 8);
+        self.data[self.head + bit / 8] ^= 1u8 << (bit % 8);
+    }
+
     /// Gives back the packet's storage (for reuse), emptied.
     pub fn into_storage(mut self) -> Vec<u8> {
         self.data.clear();
@@ -249,6 +263,23 @@ mod tests {
         let mut hop = w[1..w.len() - 1].to_vec();
         hop.push(stripped_crc);
         assert!(!Packet::from_wire(hop).unwrap().crc_ok());
+    }
+
+    #[test]
+    fn a_resealed_flip_passes_the_crc_and_changes_the_contents() {
+        let p = Packet::build(&Route::direct(), &BODY).unwrap();
+        for bit in [0, 7, 8 * BODY.len() - 1, 8 * BODY.len() + 3] {
+            let mut q = p.clone();
+            q.flip_bit_resealed(bit);
+            assert!(q.crc_ok(), "bit {bit}: the CRC-8 was recomputed");
+            assert!(recomputed_ok(&q), "bit {bit}");
+            assert_ne!(q.contents(), p.contents(), "bit {bit}");
+            assert_eq!(q.len(), p.len());
+        }
+        let mut bad = p.clone();
+        bad.flip_bit(3);
+        bad.flip_bit_resealed(40);
+        assert!(!bad.crc_ok(), "a bad CRC stays bad");
     }
 
     #[test]

@@ -13,19 +13,21 @@
 //! instead of host polling of SRAM).
 
 use super::Mcp;
+use super::csum;
 use super::pool::{TxEntry, tx_buffer};
-use crate::frame::{ApiFrame, FrameError, FrameRepr, HEADER_LEN};
+use crate::frame::{ApiFrame, FrameError, FrameRepr, HEADER_LEN, SUBTYPE_DATA, TRAILER_LEN};
 use crate::hcb::{
     self, DMA_RING, Layout, NUM_CHANNELS, RECV_SLOTS, SEND_SLOTS, counter, recv_chan,
 };
 use myri_device::board::Lanai;
-use myri_device::dma::block::{FLAG_HOST_TO_LANAI, FLAG_TERMINAL, FLAG_WAKE};
+use myri_device::dma::block::{BLOCK_LEN, FLAG_HOST_TO_LANAI, FLAG_TERMINAL, FLAG_WAKE};
 use myri_device::dma::{ChannelState, Direction};
 use myri_device::engines::RecvState;
 use myri_device::sram::SramError;
 use myri_device::time::Time;
 
-/// Spacing of blocks in the ring (a 24-byte block, 8-aligned).
+/// Spacing of blocks in the ring (a 24-byte block, 8-aligned; the 8 bytes of padding
+/// carry the MCP's words of a completion record).
 const STRIDE: u32 = 32;
 /// Byte offset of the poll structure's length array.
 ///
@@ -34,6 +36,14 @@ const STRIDE: u32 = 32;
 /// delivery. One DMA block writes a record, length first, so a host that sees the count
 /// (the poll word it watches) also sees the length.
 pub const RECORD_LEN: u32 = hcb::CompletionRepr::LEN as u32;
+
+/// What the MCP leaves in a control block for the host, in its spare halfword and the
+/// padding after it (see [`crate::hcb::CompletionRepr`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tag {
+    spare: u16,
+    pad: [u32; 2],
+}
 
 /// One transfer of a chain.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +74,11 @@ impl DmaRing {
         self.base + (i % DMA_RING) * STRIDE
     }
 
+    /// The address the next chain's first block will have.
+    fn next_block(&self) -> u32 {
+        self.addr(self.cur)
+    }
+
     /// Writes every block terminal, chained in a ring. The host points channel 0 at the
     /// first before it shakes hands.
     fn init(base: u32, l: &mut Lanai<'_>) -> Result<DmaRing, SramError> {
@@ -82,10 +97,16 @@ impl DmaRing {
         i: u32,
         t: &Transfer,
         next_word: u32,
+        tag: Option<&Tag>,
     ) -> Result<(), SramError> {
         let at = self.addr(i);
         let s = l.sram();
-        s.write_u32(at + 4, 0)?;
+        // The spare halfword, and the csum the engine will overwrite.
+        s.write_u32(at + 4, tag.map_or(0, |g| u32::from(g.spare) << 16))?;
+        if let Some(g) = tag {
+            s.write_u32(at + BLOCK_LEN as u32, g.pad[0])?;
+            s.write_u32(at + BLOCK_LEN as u32 + 4, g.pad[1])?;
+        }
         s.write_u32(at + 8, t.len)?;
         s.write_u32(at + 12, t.lar)?;
         s.write_u32(at + 16, (t.host >> 32) as u32)?;
@@ -99,6 +120,17 @@ impl DmaRing {
         l: &mut Lanai<'_>,
         now: Time,
         chain: &[Transfer],
+    ) -> Result<(u32, u32), SramError> {
+        self.issue_tagged(l, now, chain, None)
+    }
+
+    /// Starts a chain whose first block carries `tag` in its spare halfword and padding.
+    fn issue_tagged(
+        &mut self,
+        l: &mut Lanai<'_>,
+        now: Time,
+        chain: &[Transfer],
+        tag: Option<Tag>,
     ) -> Result<(u32, u32), SramError> {
         let k = chain.len() as u32;
         let (first, end) = (self.cur, self.cur + k);
@@ -115,7 +147,8 @@ impl DmaRing {
         };
         // Later blocks first; the block the channel sleeps on becomes valid last.
         for (i, t) in chain.iter().enumerate().rev() {
-            self.write_block(l, first + i as u32, t, word(i as u32, t))?;
+            let tag = tag.as_ref().filter(|_| i == 0);
+            self.write_block(l, first + i as u32, t, word(i as u32, t), tag)?;
         }
         l.pulse_dma(now, 0);
         self.cur = end;
@@ -190,6 +223,8 @@ enum Op {
         copied: u32,
         epoch: u64,
         inflight: Option<(u32, u32, u32)>,
+        /// The DMA engine's sum of the `copied` bytes (see [`crate::hcb::CompletionRepr`]).
+        head: u16,
     },
 }
 
@@ -308,6 +343,9 @@ pub fn step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     progressed
 }
 
+mod follow;
+use follow::{follow_start, follow_step};
+
 fn start_next(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     to_host(mcp, now, l)
         || follow_start(mcp, now, l)
@@ -354,6 +392,7 @@ pub(crate) fn start_fill(
 ) -> bool {
     let data = entry.frame + HEADER_LEN as u32 + entry.inline;
     if len == 0 {
+        csum::seal(l, &entry, 0);
         mcp.tx.push(entry);
         filled(mcp, l, &entry);
         return true;
@@ -366,6 +405,11 @@ pub(crate) fn start_fill(
             if !inside || l.sram().copy_within(from, data, len as usize).is_err() {
                 refused(mcp, l, &entry);
                 return true;
+            }
+            // No DMA moved these bytes: the LANai sums what it copied.
+            if entry.subtype == SUBTYPE_DATA {
+                let rest = csum::sram_sum(l, data, len);
+                csum::seal(l, &entry, rest);
             }
             let until = now
                 + myri_device::time::transfer_time(
@@ -438,6 +482,10 @@ fn advance_op(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
             Status::Done => {
                 let _ = slot;
                 mcp.host.op = Op::Idle;
+                // The engine's sum of the bytes it brought in, into the trailer before the
+                // send DMA can see the entry complete.
+                let rest = csum::written_back(l, mcp.host.ring.addr(last));
+                csum::seal(l, &entry, rest);
                 if !pushed {
                     mcp.tx.push(entry);
                 }
@@ -593,8 +641,18 @@ fn read_header(l: &Lanai<'_>, at: u32, len: u32) -> ([u8; HEADER_LEN], usize) {
     (h, n)
 }
 
+/// The chain that finishes a delivery, and the tag of its first block.
+pub(crate) struct Delivery {
+    chain: smallvec::SmallVec<[Transfer; 2]>,
+    tag: Option<Tag>,
+}
+
 /// The chain that finishes a delivery: the payload bytes from `copied` on, then the
-/// completion record (length and count).
+/// completion record (see [`crate::hcb::CompletionRepr`]), which is bytes 4..32 of the
+/// payload block's control block once the engine has written its checksum back, with the
+/// MCP's words in the block's spare halfword and padding. Without a payload block, the
+/// same words come from scratch.
+#[allow(clippy::too_many_arguments)]
 fn deliver_chain(
     mcp: &Mcp,
     l: &mut Lanai<'_>,
@@ -602,30 +660,45 @@ fn deliver_chain(
     payload: u32,
     copied: u32,
     t: &Target,
-) -> Option<smallvec::SmallVec<[Transfer; 2]>> {
-    let scratch = mcp.layout.scratch;
-    l.sram().write_u32(scratch, payload).ok()?;
-    l.sram()
-        .write_u32(scratch + 4, t.done.wrapping_add(1))
-        .ok()?;
+    sender: u16,
+    head: u16,
+) -> Option<Delivery> {
+    // `copied` is at most a receive buffer (POOL_BUF) and fits the spare halfword.
+    let spare = u16::try_from(copied).ok()?;
+    let pad = [
+        (u32::from(sender) << 16) | u32::from(head),
+        t.done.wrapping_add(1),
+    ];
+    let record = t.poll + u64::from(RECORD_LEN * (t.done % RECV_SLOTS));
+    let to_record = |lar: u32| Transfer {
+        dir: Direction::LanaiToHost,
+        lar,
+        len: RECORD_LEN - 4,
+        host: record + 4,
+    };
     let mut chain = smallvec::SmallVec::new();
     if payload > copied {
-        let lar = buf + HEADER_LEN as u32 + copied;
         chain.push(Transfer {
             dir: Direction::LanaiToHost,
-            lar,
+            lar: buf + HEADER_LEN as u32 + copied,
             len: payload - copied,
             host: t.host + u64::from(copied),
         });
+        // The payload block is the chain's first.
+        chain.push(to_record(mcp.host.ring.next_block() + 4));
+        return Some(Delivery {
+            chain,
+            tag: Some(Tag { spare, pad }),
+        });
     }
-    let record = t.poll + u64::from(RECORD_LEN * (t.done % RECV_SLOTS));
-    chain.push(Transfer {
-        dir: Direction::LanaiToHost,
-        lar: scratch,
-        len: RECORD_LEN,
-        host: record,
-    });
-    Some(chain)
+    let scratch = mcp.layout.scratch;
+    let s = l.sram();
+    s.fill(scratch, RECORD_LEN as usize, 0).ok()?;
+    s.write_u32(scratch + 4, u32::from(spare) << 16).ok()?;
+    s.write_u32(scratch + BLOCK_LEN as u32, pad[0]).ok()?;
+    s.write_u32(scratch + BLOCK_LEN as u32 + 4, pad[1]).ok()?;
+    chain.push(to_record(scratch + 4));
+    Some(Delivery { chain, tag: None })
 }
 
 /// Starts delivering the rx pool's oldest packet, or drops it.
@@ -651,16 +724,18 @@ fn to_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
             return true;
         }
     };
-    let payload = e.len - HEADER_LEN as u32;
-    if payload > t.capacity || payload as usize > hcb::MAX_PAYLOAD {
+    let payload = e.len.checked_sub((HEADER_LEN + TRAILER_LEN) as u32);
+    let Some(payload) = payload.filter(|&p| p <= t.capacity && p as usize <= hcb::MAX_PAYLOAD)
+    else {
         mcp.recv.rx.pop();
         mcp.count(counter::DROP_LENGTH);
         return true;
-    }
-    let Some(chain) = deliver_chain(mcp, l, e.buf, payload, 0, &t) else {
+    };
+    let sender = csum::read_trailer(l, e.buf, e.len);
+    let Some(d) = deliver_chain(mcp, l, e.buf, payload, 0, &t, sender, 0) else {
         return false;
     };
-    match mcp.host.ring.issue(l, now, &chain) {
+    match mcp.host.ring.issue_tagged(l, now, &d.chain, d.tag) {
         Ok((first, last)) => {
             mcp.host.op = Op::ToHost {
                 chan,
@@ -672,155 +747,6 @@ fn to_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         Err(_) => return false,
     }
     true
-}
-
-/// Overlapped receive (polled mode only): start copying a packet to the host while it is
-/// still arriving, once enough of it is in.
-fn follow_start(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
-    if mcp.config.recv_mode != super::RecvMode::Polled || !mcp.recv.rx.is_empty() {
-        return false;
-    }
-    let RecvState::Receiving { start, .. } = l.recv_state() else {
-        return false;
-    };
-    let have = l.recv_pointer(now).saturating_sub(start);
-    if have < HEADER_LEN as u32 + mcp.config.overlap_threshold {
-        return false;
-    }
-    let (header, n) = read_header(l, start, HEADER_LEN as u32);
-    let Ok(Some((chan, t))) = target(mcp, l, &header[..n]) else {
-        return false;
-    };
-    let n = (have - HEADER_LEN as u32) & !3;
-    if n > t.capacity {
-        return false;
-    }
-    let chunk = Transfer {
-        dir: Direction::LanaiToHost,
-        lar: start + HEADER_LEN as u32,
-        len: n,
-        host: t.host,
-    };
-    let Ok((first, last)) = mcp.host.ring.issue(l, now, &[chunk]) else {
-        return false;
-    };
-    let epoch = mcp.recv.epoch();
-    mcp.host.op = Op::Follow {
-        chan,
-        buf: start,
-        host: t.host,
-        capacity: t.capacity,
-        copied: 0,
-        epoch,
-        inflight: Some((first, last, n)),
-    };
-    true
-}
-
-fn follow_step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
-    let Op::Follow {
-        chan,
-        buf,
-        host,
-        capacity,
-        mut copied,
-        epoch,
-        inflight,
-    } = mcp.host.op
-    else {
-        return false;
-    };
-    if let Some((first, last, n)) = inflight {
-        match mcp.host.ring.status(l, last) {
-            Status::Pending => return false,
-            Status::Faulted => {
-                // Give up following; the ordinary path delivers the packet from the start.
-                mcp.host.ring.skip(l, now, first, last);
-                mcp.count(counter::DMA_FAULTS);
-                mcp.host.op = Op::Idle;
-                return true;
-            }
-            Status::Done => copied += n,
-        }
-    }
-    if mcp.recv.epoch() != epoch {
-        // The packet has finished arriving: queued at the head of the rx pool, or dropped.
-        mcp.host.op = Op::Idle;
-        let Some(e) = mcp
-            .recv
-            .rx
-            .head()
-            .filter(|e| e.buf == buf && e.epoch == epoch + 1)
-        else {
-            return true;
-        };
-        let payload = e.len - HEADER_LEN as u32;
-        if payload > capacity {
-            mcp.recv.rx.pop();
-            mcp.count(counter::DROP_LENGTH);
-            return true;
-        }
-        let c = mcp.layout.recv_chan(u32::from(chan));
-        let poll = (u64::from(hcb_read(l, c + recv_chan::POLL_HI)) << 32)
-            | u64::from(hcb_read(l, c + recv_chan::POLL_LO));
-        let t = Target {
-            host,
-            capacity,
-            poll,
-            done: mcp.host.done[usize::from(chan)],
-        };
-        let Some(chain) = deliver_chain(mcp, l, buf, payload, copied, &t) else {
-            return true;
-        };
-        if let Ok((first, last)) = mcp.host.ring.issue(l, now, &chain) {
-            mcp.host.op = Op::ToHost {
-                chan,
-                overlapped: true,
-                first,
-                last,
-            };
-        }
-        return true;
-    }
-    let avail = (l.recv_pointer(now).saturating_sub(buf + HEADER_LEN as u32) & !3).min(capacity);
-    let mut next = Op::Follow {
-        chan,
-        buf,
-        host,
-        capacity,
-        copied,
-        epoch,
-        inflight: None,
-    };
-    if avail >= copied + mcp.config.overlap_chunk {
-        let chunk = Transfer {
-            dir: Direction::LanaiToHost,
-            lar: buf + HEADER_LEN as u32 + copied,
-            len: avail - copied,
-            host: host + u64::from(copied),
-        };
-        if let Ok((first, last)) = mcp.host.ring.issue(l, now, &[chunk]) {
-            next = Op::Follow {
-                chan,
-                buf,
-                host,
-                capacity,
-                copied,
-                epoch,
-                inflight: Some((first, last, avail - copied)),
-            };
-        }
-    }
-    let progressed = inflight.is_some()
-        || matches!(
-            next,
-            Op::Follow {
-                inflight: Some(_),
-                ..
-            }
-        );
-    mcp.host.op = next;
-    progressed
 }
 
 /// Takes the next send-channel slot.
@@ -878,7 +804,8 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     let chan = chan as u8;
     if pio {
         let frame = mcp.layout.pio_buf(head) + hcb::ROUTE_AREA;
-        mcp.tx.push(TxEntry {
+        // The host wrote these bytes by PIO: the LANai sums them.
+        let entry = TxEntry {
             frame,
             len,
             chan,
@@ -890,14 +817,25 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
             aborted: false,
             subtype,
             tpz: false,
-        });
+            csum: if subtype == SUBTYPE_DATA {
+                csum::sram_sum(l, frame + HEADER_LEN as u32, len)
+            } else {
+                0
+            },
+        };
+        csum::seal(l, &entry, 0);
+        mcp.tx.push(entry);
         return true;
     }
     let frame = tx_buffer(&mcp.layout, mcp.tx.incoming()) + hcb::ROUTE_AREA;
     let data = frame + HEADER_LEN as u32;
+    let mut inline_sum = 0;
     if inline > 0 {
         let from = mcp.layout.pio_buf(head) + hcb::ROUTE_AREA + HEADER_LEN as u32;
         let _ = l.sram().copy_within(from, data, inline as usize);
+        if subtype == SUBTYPE_DATA {
+            inline_sum = csum::sram_sum(l, data, inline);
+        }
     }
     let entry = TxEntry {
         frame,
@@ -911,6 +849,7 @@ fn from_host(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         aborted: false,
         subtype,
         tpz: false,
+        csum: inline_sum,
     };
     let src = if sram {
         // The workspace address is a 32-bit SRAM address; anything above is refused.

@@ -21,6 +21,7 @@
 //! The MCP is stepped by [`Mcp::poll`]: inline by the host's progress calls, on a thread of
 //! its own, or under the deterministic scheduler. It never reads a clock.
 
+pub mod csum;
 pub mod directed;
 pub mod host_dma;
 pub mod pool;
@@ -314,5 +315,7 @@ impl Mcp {
     }
 }
 
+#[cfg(test)]
+mod csum_tests;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,9 @@ pub struct TxEntry {
     /// Taken from the Trapeze send ring (`slot` is then the ring index), not the send
     /// channel.
     pub tpz: bool,
+    /// The ones-complement sum of the payload bytes already in the tx buffer before the
+    /// DMA'd part (the inline bytes; all of a PIO payload), summed by the LANai.
+    pub csum: u16,
 }
 
 /// A ring of `N` entries with free-running indices.

@@ -6,11 +6,13 @@
 //! header and payload, ending the packet. An overlapped packet is sent behind the live
 //! host-DMA pointer, a chunk at a time; its route goes out only with its first chunk, so a
 //! host DMA that faults before any data arrives leaves nothing half-sent on the network.
+//! A data frame's trailer (the sender checksum, [`crate::frame`]) goes out with the tail,
+//! written by the host DMA's state machine once the engine's checksum is known.
 
 use super::Mcp;
 use super::host_dma::slot_done;
 use super::pool::TxEntry;
-use crate::frame::{HEADER_LEN, header_bytes};
+use crate::frame::{HEADER_LEN, header_bytes, trailer_len};
 use crate::hcb::{self, counter};
 use myri_device::board::Lanai;
 use myri_device::time::Time;
@@ -93,7 +95,9 @@ fn one_step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
     if !l.send_idle(now) {
         return false;
     }
-    let end = e.frame + HEADER_LEN as u32 + e.len;
+    // A data frame's trailer (the sender checksum) follows the payload.
+    let trailer = trailer_len(e.subtype) as u32;
+    let end = e.frame + HEADER_LEN as u32 + e.len + trailer;
     match mcp.send {
         SendDma::Idle if e.overlapped => {
             if e.aborted {
@@ -147,6 +151,7 @@ fn one_step(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
             } else {
                 e.frame + HEADER_LEN as u32 + sent
             };
+            let upto = if tail { upto + trailer } else { upto };
             let _ = l.send(now, from, 0, e.frame + HEADER_LEN as u32 + upto, tail);
             mcp.send = if tail {
                 SendDma::Finishing

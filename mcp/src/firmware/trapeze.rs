@@ -145,6 +145,7 @@ pub fn from_ring(mcp: &mut Mcp, now: Time, l: &mut Lanai<'_>) -> bool {
         aborted: false,
         subtype: SUBTYPE_TRAPEZE,
         tpz: true,
+        csum: 0,
     };
     start_fill(mcp, now, l, entry, Source::Host(host), len)
 }

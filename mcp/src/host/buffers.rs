@@ -152,6 +152,8 @@ pub struct RecvBuf {
     pub(crate) chan: u8,
     pub(crate) index: u16,
     pub(crate) len: usize,
+    /// (sender, landed): see [`RecvBuf::checksums`].
+    pub(crate) csums: (u16, u16),
     pub(crate) host: Option<HostBuf>,
     pub(crate) unit: Arc<Unit>,
 }
@@ -190,6 +192,27 @@ impl RecvBuf {
     /// The channel it arrived on.
     pub fn channel(&self) -> u8 {
         self.chan
+    }
+
+    /// The board's checksums of the payload ([`RecvBuf::as_slice`], exactly its
+    /// [`RecvBuf::len`] bytes; nothing of the frame header or trailer): `(sender,
+    /// landed)`. Both are 16-bit ones-complement sums of the bytes as big-endian words
+    /// (seed 002, §3.2, not complemented; [`myri_device::dma::checksum`]). `sender` is the
+    /// sum of the payload as it entered the sending board: the sending DMA engine's sum of
+    /// what it read from host memory, with the sending LANai's software sum of any bytes
+    /// the host wrote by PIO (see [`crate::firmware::csum`]). `landed` is the receiving DMA
+    /// engine's sum of what it wrote into this buffer. Equal sums cover the payload from
+    /// host memory to host memory; they say nothing of either host's memory itself before
+    /// the sending DMA or after the receiving one.
+    pub fn checksums(&self) -> (u16, u16) {
+        self.csums
+    }
+
+    /// Whether the two checksums of [`RecvBuf::checksums`] agree. (Both ends add with the
+    /// end-around carry and never complement, so a sum is 0 only for all-zero data and
+    /// the two forms of zero cannot be confused.)
+    pub fn dma_checksum_ok(&self) -> bool {
+        self.csums.0 == self.csums.1
     }
 }
 

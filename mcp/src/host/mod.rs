@@ -33,7 +33,6 @@ pub use error::{ApiError, SendError};
 pub use shared::SharedApi;
 pub use unit::{DmaLayout, Firmware, HostCounters, McpRunner, Mode, Unit};
 
-use crate::firmware::host_dma::RECORD_LEN;
 use crate::firmware::{McpConfig, McpCounters};
 use crate::frame::HEADER_LEN;
 use crate::hcb::{
@@ -46,7 +45,7 @@ use myri_device::time::Time;
 use myri_device::wire::Route;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState};
+use unit::{BUF_LEN, InFlight, Origin, Shared, UnitState, completed, completion};
 
 /// How to attach to a board (seed 000, `myri_api0_init`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,14 +131,6 @@ pub struct Api {
 
 fn before(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) > 0
-}
-
-/// The length of completion `n` of `chan` if the board has delivered it: its record's
-/// count (loaded with Acquire, so the payload and length DMA'd before it are visible) is
-/// `n + 1`.
-fn completion(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> Option<u32> {
-    let at = DmaLayout::poll(chan) + (RECORD_LEN * (n % RECV_SLOTS)) as usize;
-    (poll.load_be(at + 4).ok()? == n.wrapping_add(1)).then(|| poll.load_be(at).unwrap_or(0))
 }
 
 impl Unit {
@@ -276,7 +267,7 @@ impl Unit {
     fn drain_locked(&self, st: &mut UnitState, chan: u8) {
         let Some(poll) = st.poll.as_ref() else { return };
         let c = &mut st.chans[usize::from(chan)];
-        while completion(poll, chan, c.consumed).is_some() {
+        while completed(poll, chan, c.consumed) {
             let Some((i, dev)) = c.posted.pop_front() else {
                 break;
             };
@@ -389,12 +380,12 @@ impl Api {
         if st.poll.is_none() {
             st.poll = Some(
                 unit.mem
-                    .share(0, unit::PAGE)
+                    .share(0, unit::POLL_LEN)
                     .map_err(|_| ApiError::LayoutMismatch("poll page in use"))?,
             );
         }
         if let Some(p) = &st.poll {
-            for at in (0..unit::PAGE).step_by(4) {
+            for at in (0..unit::POLL_LEN).step_by(4) {
                 let _ = p.store_be(at, 0);
             }
             let _ = unit.poll_words.set(p.clone());
@@ -999,6 +990,7 @@ impl Api {
                 chan: c,
                 index: i,
                 len: 0,
+                csums: (0, 0),
                 host: Some(h),
                 unit: unit.clone(),
             }),
@@ -1038,7 +1030,7 @@ impl Api {
         };
         let consumed = st.chans[usize::from(chan.num)].consumed;
         let ready = (0..RECV_SLOTS)
-            .take_while(|&i| completion(poll, chan.num, consumed.wrapping_add(i)).is_some())
+            .take_while(|&i| completed(poll, chan.num, consumed.wrapping_add(i)))
             .count();
         Ok(ready)
     }
@@ -1054,7 +1046,7 @@ impl Api {
         let hint = unit.recv_hint[usize::from(chan.num)].load(Ordering::Acquire);
         if hint & unit::RECV_READY != 0
             && let Some(poll) = unit.poll_words.get()
-            && completion(poll, chan.num, hint as u32).is_none()
+            && !completed(poll, chan.num, hint as u32)
         {
             return Ok(None);
         }
@@ -1069,10 +1061,10 @@ impl Api {
             return Ok(None);
         };
         let c = &st.chans[usize::from(chan.num)];
-        let Some(len) = completion(poll, chan.num, c.consumed) else {
+        let Some(record) = completion(poll, chan.num, c.consumed) else {
             return Ok(None);
         };
-        let len = len as usize;
+        let len = record.len() as usize;
         let c = &mut st.chans[usize::from(chan.num)];
         let Some((index, dev)) = c.posted.pop_front() else {
             return Ok(None);
@@ -1095,6 +1087,7 @@ impl Api {
             chan: chan.num,
             index,
             len,
+            csums: (record.sender, record.landed()),
             host: Some(host),
             unit: unit.clone(),
         }))

@@ -26,8 +26,11 @@ pub const PAGE: usize = 4096;
 /// Distance between buffers in the DMA memory: whole pages, since pages are what change
 /// hands between host and board.
 pub const BUF_STRIDE: usize = BUF_LEN.next_multiple_of(PAGE);
-/// Spacing of the per-channel poll structures in the poll page.
-pub const POLL_STRIDE: usize = 512;
+/// Spacing of the per-channel poll structures in the poll area: a completion record per
+/// receive descriptor.
+pub const POLL_STRIDE: usize = RECV_SLOTS as usize * crate::firmware::host_dma::RECORD_LEN as usize;
+/// Size of the poll area at the start of the DMA memory: whole pages.
+pub const POLL_LEN: usize = (NUM_CHANNELS * POLL_STRIDE).next_multiple_of(PAGE);
 
 /// Where things are in a unit's DMA memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,7 @@ pub struct DmaLayout {
 impl DmaLayout {
     /// Total size of the region.
     pub const LEN: usize =
-        PAGE + SEND_BUFS * BUF_STRIDE + NUM_CHANNELS * RECV_SLOTS as usize * BUF_STRIDE;
+        POLL_LEN + SEND_BUFS * BUF_STRIDE + NUM_CHANNELS * RECV_SLOTS as usize * BUF_STRIDE;
 
     /// Offset of channel `c`'s poll structure.
     pub fn poll(c: u8) -> usize {
@@ -48,13 +51,48 @@ impl DmaLayout {
 
     /// Offset of send buffer `i`.
     pub fn send_buf(i: usize) -> usize {
-        PAGE + i * BUF_STRIDE
+        POLL_LEN + i * BUF_STRIDE
     }
 
     /// Offset of receive buffer `i` of channel `c`.
     pub fn recv_buf(c: u8, i: usize) -> usize {
-        PAGE + SEND_BUFS * BUF_STRIDE + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_STRIDE
+        POLL_LEN + SEND_BUFS * BUF_STRIDE + (usize::from(c) * RECV_SLOTS as usize + i) * BUF_STRIDE
     }
+}
+
+/// The offset of completion `n`'s record of `chan` in the poll area.
+fn record_at(chan: u8, n: u32) -> usize {
+    DmaLayout::poll(chan) + (crate::firmware::host_dma::RECORD_LEN * (n % RECV_SLOTS)) as usize
+}
+
+/// Whether the board has delivered completion `n` of `chan` (its record's count alone).
+pub(crate) fn completed(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> bool {
+    poll.load_be(record_at(chan, n) + 28) == Ok(n.wrapping_add(1))
+}
+
+/// Completion `n` of `chan` if the board has delivered it: its record's count (loaded
+/// with Acquire, so the payload, length and checksums DMA'd before it are visible) is
+/// `n + 1`.
+pub(crate) fn completion(
+    poll: &myri_device::hostmem::SharedWords,
+    chan: u8,
+    n: u32,
+) -> Option<crate::hcb::CompletionRepr> {
+    let at = record_at(chan, n);
+    let count = poll.load_be(at + 28).ok()?;
+    if count != n.wrapping_add(1) {
+        return None;
+    }
+    let word = |o: usize| poll.load_be(at + o).unwrap_or(0);
+    let (block, csums) = (word(4), word(24));
+    Some(crate::hcb::CompletionRepr {
+        head_len: (block >> 16) as u16,
+        landed_tail: block as u16,
+        tail_len: word(8),
+        sender: (csums >> 16) as u16,
+        landed_head: csums as u16,
+        count,
+    })
 }
 
 /// The board and the control program running on it.

@@ -204,6 +204,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
                 "copied_sends": s.copied_sends, "registered_recvs": s.registered_recvs,
                 "heap_recvs": s.heap_recvs, "would_block": s.would_block,
                 "unknown_source": s.unknown_source, "malformed": s.malformed,
+                "bad_dma_checksum": s.bad_dma_checksum,
                 "rpp_dropped": s.rpp_dropped, "peer_failures": s.peer_failures,
                 "io_errors": s.io_errors, "gso_sends": s.gso_sends,
                 "gso_segments": s.gso_segments, "gso_fallbacks": s.gso_fallbacks,

@@ -86,6 +86,9 @@ pub(crate) enum BackendEvent {
 pub(crate) struct BackendCounters {
     /// Datagrams that could not be parsed or were impossible (dropped).
     pub(crate) malformed: u64,
+    /// `sim://` with DMA-checksum integrity: datagrams whose landed checksum differed
+    /// from their sender's (dropped).
+    pub(crate) bad_dma_checksum: u64,
     /// Datagrams received into the heap because registered memory had run out.
     pub(crate) recv_heap: u64,
     /// Failed operating-system calls that did not fail the endpoint.

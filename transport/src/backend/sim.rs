@@ -13,12 +13,18 @@
 //! channel), so every datagram starts with an 8-byte header naming the sender's port,
 //! sent inline from the send slot's PIO buffer while the payload is DMA'd from the
 //! application's buffer: nothing is copied on the host.
+//!
+//! With `integrity=dma` ([`crate::Integrity::Dma`]) the endpoint checks every datagram by
+//! the board's own checksums (`myri_mcp::RecvBuf::checksums`: the sending DMA engine's sum
+//! of the datagram as it left host memory against the receiving one's as it landed) and
+//! drops a mismatch, counted in [`crate::Stats::bad_dma_checksum`]. The check costs a
+//! comparison: both sums are computed by the DMA engines as they move the bytes.
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, Lending, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind};
 use crate::error::{InsertError, OpenError, SendError, SendErrorKind, WorldError};
 use crate::url::{Address, Scheme};
-use myri_device::board::{Board, BoardConfig, Timing};
+use myri_device::board::{Board, BoardConfig, SramFaults, Timing};
 use myri_device::fabric::topology::star;
 use myri_device::fabric::{
     CableConfig, Fabric, FabricBuilder, FaultConfig, LinkModel, PortId, SwitchSize,
@@ -86,6 +92,10 @@ pub struct WorldConfig {
     pub mcp_threads: bool,
     /// The control program's settings.
     pub mcp: McpConfig,
+    /// Corruption of packets in every board's SRAM (none by default), for testing what
+    /// catches it: a bit flipped after the sending host DMA and before the send engine
+    /// reads the packet, or after the receive engine wrote it and before the host DMA.
+    pub sram_faults: SramFaults,
 }
 
 impl Default for WorldConfig {
@@ -97,6 +107,7 @@ impl Default for WorldConfig {
             clock: SimClock::Ticks,
             mcp_threads: false,
             mcp: McpConfig::default(),
+            sram_faults: SramFaults::default(),
         }
     }
 }
@@ -135,6 +146,12 @@ impl WorldConfig {
     /// Sets the control program's settings.
     pub fn with_mcp(mut self, mcp: McpConfig) -> WorldConfig {
         self.mcp = mcp;
+        self
+    }
+
+    /// Sets the corruption of packets in the boards' SRAM.
+    pub fn with_sram_faults(mut self, faults: SramFaults) -> WorldConfig {
+        self.sram_faults = faults;
         self
     }
 }
@@ -177,6 +194,7 @@ impl World {
         if config.mcp_threads && config.clock != SimClock::Real {
             return Err(WorldError::ThreadsNeedRealClock);
         }
+        config.sram_faults.validate().map_err(WorldError::Faults)?;
         let model = if config.modelled {
             LinkModel::SAN_2000
         } else {
@@ -384,11 +402,19 @@ pub(crate) struct SimBackend {
     /// The time of the last progress call, and the calls that found the board quiet.
     last_now: u64,
     quiet_calls: u32,
+    /// Drop (and count) every datagram whose board checksums differ
+    /// ([`crate::Integrity::Dma`]).
+    check_dma: bool,
 }
 
 impl SimBackend {
-    /// Opens `sim://name?world=world`.
-    pub(crate) fn open(name: Option<&str>, world: Option<&str>) -> Result<SimBackend, OpenError> {
+    /// Opens `sim://name?world=world`; with `check_dma`, checks every datagram received
+    /// by the board's DMA checksums ([`crate::Integrity::Dma`]).
+    pub(crate) fn open(
+        name: Option<&str>,
+        world: Option<&str>,
+        check_dma: bool,
+    ) -> Result<SimBackend, OpenError> {
         let world_name = world.unwrap_or("default").to_owned();
         let w = World::get(&world_name, None).map_err(OpenError::World)?;
         let (index, name) = w.join(&world_name, name)?;
@@ -399,6 +425,15 @@ impl SimBackend {
                 cfg.timing = Timing::PCI64B;
             }
             let mut board = Board::new(cfg);
+            board
+                .set_sram_faults(
+                    w.config.sram_faults,
+                    myri_device::fabric::fault::mix_seed(
+                        w.config.seed,
+                        0x5EED_0000 + u64::from(index),
+                    ),
+                )
+                .map_err(|e| OpenError::World(WorldError::Faults(e)))?;
             board.attach_link(w.fabric.clone(), w.ports[usize::from(index)]);
             let mode = if w.config.mcp_threads {
                 Mode::Threaded
@@ -440,6 +475,7 @@ impl SimBackend {
             pending: 0,
             last_now: START_NANOS,
             quiet_calls: 0,
+            check_dma,
         })
     }
 
@@ -695,6 +731,14 @@ impl Backend for SimBackend {
                     continue;
                 }
             };
+            // The board's checksums cover exactly these bytes, sender header included:
+            // the sending DMA engine's sum as they left host memory (with the sending
+            // LANai's of the header, written by PIO), and the receiving one's as they
+            // landed. A mismatch is damage between the two hosts' memories.
+            if self.check_dma && !rb.dma_checksum_ok() {
+                self.counters.bad_dma_checksum += 1;
+                continue;
+            }
             let bytes = rb.as_slice();
             if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
                 self.counters.malformed += 1;

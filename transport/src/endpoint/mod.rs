@@ -10,7 +10,7 @@ use crate::buffer::{Buf, RecvBuf};
 use crate::error::{
     InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
 };
-use crate::url::{Address, Congestion, Scheme, Url};
+use crate::url::{Address, Congestion, Integrity, Scheme, Url};
 use myri_rpp::{Connection, Event, Received};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -100,6 +100,11 @@ pub struct Options {
     /// ([`InsertError::Connected`]). Ignored with [`Options::accept_unknown_peers`] and by
     /// other backends. Default: false.
     pub connect_one_peer: bool,
+    /// What checks datagrams end to end, when the URL does not say (`integrity=`, see
+    /// [`crate::url`]). Default: [`Integrity::Crc32c`]. [`Integrity::Dma`] is for
+    /// `sim://` only: the endpoint drops every datagram whose board checksums differ
+    /// ([`Stats::bad_dma_checksum`]).
+    pub integrity: Integrity,
 }
 
 impl Default for Options {
@@ -112,11 +117,18 @@ impl Default for Options {
             max_pending_deliveries: 4096,
             rpp_over_shm: false,
             connect_one_peer: false,
+            integrity: Integrity::Crc32c,
         }
     }
 }
 
 impl Options {
+    /// Sets [`Options::integrity`].
+    pub fn with_integrity(mut self, integrity: Integrity) -> Options {
+        self.integrity = integrity;
+        self
+    }
+
     /// Sets [`Options::reliable`]: RPP on top (true) or raw datagrams.
     pub fn with_reliable(mut self, reliable: bool) -> Options {
         self.reliable = reliable;
@@ -274,6 +286,9 @@ pub struct Stats {
     pub unknown_source: u64,
     /// Datagrams the backend found malformed, dropped.
     pub malformed: u64,
+    /// `sim://` with [`Integrity::Dma`]: datagrams whose checksum as they landed in host
+    /// memory differed from the one their sending board computed, dropped.
+    pub bad_dma_checksum: u64,
     /// Datagrams RPP dropped (bad CRC, stale incarnation, duplicates...).
     pub rpp_dropped: u64,
     /// Peers declared failed.
@@ -346,6 +361,8 @@ pub struct Endpoint {
     /// finished yet): they follow, in order, once every buffer is back for writing.
     unsettled: VecDeque<Completion>,
     stats: Stats,
+    /// What checks datagrams end to end.
+    integrity: Integrity,
     next_raw_id: u64,
     header: Vec<u8>,
     /// Until when (backend time) a progress pass that finds the backend idle has nothing
@@ -393,10 +410,18 @@ impl Endpoint {
         if incarnation == 0 {
             return Err(OpenError::ZeroIncarnation);
         }
+        let integrity = url.params.integrity.unwrap_or(options.integrity);
+        if !integrity.available_on(url.scheme()) {
+            return Err(OpenError::IntegrityNotAvailable {
+                integrity,
+                scheme: url.scheme(),
+            });
+        }
         let backend = match &url.address {
             Address::Sim { name } => AnyBackend::Sim(SimBackend::open(
                 name.as_deref(),
                 url.params.world.as_deref(),
+                integrity == Integrity::Dma,
             )?),
             Address::Udp { host, port } => AnyBackend::Udp(UdpBackend::open(
                 host,
@@ -429,6 +454,14 @@ impl Endpoint {
         if let Some(pacing) = url.params.pacing {
             rpp.pacing = pacing;
         }
+        // What the channel checks decides what RPP must: with the board's DMA checksums
+        // covering the path (the sim backend drops mismatches, see `SimBackend::recv`),
+        // RPP computes no CRC-32C.
+        rpp.integrity = match integrity {
+            Integrity::Dma => myri_rpp::Integrity::External,
+            Integrity::None => myri_rpp::Integrity::None,
+            _ => myri_rpp::Integrity::Crc32c,
+        };
         if reliable {
             rpp.validate().map_err(OpenError::Rpp)?;
         }
@@ -447,6 +480,7 @@ impl Endpoint {
             completions: VecDeque::new(),
             unsettled: VecDeque::new(),
             stats: Stats::default(),
+            integrity,
             next_raw_id: 0,
             idle_until: 0,
             transmit_blocked: false,
@@ -514,8 +548,15 @@ impl Endpoint {
             gso_fallbacks: b.gso_fallbacks,
             gro_buffers: b.gro_buffers,
             gro_segments: b.gro_segments,
+            bad_dma_checksum: b.bad_dma_checksum,
             ..self.stats
         }
+    }
+
+    /// What checks this endpoint's datagrams end to end (the URL's `integrity=`, or
+    /// [`Options::integrity`]).
+    pub fn integrity(&self) -> Integrity {
+        self.integrity
     }
 
     /// Packets the device under a `sim://` endpoint dropped, by cause (its control

@@ -237,6 +237,9 @@ fn opiom_sends_from_the_workspace_to_a_channel_and_into_a_window() {
     let done = tb.run_until(
         |tb| {
             while let Ok(Some(r)) = tb.b.recv(&chan) {
+                // No host DMA moved these bytes on the sender: its LANai summed them as
+                // it copied them from the workspace.
+                assert!(r.dma_checksum_ok(), "sender and landed checksums agree");
                 got.extend_from_slice(r.as_slice());
             }
             tb.a.opiom_status(&mut req, tb.now).unwrap() == OpiomStatus::Done && got.len() == 30_000
