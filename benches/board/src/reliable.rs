@@ -105,7 +105,8 @@ impl Two {
         let open = |end: &str, incarnation| {
             let options = Options::default()
                 .with_rpp(rpp_config())
-                .with_incarnation(incarnation);
+                .with_incarnation(incarnation)
+                .with_integrity(setup.integrity);
             Endpoint::open_with(&format!("sim://{end}?world={name}"), options)
                 .map_err(|e| format!("opening sim://{end}: {e}"))
         };

@@ -102,6 +102,15 @@ impl From<ModeArg> for ExecMode {
     }
 }
 
+/// What checks each packet of a reliable run end to end.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegrityArg {
+    /// RPP's CRC-32C, computed in software at both ends.
+    Crc32c,
+    /// The board's DMA checksums, host memory to host memory (checksum offload).
+    Dma,
+}
+
 /// Options every benchmark takes.
 #[derive(Args, Debug)]
 pub struct Common {
@@ -116,6 +125,10 @@ pub struct Common {
     /// Receive in the control program's polled mode instead of interrupt-driven.
     #[arg(long)]
     pub polled: bool,
+    /// Reliable runs on the simulated boards: what checks each packet end to end, RPP's
+    /// CRC-32C or the board's DMA checksums (no CRC in software).
+    #[arg(long, value_enum, default_value_t = IntegrityArg::Crc32c)]
+    pub integrity: IntegrityArg,
     /// How long an exchange waits before it counts as lost, in milliseconds (--raw only:
     /// over RPP nothing is lost, and RPP's own timers retransmit).
     #[arg(long, default_value_t = 20, value_name = "MS")]
@@ -155,6 +168,10 @@ impl Common {
             seed: self.faults.seed,
             mcp,
             timeout: Duration::from_millis(self.timeout_ms.max(1)),
+            integrity: match self.integrity {
+                IntegrityArg::Crc32c => myri_transport::Integrity::Crc32c,
+                IntegrityArg::Dma => myri_transport::Integrity::Dma,
+            },
         })
     }
 
