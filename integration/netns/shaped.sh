@@ -95,7 +95,10 @@ for rate in $RATES; do
     count=$(python3 -c "print(max(200, int($link_mb * 4 / 0.065536)))")
     say "link $rate (${link_mb} MB/s), queue 10 ms, rpp cc=$CC, $count x 64 KiB per flow"
 
-    stream one.out "$count" 3 --baseline
+    # Interleaved with TCP and bare-UDP reference rounds of about a second each (the
+    # endpoint is not progressed while a reference runs: longer rounds could outlast
+    # RPP's patience with a silent peer).
+    stream one.out "$(python3 -c "print(max(100, int($link_mb / 0.065536)))")" 5 --baseline
     say "  one RPP flow: $(json "$WORK/one.out" "f\"{t['mb_per_s']:.1f} MB/s, TCP {t['tcp_mb_per_s']:.1f} MB/s: {t['ratio_tcp']:.2f}x TCP (target >= 0.95); {100*retrans:.2f}% of data packets retransmitted (target <= 1%)\"")"
 
     stream two-a.out "$count" 1 & a=$!
