@@ -1,0 +1,473 @@
+//! An `FI_EP_RDM` or `FI_EP_DGRAM` endpoint in safe Rust: a `myri_transport::Endpoint`
+//! (reliable for RDM, raw for DGRAM), the posted-receive and unexpected-message queues
+//! with libfabric's tag matching, and the completions it writes to its queues.
+//!
+//! # Matching
+//!
+//! A received message is matched against the posted receives of its kind (tagged or
+//! not) in posting order; one that matches none waits in the unexpected queue, in
+//! arrival order, and a receive posted later takes the first unexpected message it
+//! matches (MPI's order). A tagged receive matches a message when
+//! `(tag ^ msg_tag) & !ignore == 0` and, with `FI_DIRECTED_RECV`, when its source is the
+//! sender or `FI_ADDR_UNSPEC`.
+
+use crate::abi::*;
+use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
+use crate::wire::{HEADER_LEN, Header};
+use myri_transport::{Completion, Endpoint, Peer, RecvBuf, SendErrorKind};
+use std::collections::{HashMap, VecDeque};
+
+/// Where a posted receive's bytes go: the application's buffers, written by the C
+/// surface (which owns the raw pointers).
+pub trait RecvTarget: Send {
+    /// Bytes the buffers hold.
+    fn capacity(&self) -> usize;
+    /// Copies `data` (at most [`RecvTarget::capacity`] bytes) into the buffers, in order.
+    fn write(&mut self, data: &[u8]);
+    /// The first buffer's address (for the completion's `buf`).
+    fn first(&self) -> usize;
+}
+
+/// A posted receive.
+pub struct Posted {
+    /// The operation's context.
+    pub context: usize,
+    /// Only from this sender (`FI_ADDR_UNSPEC`: any).
+    pub src: FiAddr,
+    /// The tag and the bits of it to ignore (tagged receives).
+    pub tag: u64,
+    /// Bits of the tag not compared.
+    pub ignore: u64,
+    /// Where the data goes.
+    pub target: Box<dyn RecvTarget>,
+    /// Whether a successful completion is written (errors always are).
+    pub completion: bool,
+}
+
+/// A message's bytes: as the transport delivered it (header in front), or owned.
+enum Payload {
+    View(RecvBuf),
+    Owned(Vec<u8>),
+}
+
+struct Unexpected {
+    src: FiAddr,
+    header: Header,
+    data: Payload,
+}
+
+impl Unexpected {
+    fn payload(&self) -> &[u8] {
+        match &self.data {
+            Payload::View(b) => &b[HEADER_LEN..],
+            Payload::Owned(v) => v,
+        }
+    }
+
+    /// Lets go of registered memory (a message that waits must not hold the backend's
+    /// receive slots; a heap view is kept as it is).
+    fn detach(self) -> Unexpected {
+        match self.data {
+            Payload::View(b) if b.is_registered() => Unexpected {
+                data: Payload::Owned(b[HEADER_LEN..].to_vec()),
+                ..self
+            },
+            _ => self,
+        }
+    }
+}
+
+/// What a tagged receive with `FI_PEEK`, `FI_CLAIM` or `FI_DISCARD` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// A plain receive.
+    None,
+    /// `FI_PEEK`: report a matching unexpected message, leave it queued.
+    Peek,
+    /// `FI_PEEK | FI_CLAIM`: report it and keep it for a later `FI_CLAIM` receive.
+    PeekClaim,
+    /// `FI_PEEK | FI_DISCARD`: report it and drop it.
+    PeekDiscard,
+    /// `FI_CLAIM`: receive the message claimed under this context.
+    Claim,
+    /// `FI_CLAIM | FI_DISCARD`: drop the message claimed under this context.
+    ClaimDiscard,
+}
+
+/// Which kind of endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpType {
+    /// Reliable datagrams: a reliable transport endpoint.
+    Rdm,
+    /// Raw datagrams.
+    Dgram,
+}
+
+/// The queues and counters an endpoint is bound to.
+#[derive(Default)]
+pub struct Bindings {
+    /// Transmit completions, and whether only operations asking for one write one.
+    pub tx_cq: Option<(Cq, bool)>,
+    /// Receive completions, and whether selective.
+    pub rx_cq: Option<(Cq, bool)>,
+    /// Counters of sends and receives.
+    pub send_cntr: Option<Cntr>,
+    /// Counter of receives.
+    pub recv_cntr: Option<Cntr>,
+    /// The address vector.
+    pub av: Option<Av>,
+}
+
+/// An endpoint. See the module docs.
+pub struct FabricEndpoint {
+    /// RDM or DGRAM.
+    pub ep_type: EpType,
+    transport: Endpoint,
+    local_url: String,
+    /// Queues, counters and address vector.
+    pub bind: Bindings,
+    /// Whether receives may name their source (`FI_DIRECTED_RECV`).
+    pub directed_recv: bool,
+    /// Largest message payload.
+    pub max_msg: usize,
+    peers: HashMap<FiAddr, Peer>,
+    sources: HashMap<Peer, FiAddr>,
+    posted: [VecDeque<Posted>; 2],
+    unexpected: [VecDeque<Unexpected>; 2],
+    claimed: HashMap<usize, Unexpected>,
+    /// Messages dropped because their header did not parse.
+    pub malformed: u64,
+}
+
+const MSG: usize = 0;
+const TAGGED: usize = 1;
+
+fn kind_flags(tagged: bool) -> u64 {
+    if tagged { FI_TAGGED } else { FI_MSG }
+}
+
+impl FabricEndpoint {
+    /// Wraps an open transport endpoint.
+    pub fn new(ep_type: EpType, transport: Endpoint, max_msg: usize) -> FabricEndpoint {
+        FabricEndpoint {
+            ep_type,
+            local_url: transport.local_url(),
+            transport,
+            bind: Bindings::default(),
+            directed_recv: false,
+            max_msg,
+            peers: HashMap::new(),
+            sources: HashMap::new(),
+            posted: Default::default(),
+            unexpected: Default::default(),
+            claimed: HashMap::new(),
+            malformed: 0,
+        }
+    }
+
+    /// Whether the transmit queue was bound with `FI_SELECTIVE_COMPLETION`.
+    pub fn tx_selective(&self) -> bool {
+        self.bind.tx_cq.as_ref().is_some_and(|(_, s)| *s)
+    }
+
+    /// Whether the receive queue was bound with `FI_SELECTIVE_COMPLETION`.
+    pub fn rx_selective(&self) -> bool {
+        self.bind.rx_cq.as_ref().is_some_and(|(_, s)| *s)
+    }
+
+    /// This endpoint's address, as a transport URL.
+    pub fn local_url(&self) -> &str {
+        &self.local_url
+    }
+
+    fn av_url(&self, addr: FiAddr) -> Option<String> {
+        let av = self.bind.av.as_ref()?;
+        lock(av).url(addr).map(str::to_owned)
+    }
+
+    fn source_of(&mut self, peer: Peer) -> FiAddr {
+        if let Some(&a) = self.sources.get(&peer) {
+            return a;
+        }
+        let (Some(url), Some(av)) = (self.transport.peer_url(peer), self.bind.av.as_ref()) else {
+            return FI_ADDR_NOTAVAIL;
+        };
+        let a = lock(av).lookup_url(&url);
+        if a != FI_ADDR_NOTAVAIL {
+            self.sources.insert(peer, a);
+        }
+        a
+    }
+
+    /// Sends the concatenation of `parts` to `dest` with `header`. `completion`: write a
+    /// transmit completion with `context`. Errors are negative `FI_E*` codes.
+    pub fn send(
+        &mut self,
+        dest: FiAddr,
+        header: Header,
+        parts: &[&[u8]],
+        context: usize,
+        completion: bool,
+    ) -> Result<(), i32> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.max_msg {
+            return Err(-FI_EMSGSIZE);
+        }
+        let url = self.av_url(dest).ok_or(-FI_EINVAL)?;
+        if url == self.local_url {
+            // A send to self: straight into matching, as if it had arrived.
+            let mut data = Vec::with_capacity(len);
+            parts.iter().for_each(|p| data.extend_from_slice(p));
+            self.incoming(dest, header, Payload::Owned(data));
+        } else {
+            let peer = match self.peers.get(&dest) {
+                Some(&p) => p,
+                None => {
+                    let p = self.transport.insert_addr(&url).map_err(|_| -FI_EINVAL)?;
+                    self.peers.insert(dest, p);
+                    self.sources.insert(p, dest);
+                    p
+                }
+            };
+            let mut buf = self.transport.alloc(HEADER_LEN + len);
+            header.emit(&mut buf);
+            let mut at = HEADER_LEN;
+            for p in parts {
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            if let Err(e) = self.transport.send(peer, buf) {
+                return Err(match e.error {
+                    SendErrorKind::WouldBlock => {
+                        self.progress();
+                        -FI_EAGAIN
+                    }
+                    SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
+                    _ => -FI_EIO,
+                });
+            }
+        }
+        if let Some(c) = &self.bind.send_cntr {
+            c.bump();
+        }
+        if let Some((cq, _)) = &self.bind.tx_cq
+            && completion
+        {
+            lock(&cq.queue).push(Entry {
+                context,
+                flags: FI_SEND | kind_flags(header.tagged),
+                len: 0,
+                buf: 0,
+                data: 0,
+                tag: 0,
+                src: FI_ADDR_NOTAVAIL,
+            });
+        }
+        Ok(())
+    }
+
+    fn matches(&self, p: &Posted, tagged: bool, src: FiAddr, tag: u64) -> bool {
+        let src_ok = !self.directed_recv || p.src == FI_ADDR_UNSPEC || p.src == src;
+        src_ok && (!tagged || (p.tag ^ tag) & !p.ignore == 0)
+    }
+
+    fn incoming(&mut self, src: FiAddr, header: Header, data: Payload) {
+        let k = usize::from(header.tagged);
+        let found = (0..self.posted[k].len())
+            .find(|&i| self.matches(&self.posted[k][i], header.tagged, src, header.tag));
+        let msg = Unexpected { src, header, data };
+        match found.and_then(|i| self.posted[k].remove(i)) {
+            Some(p) => self.complete_recv(p, &msg),
+            None => self.unexpected[k].push_back(msg.detach()),
+        }
+    }
+
+    fn recv_entry(&self, context: usize, msg: &Unexpected, len: usize, buf: usize) -> Entry {
+        let data_flag = if msg.header.data.is_some() {
+            FI_REMOTE_CQ_DATA
+        } else {
+            0
+        };
+        Entry {
+            context,
+            flags: FI_RECV | kind_flags(msg.header.tagged) | data_flag,
+            len,
+            buf,
+            data: msg.header.data.unwrap_or(0),
+            tag: msg.header.tag,
+            src: msg.src,
+        }
+    }
+
+    /// Copies `msg` into `p`'s buffers and writes the completion (or `FI_ETRUNC`).
+    fn complete_recv(&mut self, mut p: Posted, msg: &Unexpected) {
+        let payload = msg.payload();
+        let room = p.target.capacity();
+        let n = payload.len().min(room);
+        p.target.write(&payload[..n]);
+        let entry = self.recv_entry(p.context, msg, n, p.target.first());
+        if n < payload.len() {
+            self.recv_error(entry, payload.len() - n, FI_ETRUNC);
+        } else {
+            if let Some(c) = &self.bind.recv_cntr {
+                c.bump();
+            }
+            if let Some((cq, _)) = &self.bind.rx_cq
+                && p.completion
+            {
+                lock(&cq.queue).push(entry);
+            }
+        }
+    }
+
+    fn recv_error(&self, entry: Entry, olen: usize, err: i32) {
+        if let Some(c) = &self.bind.recv_cntr {
+            c.bump_err();
+        }
+        if let Some((cq, _)) = &self.bind.rx_cq {
+            lock(&cq.queue).push_err(ErrorEntry { entry, olen, err });
+        }
+    }
+
+    /// Posts a receive (tagged or not), or runs a probe. Errors are negative `FI_E*`.
+    pub fn post_recv(&mut self, tagged: bool, p: Posted, probe: Probe) -> Result<(), i32> {
+        let k = usize::from(tagged);
+        if probe != Probe::None {
+            return self.probe(p, probe);
+        }
+        let found = (0..self.unexpected[k].len()).find(|&i| {
+            let m = &self.unexpected[k][i];
+            self.matches(&p, tagged, m.src, m.header.tag)
+        });
+        match found.and_then(|i| self.unexpected[k].remove(i)) {
+            Some(msg) => self.complete_recv(p, &msg),
+            None => self.posted[k].push_back(p),
+        }
+        Ok(())
+    }
+
+    fn probe(&mut self, p: Posted, probe: Probe) -> Result<(), i32> {
+        let cq_push = |ep: &Self, e: Entry| {
+            if let Some((cq, _)) = &ep.bind.rx_cq {
+                lock(&cq.queue).push(e);
+            }
+        };
+        match probe {
+            Probe::Claim | Probe::ClaimDiscard => {
+                let msg = self.claimed.remove(&p.context).ok_or(-FI_EINVAL)?;
+                if probe == Probe::Claim {
+                    self.complete_recv(p, &msg);
+                } else {
+                    let e = self.recv_entry(p.context, &msg, 0, 0);
+                    cq_push(self, e);
+                }
+                Ok(())
+            }
+            _ => {
+                self.progress();
+                let found = (0..self.unexpected[TAGGED].len()).find(|&i| {
+                    let m = &self.unexpected[TAGGED][i];
+                    self.matches(&p, true, m.src, m.header.tag)
+                });
+                let Some(i) = found else {
+                    let entry = Entry {
+                        context: p.context,
+                        flags: FI_RECV | FI_TAGGED,
+                        len: 0,
+                        buf: 0,
+                        data: 0,
+                        tag: 0,
+                        src: FI_ADDR_NOTAVAIL,
+                    };
+                    if let Some((cq, _)) = &self.bind.rx_cq {
+                        lock(&cq.queue).push_err(ErrorEntry {
+                            entry,
+                            olen: 0,
+                            err: FI_ENOMSG,
+                        });
+                    }
+                    return Ok(());
+                };
+                let m = &self.unexpected[TAGGED][i];
+                let len = if probe == Probe::PeekDiscard {
+                    0
+                } else {
+                    m.payload().len()
+                };
+                let e = self.recv_entry(p.context, m, len, 0);
+                match probe {
+                    Probe::PeekClaim => {
+                        let msg = self.unexpected[TAGGED]
+                            .remove(i)
+                            .expect("index found above");
+                        self.claimed.insert(p.context, msg);
+                    }
+                    Probe::PeekDiscard => {
+                        self.unexpected[TAGGED].remove(i);
+                    }
+                    _ => {}
+                }
+                cq_push(self, e);
+                Ok(())
+            }
+        }
+    }
+
+    /// Cancels the posted receive with `context`: an `FI_ECANCELED` error entry. False
+    /// when no receive with it is posted.
+    pub fn cancel(&mut self, context: usize) -> bool {
+        for k in [MSG, TAGGED] {
+            if let Some(i) = self.posted[k].iter().position(|p| p.context == context) {
+                let p = self.posted[k].remove(i).expect("index found above");
+                let entry = Entry {
+                    context,
+                    flags: FI_RECV | kind_flags(k == TAGGED),
+                    len: 0,
+                    buf: p.target.first(),
+                    data: 0,
+                    tag: p.tag,
+                    src: FI_ADDR_NOTAVAIL,
+                };
+                self.recv_error(entry, 0, FI_ECANCELED);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn take_delivery(&mut self, peer: Peer, data: RecvBuf) {
+        let header = match Header::parse(&data) {
+            Ok(h) => h,
+            Err(_) => {
+                self.malformed += 1;
+                return;
+            }
+        };
+        let src = self.source_of(peer);
+        self.incoming(src, header, Payload::View(data));
+    }
+}
+
+impl Progress for FabricEndpoint {
+    fn progress(&mut self) {
+        while let Some(d) = self.transport.recv() {
+            self.take_delivery(d.peer, d.data);
+        }
+        // Sends completed when they were taken; what comes back here is the transport's
+        // bookkeeping (acknowledged buffers, peers learned).
+        while let Some(c) = self.transport.poll_completion() {
+            drop::<Completion>(c);
+        }
+    }
+}
+
+impl FabricEndpoint {
+    /// Moves the endpoint to another transport endpoint (`fi_setname` before
+    /// `fi_enable`): peers learned so far are forgotten.
+    pub fn rebind(&mut self, transport: Endpoint) {
+        self.local_url = transport.local_url();
+        self.transport = transport;
+        self.peers.clear();
+        self.sources.clear();
+    }
+}

@@ -1,0 +1,60 @@
+//! myri as a libfabric provider: `libmyri-fi.so`, which libfabric loads from
+//! `FI_PROVIDER_PATH`, so that programs written to libfabric (`fi_pingpong`, Open MPI's
+//! `mtl:ofi`) run over `myri-transport` unchanged.
+//!
+//! # What it does
+//!
+//! - `fi_getinfo` answers, honestly, `FI_EP_RDM` (a reliable transport endpoint: RPP over
+//!   `udp://`) and `FI_EP_DGRAM` (a raw one) with `FI_MSG | FI_TAGGED | FI_SEND |
+//!   FI_RECV | FI_SOURCE | FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` (or
+//!   `FI_ADDR_STR`, the transport URL), manual progress, no mode bits; `FI_ENODATA` for
+//!   anything else (RMA, atomics, other endpoint types and address formats, auto
+//!   progress, ordering a DGRAM endpoint does not keep).
+//! - Fabric, domain, endpoint, address vector (`FI_AV_MAP` and `FI_AV_TABLE`), completion
+//!   queues of every format (`fi_cq_read`, `fi_cq_readfrom`, `fi_cq_readerr`, and
+//!   `fi_cq_sread` by polling when a wait object was asked for), counters, memory
+//!   registration (a key and a descriptor), an event queue that stays empty,
+//!   `fi_getname`/`fi_setname`, `fi_close` of everything, `fi_control` (`FI_ENABLE`,
+//!   `FI_GETOPSFLAG`/`FI_SETOPSFLAG`, `FI_GETFIDFLAG`).
+//! - Messages: send, sendv, sendmsg, inject, senddata, injectdata, recv, recvv, recvmsg,
+//!   and their tagged forms with ignore bits, `FI_DIRECTED_RECV`, `FI_PEEK`, `FI_CLAIM`,
+//!   `FI_DISCARD` and `FI_REMOTE_CQ_DATA`; unexpected messages queued in arrival order
+//!   and matched in posting order ([`endpoint`]); sends to self; `fi_cancel` of posted
+//!   receives; truncation as an `FI_ETRUNC` error entry with nothing written past the
+//!   buffer; RDM messages up to 64 MiB. Tag and CQ data travel in a 20-byte header in
+//!   front of each transport message ([`wire`]).
+//! - Manual progress: reading a completion queue or counter, and sending, drive the
+//!   endpoints bound to it.
+//!
+//! # What it does not do
+//!
+//! No `shm://` backend yet (`FI_MYRI_TRANSPORT=shm` answers nothing); no RMA, atomics,
+//! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
+//! file-descriptor wait objects; sends copy the caller's bytes into the transport's
+//! registered memory (a registered region is only a key), and a receive copies the
+//! message into the posted buffer; a send completes when the transport took it (inject
+//! semantics), not when the peer has it.
+//!
+//! # Loading it
+//!
+//! Cargo names the library `libmyri_fabric.so`; libfabric wants `libmyri-fi.so`.
+//! `transport/fabric/install.sh [profile]` builds it and copies it to
+//! `target/<profile>/fi/libmyri-fi.so`; then
+//!
+//! ```text
+//! FI_PROVIDER_PATH=$PWD/target/release/fi fi_info -p myri
+//! ```
+//!
+//! The tests do the same copy themselves. Environment variables (listed by `fi_info -e`):
+//! `FI_MYRI_TRANSPORT` (`udp`), `FI_MYRI_ADDR` (the IPv4 address endpoints bind to,
+//! default `127.0.0.1`; set it to the host's address to reach other hosts),
+//! `FI_MYRI_PORT` (the first endpoint's UDP port, default any).
+
+pub mod abi;
+mod capi;
+pub mod endpoint;
+pub mod info;
+pub mod objects;
+pub mod wire;
+
+pub use capi::{PARAMS, fi_prov_ini};
