@@ -1,0 +1,67 @@
+//! `fi_pingpong -p myri` between two processes on loopback, data checked, for RDM and
+//! DGRAM endpoints and untagged and tagged messages.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
+    if !common::require_libfabric() {
+        return;
+    }
+    let port = common::free_tcp_port().to_string();
+    let args = [
+        "-p", "myri", "-e", ep, "-m", mode, "-S", sizes, "-I", iters, "-c",
+    ];
+    let server = common::fi_command("fi_pingpong")
+        .args(args)
+        .args(["-B", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the fi_pingpong server");
+    common::wait_listening(port.parse().unwrap(), Duration::from_secs(20));
+    let client = common::fi_command("fi_pingpong")
+        .args(args)
+        .args(["-P", &port, "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the fi_pingpong client");
+    let limit = Duration::from_secs(120);
+    let c = common::wait_bounded(client, limit, "fi_pingpong client");
+    let s = common::wait_bounded(server, limit, "fi_pingpong server");
+    for (who, out) in [("client", &c), ("server", &s)] {
+        assert!(
+            out.status.success(),
+            "{ep} {mode}: {who} failed ({})\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let table = String::from_utf8_lossy(&c.stdout);
+    assert!(table.contains("usec/xfer"), "no results table:\n{table}");
+    eprintln!("{ep} {mode}:\n{table}");
+}
+
+#[test]
+fn rdm_msg() {
+    pingpong("rdm", "msg", "all", "10");
+}
+
+#[test]
+fn rdm_tagged() {
+    pingpong("rdm", "tagged", "all", "10");
+}
+
+#[test]
+fn dgram_msg() {
+    pingpong("dgram", "msg", "all", "10");
+}
+
+#[test]
+fn dgram_tagged() {
+    pingpong("dgram", "tagged", "all", "10");
+}
