@@ -471,3 +471,77 @@ impl FabricEndpoint {
         self.sources.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::{AddressVector, CompletionQueue};
+    use std::sync::{Arc, Mutex};
+
+    struct VecTarget(Arc<Mutex<Vec<u8>>>, usize);
+
+    impl RecvTarget for VecTarget {
+        fn capacity(&self) -> usize {
+            self.1
+        }
+        fn write(&mut self, data: &[u8]) {
+            lock(&self.0).extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    fn open(av: &Av, cq: &Cq) -> FabricEndpoint {
+        let mut options = myri_transport::Options::default().with_accept_unknown_peers(true);
+        options.rpp.max_message_len = (64 << 20) + 20;
+        options.rpp.max_queued_bytes = 2 * options.rpp.max_message_len;
+        options.rpp.recv_buffer_bytes = 2 * options.rpp.max_message_len;
+        let t = Endpoint::open_with("udp://127.0.0.1:0", options).unwrap();
+        let mut ep = FabricEndpoint::new(EpType::Rdm, t, 1 << 19);
+        ep.bind.av = Some(av.clone());
+        ep.bind.tx_cq = Some((cq.clone(), false));
+        ep.bind.rx_cq = Some((cq.clone(), false));
+        ep.directed_recv = true;
+        ep
+    }
+
+    #[test]
+    fn two_endpoints_tagged_over_udp() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let cq: Cq = Arc::new(CompletionQueue::default());
+        let mut a = open(&av, &cq);
+        let mut b = open(&av, &cq);
+        let a_addr = lock(&av).insert(a.local_url().to_owned());
+        let b_addr = lock(&av).insert(b.local_url().to_owned());
+        let header = Header {
+            tagged: true,
+            tag: 77,
+            data: Some(5),
+        };
+        b.send(a_addr, header, &[b"hello"], 1, true).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let posted = Posted {
+            context: 2,
+            src: b_addr,
+            tag: 77,
+            ignore: 0,
+            target: Box::new(VecTarget(got.clone(), 64)),
+            completion: true,
+        };
+        a.post_recv(true, posted, Probe::None).unwrap();
+        for _ in 0..100_000 {
+            a.progress();
+            b.progress();
+            if lock(&cq.queue).len() >= 2 {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        lock(&cq.queue).take(8, &mut out).unwrap();
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[1].src, b_addr);
+        assert_eq!(out[1].data, 5);
+        assert_eq!(&lock(&got)[..], b"hello");
+    }
+}

@@ -12,9 +12,7 @@
 use crate::abi::*;
 use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, RecvTarget};
 use crate::info::{self, Answer, Backend, Hints};
-use crate::objects::{
-    AddressVector, Av, Cntr, CompletionQueue, Counter, Cq, Entry, Progress, lock,
-};
+use crate::objects::{AddressVector, Av, Cntr, CompletionQueue, Counter, Cq, Progress, lock};
 use crate::wire::{HEADER_LEN, Header};
 use libc::{c_char, c_int, c_void, iovec, size_t, ssize_t};
 use std::cell::UnsafeCell;

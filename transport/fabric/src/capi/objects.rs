@@ -526,14 +526,13 @@ fn cq_read_into(c: &CqObj, buf: *mut c_void, count: usize, src: *mut FiAddr) -> 
     if buf.is_null() || count == 0 {
         return Err(-FI_EINVAL);
     }
+    // Manual progress: every read drives the endpoints bound to the queue (a sender
+    // paced by RPP, or waiting for acknowledgements, moves only when driven).
+    c.cq.drivers.drive();
     let mut got = Vec::new();
-    let read = |got: &mut Vec<Entry>| lock(&c.cq.queue).take(count, got);
-    if read(&mut got).is_ok() && got.is_empty() {
-        c.cq.drivers.drive();
-        read(&mut got).map_err(|()| -FI_EAVAIL)?;
-    } else if got.is_empty() {
-        return Err(-FI_EAVAIL);
-    }
+    lock(&c.cq.queue)
+        .take(count, &mut got)
+        .map_err(|()| -FI_EAVAIL)?;
     if got.is_empty() {
         return Err(-FI_EAGAIN);
     }

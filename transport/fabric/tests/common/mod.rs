@@ -65,11 +65,13 @@ pub fn provider_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let profile = target_dir();
-        let built = profile.join("libmyri_fabric.so");
+        // `cargo test` builds the cdylib into deps/ for the tests and leaves the copy
+        // one level up as the last `cargo build` made it: take the fresh one.
+        let built = profile.join("deps/libmyri_fabric.so");
         let built = if built.exists() {
             built
         } else {
-            profile.join("deps/libmyri_fabric.so")
+            profile.join("libmyri_fabric.so")
         };
         let dir = profile.join("fi");
         std::fs::create_dir_all(&dir).expect("creating target/<profile>/fi");
