@@ -175,6 +175,11 @@ impl FabricEndpoint {
         self.bind.rx_cq.as_ref().is_some_and(|(_, s)| *s)
     }
 
+    /// The transport endpoint underneath (for its counters).
+    pub fn transport(&self) -> &Endpoint {
+        &self.transport
+    }
+
     /// This endpoint's address, as a transport URL.
     pub fn local_url(&self) -> &str {
         &self.local_url
@@ -543,5 +548,50 @@ mod tests {
         assert_eq!(out[1].src, b_addr);
         assert_eq!(out[1].data, 5);
         assert_eq!(&lock(&got)[..], b"hello");
+    }
+
+    #[test]
+    #[ignore = "a timing probe, run by hand"]
+    fn probe_32k_pingpong() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let cq: Cq = Arc::new(CompletionQueue::default());
+        let mut a = open(&av, &cq);
+        let mut b = open(&av, &cq);
+        let a_addr = lock(&av).insert(a.local_url().to_owned());
+        let b_addr = lock(&av).insert(b.local_url().to_owned());
+        let data = vec![7u8; 32 << 10];
+        let start = std::time::Instant::now();
+        for i in 0..50 {
+            let (from, to, to_addr) = if i % 2 == 0 {
+                (&mut a, &mut b, b_addr)
+            } else {
+                (&mut b, &mut a, a_addr)
+            };
+            from.send(to_addr, Header::default(), &[&data], 1, false)
+                .unwrap();
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let posted = Posted {
+                context: 2,
+                src: FI_ADDR_UNSPEC,
+                tag: 0,
+                ignore: 0,
+                target: Box::new(VecTarget(got.clone(), 1 << 20)),
+                completion: true,
+            };
+            to.post_recv(false, posted, Probe::None).unwrap();
+            let t = std::time::Instant::now();
+            while lock(&got).is_empty() {
+                to.progress();
+                from.progress();
+            }
+            lock(&cq.queue).take(100, &mut Vec::new()).unwrap();
+            eprintln!("{i}: {:?}", t.elapsed());
+        }
+        eprintln!(
+            "total {:?} a {:?} b {:?}",
+            start.elapsed(),
+            a.transport().stats(),
+            b.transport().peer_stats(myri_transport::Peer(0))
+        );
     }
 }

@@ -100,6 +100,10 @@ pub struct ErrorEntry {
     pub err: i32,
 }
 
+/// The front of a completion queue is an error: read it with `fi_cq_readerr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorFirst;
+
 /// A completion queue's entries, in order; an error stops reads until read with
 /// `fi_cq_readerr`.
 #[derive(Debug, Default)]
@@ -118,16 +122,16 @@ impl CqQueue {
         self.items.push_back(Err(e));
     }
 
-    /// Takes up to `max` completions from the front; `Err(())` when the front is an error
-    /// (and nothing was taken).
-    pub fn take(&mut self, max: usize, out: &mut Vec<Entry>) -> Result<(), ()> {
+    /// Takes up to `max` completions from the front; [`ErrorFirst`] when the front is an
+    /// error (and nothing was taken).
+    pub fn take(&mut self, max: usize, out: &mut Vec<Entry>) -> Result<(), ErrorFirst> {
         while out.len() < max {
             match self.items.front() {
                 Some(Ok(e)) => {
                     out.push(*e);
                     self.items.pop_front();
                 }
-                Some(Err(_)) if out.is_empty() => return Err(()),
+                Some(Err(_)) if out.is_empty() => return Err(ErrorFirst),
                 _ => break,
             }
         }
@@ -272,7 +276,7 @@ mod tests {
         assert_eq!(q.take(8, &mut out), Ok(()));
         assert_eq!(out.len(), 1);
         out.clear();
-        assert_eq!(q.take(8, &mut out), Err(()));
+        assert_eq!(q.take(8, &mut out), Err(ErrorFirst));
         assert_eq!(q.take_err().unwrap().entry.context, 2);
         assert_eq!(q.take(8, &mut out), Ok(()));
         assert_eq!(out[0].context, 3);

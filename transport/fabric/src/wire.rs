@@ -77,7 +77,7 @@ impl Header {
         out[field::MAGIC].copy_from_slice(&MAGIC);
         out[field::VERSION] = VERSION;
         out[field::FLAGS] =
-            u8::from(self.tagged) * FLAG_TAGGED | u8::from(self.data.is_some()) * FLAG_DATA;
+            (u8::from(self.tagged) * FLAG_TAGGED) | (u8::from(self.data.is_some()) * FLAG_DATA);
         out[field::TAG].copy_from_slice(&self.tag.to_le_bytes());
         out[field::DATA].copy_from_slice(&self.data.unwrap_or(0).to_le_bytes());
     }

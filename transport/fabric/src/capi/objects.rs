@@ -532,7 +532,7 @@ fn cq_read_into(c: &CqObj, buf: *mut c_void, count: usize, src: *mut FiAddr) -> 
     let mut got = Vec::new();
     lock(&c.cq.queue)
         .take(count, &mut got)
-        .map_err(|()| -FI_EAVAIL)?;
+        .map_err(|_| -FI_EAVAIL)?;
     if got.is_empty() {
         return Err(-FI_EAGAIN);
     }
