@@ -1,6 +1,15 @@
-//! An `FI_EP_RDM` or `FI_EP_DGRAM` endpoint in safe Rust: a `myri_transport::Endpoint`
+//! An `FI_EP_RDM` or `FI_EP_DGRAM` endpoint in safe Rust: `myri_transport::Endpoint`s
 //! (reliable for RDM, raw for DGRAM), the posted-receive and unexpected-message queues
 //! with libfabric's tag matching, and the completions it writes to its queues.
+//!
+//! # Backends
+//!
+//! Over `udp://` an endpoint is one transport endpoint, whose peers are the address
+//! vector's entries. Over `shm://`, where a transport endpoint has exactly one peer (the
+//! other side of its region), an endpoint is named `shm://<token>` and holds one
+//! transport endpoint per peer, on the region named after both tokens; it opens one for
+//! each address it finds in its address vector (when progressing, so that a peer's
+//! messages have somewhere to land before this side sends) or sends to.
 //!
 //! # Matching
 //!
@@ -122,7 +131,8 @@ pub struct Bindings {
 pub struct FabricEndpoint {
     /// RDM or DGRAM.
     pub ep_type: EpType,
-    transport: Endpoint,
+    links: Vec<Link>,
+    shm: Option<ShmNaming>,
     local_url: String,
     /// Queues, counters and address vector.
     pub bind: Bindings,
@@ -130,13 +140,46 @@ pub struct FabricEndpoint {
     pub directed_recv: bool,
     /// Largest message payload.
     pub max_msg: usize,
-    peers: HashMap<FiAddr, Peer>,
-    sources: HashMap<Peer, FiAddr>,
+    peers: HashMap<FiAddr, (usize, Peer)>,
+    sources: HashMap<(usize, Peer), FiAddr>,
     posted: [VecDeque<Posted>; 2],
     unexpected: [VecDeque<Unexpected>; 2],
     claimed: HashMap<usize, Unexpected>,
     /// Messages dropped because their header did not parse.
     pub malformed: u64,
+}
+
+/// One transport endpoint and, on `shm://`, the one address it reaches.
+struct Link {
+    transport: Endpoint,
+    peer_addr: Option<FiAddr>,
+}
+
+/// How an `shm://` endpoint names itself and its regions.
+struct ShmNaming {
+    token: String,
+    /// Address-vector entries looked at so far.
+    scanned: usize,
+}
+
+/// The options every transport endpoint of the provider opens with: reliable for RDM,
+/// raw for DGRAM; peers learned from their first datagram; messages of 64 MiB plus the
+/// header.
+pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
+    let mut options = myri_transport::Options::default()
+        .with_reliable(ep_type == EpType::Rdm)
+        .with_accept_unknown_peers(true);
+    let max = crate::info::RDM_MAX_MSG + HEADER_LEN;
+    options.rpp.max_message_len = max;
+    options.rpp.max_queued_bytes = options.rpp.max_queued_bytes.max(2 * max);
+    options.rpp.recv_buffer_bytes = options.rpp.recv_buffer_bytes.max(2 * max);
+    options
+}
+
+/// The region two `shm://` tokens share.
+fn region_of(a: &str, b: &str) -> String {
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    format!("shm://mf-{lo}-{hi}")
 }
 
 const MSG: usize = 0;
@@ -147,12 +190,33 @@ fn kind_flags(tagged: bool) -> u64 {
 }
 
 impl FabricEndpoint {
-    /// Wraps an open transport endpoint.
+    /// An `shm://` endpoint named `shm://<token>` (no region is opened until a peer is
+    /// known). `token` must be unique on the host and a valid region-name part.
+    pub fn new_shm(ep_type: EpType, token: &str, max_msg: usize) -> FabricEndpoint {
+        let mut ep = Self::with_links(ep_type, Vec::new(), format!("shm://{token}"), max_msg);
+        ep.shm = Some(ShmNaming {
+            token: token.to_owned(),
+            scanned: 0,
+        });
+        ep
+    }
+
+    /// Wraps an open transport endpoint (`udp://`).
     pub fn new(ep_type: EpType, transport: Endpoint, max_msg: usize) -> FabricEndpoint {
+        let url = transport.local_url();
+        let link = Link {
+            transport,
+            peer_addr: None,
+        };
+        Self::with_links(ep_type, vec![link], url, max_msg)
+    }
+
+    fn with_links(ep_type: EpType, links: Vec<Link>, local_url: String, max_msg: usize) -> Self {
         FabricEndpoint {
             ep_type,
-            local_url: transport.local_url(),
-            transport,
+            local_url,
+            links,
+            shm: None,
             bind: Bindings::default(),
             directed_recv: false,
             max_msg,
@@ -175,9 +239,9 @@ impl FabricEndpoint {
         self.bind.rx_cq.as_ref().is_some_and(|(_, s)| *s)
     }
 
-    /// The transport endpoint underneath (for its counters).
-    pub fn transport(&self) -> &Endpoint {
-        &self.transport
+    /// The transport endpoints underneath (for their counters).
+    pub fn transports(&self) -> impl Iterator<Item = &Endpoint> {
+        self.links.iter().map(|l| &l.transport)
     }
 
     /// This endpoint's address, as a transport URL.
@@ -190,18 +254,72 @@ impl FabricEndpoint {
         lock(av).url(addr).map(str::to_owned)
     }
 
-    fn source_of(&mut self, peer: Peer) -> FiAddr {
-        if let Some(&a) = self.sources.get(&peer) {
+    fn source_of(&mut self, link: usize, peer: Peer) -> FiAddr {
+        if let Some(a) = self.links[link].peer_addr {
             return a;
         }
-        let (Some(url), Some(av)) = (self.transport.peer_url(peer), self.bind.av.as_ref()) else {
+        if let Some(&a) = self.sources.get(&(link, peer)) {
+            return a;
+        }
+        let url = self.links[link].transport.peer_url(peer);
+        let (Some(url), Some(av)) = (url, self.bind.av.as_ref()) else {
             return FI_ADDR_NOTAVAIL;
         };
         let a = lock(av).lookup_url(&url);
         if a != FI_ADDR_NOTAVAIL {
-            self.sources.insert(peer, a);
+            self.sources.insert((link, peer), a);
         }
         a
+    }
+
+    /// The transport endpoint and peer that reach `dest` (at `url`), set up on first use.
+    fn route(&mut self, dest: FiAddr, url: &str) -> Result<(usize, Peer), i32> {
+        if let Some(&r) = self.peers.get(&dest) {
+            return Ok(r);
+        }
+        let r = match &self.shm {
+            None => {
+                let link = self.links.first_mut().ok_or(-FI_EINVAL)?;
+                (0, link.transport.insert_addr(url).map_err(|_| -FI_EINVAL)?)
+            }
+            Some(naming) => {
+                let theirs = url.strip_prefix("shm://").ok_or(-FI_EINVAL)?;
+                let region = region_of(&naming.token, theirs);
+                let mut t = Endpoint::open_with(&region, transport_options(self.ep_type))
+                    .map_err(|_| -FI_EADDRNOTAVAIL)?;
+                let peer = t.insert_addr(&region).map_err(|_| -FI_EINVAL)?;
+                self.links.push(Link {
+                    transport: t,
+                    peer_addr: Some(dest),
+                });
+                (self.links.len() - 1, peer)
+            }
+        };
+        self.peers.insert(dest, r);
+        self.sources.insert(r, dest);
+        Ok(r)
+    }
+
+    /// `shm://`: opens the regions of address-vector entries not looked at yet.
+    fn scan_av(&mut self) {
+        let (Some(naming), Some(av)) = (&self.shm, &self.bind.av) else {
+            return;
+        };
+        let (new, len): (Vec<(FiAddr, String)>, usize) = {
+            let av = lock(av);
+            let new = (naming.scanned..av.len())
+                .filter_map(|i| Some((i as FiAddr, av.url(i as FiAddr)?.to_owned())))
+                .collect();
+            (new, av.len())
+        };
+        if let Some(n) = self.shm.as_mut() {
+            n.scanned = len;
+        }
+        for (a, url) in new {
+            if url != self.local_url && url.starts_with("shm://") {
+                let _ = self.route(a, &url);
+            }
+        }
     }
 
     /// Sends the concatenation of `parts` to `dest` with `header`. `completion`: write a
@@ -225,23 +343,16 @@ impl FabricEndpoint {
             parts.iter().for_each(|p| data.extend_from_slice(p));
             self.incoming(dest, header, Payload::Owned(data));
         } else {
-            let peer = match self.peers.get(&dest) {
-                Some(&p) => p,
-                None => {
-                    let p = self.transport.insert_addr(&url).map_err(|_| -FI_EINVAL)?;
-                    self.peers.insert(dest, p);
-                    self.sources.insert(p, dest);
-                    p
-                }
-            };
-            let mut buf = self.transport.alloc(HEADER_LEN + len);
+            let (link, peer) = self.route(dest, &url)?;
+            let transport = &mut self.links[link].transport;
+            let mut buf = transport.alloc(HEADER_LEN + len);
             header.emit(&mut buf);
             let mut at = HEADER_LEN;
             for p in parts {
                 buf[at..at + p.len()].copy_from_slice(p);
                 at += p.len();
             }
-            if let Err(e) = self.transport.send(peer, buf) {
+            if let Err(e) = transport.send(peer, buf) {
                 return Err(match e.error {
                     SendErrorKind::WouldBlock => {
                         self.progress();
@@ -440,7 +551,7 @@ impl FabricEndpoint {
         false
     }
 
-    fn take_delivery(&mut self, peer: Peer, data: RecvBuf) {
+    fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
         let header = match Header::parse(&data) {
             Ok(h) => h,
             Err(_) => {
@@ -448,20 +559,23 @@ impl FabricEndpoint {
                 return;
             }
         };
-        let src = self.source_of(peer);
+        let src = self.source_of(link, peer);
         self.incoming(src, header, Payload::View(data));
     }
 }
 
 impl Progress for FabricEndpoint {
     fn progress(&mut self) {
-        while let Some(d) = self.transport.recv() {
-            self.take_delivery(d.peer, d.data);
-        }
-        // Sends completed when they were taken; what comes back here is the transport's
-        // bookkeeping (acknowledged buffers, peers learned).
-        while let Some(c) = self.transport.poll_completion() {
-            drop::<Completion>(c);
+        self.scan_av();
+        for i in 0..self.links.len() {
+            while let Some(d) = self.links[i].transport.recv() {
+                self.take_delivery(i, d.peer, d.data);
+            }
+            // Sends completed when they were taken; what comes back here is the
+            // transport's bookkeeping (acknowledged buffers, peers learned).
+            while let Some(c) = self.links[i].transport.poll_completion() {
+                drop::<Completion>(c);
+            }
         }
     }
 }
@@ -471,7 +585,10 @@ impl FabricEndpoint {
     /// `fi_enable`): peers learned so far are forgotten.
     pub fn rebind(&mut self, transport: Endpoint) {
         self.local_url = transport.local_url();
-        self.transport = transport;
+        self.links = vec![Link {
+            transport,
+            peer_addr: None,
+        }];
         self.peers.clear();
         self.sources.clear();
     }
@@ -590,8 +707,75 @@ mod tests {
         eprintln!(
             "total {:?} a {:?} b {:?}",
             start.elapsed(),
-            a.transport().stats(),
-            b.transport().peer_stats(myri_transport::Peer(0))
+            a.transports().next().map(Endpoint::stats),
+            b.transports()
+                .next()
+                .map(|t| t.peer_stats(myri_transport::Peer(0)))
         );
+    }
+}
+
+#[cfg(test)]
+mod shm_tests {
+    use super::*;
+    use crate::objects::{AddressVector, CompletionQueue};
+    use std::sync::{Arc, Mutex};
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl RecvTarget for Sink {
+        fn capacity(&self) -> usize {
+            1 << 20
+        }
+        fn write(&mut self, data: &[u8]) {
+            lock(&self.0).extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    #[test]
+    fn shm_pingpong_in_one_process() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let cq: Cq = Arc::new(CompletionQueue::default());
+        let token = |s: &str| format!("t{}{s}", std::process::id());
+        let mut eps = [token("a"), token("b")].map(|t| {
+            let mut ep = FabricEndpoint::new_shm(EpType::Rdm, &t, 1 << 20);
+            ep.bind.av = Some(av.clone());
+            ep.bind.rx_cq = Some((cq.clone(), false));
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        let start = std::time::Instant::now();
+        for i in 0..200 {
+            let (s, r) = (i % 2, 1 - i % 2);
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let posted = Posted {
+                context: 1,
+                src: FI_ADDR_UNSPEC,
+                tag: 0,
+                ignore: 0,
+                target: Box::new(Sink(got.clone())),
+                completion: true,
+            };
+            eps[r].post_recv(false, posted, Probe::None).unwrap();
+            // The first send waits for the peer to open their region (progress does).
+            while let Err(e) = eps[s].send(addrs[r], Header::default(), &[b"ping"], 0, false) {
+                assert_eq!(e, -FI_EAGAIN);
+                eps[r].progress();
+            }
+            let mut turns = 0;
+            while lock(&got).is_empty() {
+                eps[r].progress();
+                eps[s].progress();
+                turns += 1;
+                assert!(turns < 1_000_000, "message {i} never arrived");
+            }
+        }
+        eprintln!("200 hops in {:?}", start.elapsed());
+        assert_eq!(lock(&cq.queue).len(), 200);
     }
 }

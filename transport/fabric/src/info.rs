@@ -19,6 +19,10 @@ pub const CAPS: u64 = FI_MSG
 pub const OP_FLAGS: u64 = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE;
 /// Largest message of an RDM endpoint: 64 MiB (the transport's, less the header).
 pub const RDM_MAX_MSG: usize = 64 << 20;
+/// Largest message of an RDM endpoint over `shm://`: half the region's slots (the
+/// transport fragments a message over the slots and cannot send one that needs more
+/// than the ring holds).
+pub const SHM_RDM_MAX_MSG: usize = myri_transport::SHM_SLOTS * myri_transport::SHM_SLOT_LEN / 2;
 /// Largest message of a DGRAM endpoint: one unfragmented UDP datagram on Ethernet.
 pub const DGRAM_MAX_MSG: usize = 1472 - HEADER_LEN;
 /// Largest message `fi_inject` takes (sends copy the caller's bytes in any case).
@@ -68,6 +72,8 @@ pub struct Hints {
 pub enum Backend {
     /// `udp://`.
     Udp,
+    /// `shm://`: processes of one host.
+    Shm,
 }
 
 impl Backend {
@@ -75,6 +81,16 @@ impl Backend {
     pub fn domain_name(self) -> &'static str {
         match self {
             Backend::Udp => "udp",
+            Backend::Shm => "shm",
+        }
+    }
+
+    /// The backend of a domain name.
+    pub fn from_domain_name(name: &str) -> Option<Backend> {
+        match name {
+            "udp" => Some(Backend::Udp),
+            "shm" => Some(Backend::Shm),
+            _ => None,
         }
     }
 }
@@ -124,9 +140,10 @@ pub fn answer(hints: Option<&Hints>, backend: Backend) -> Vec<Answer> {
     {
         return Vec::new();
     }
-    let addr_format = match h.addr_format {
-        FI_FORMAT_UNSPEC | FI_SOCKADDR | FI_SOCKADDR_IN => FI_SOCKADDR_IN,
-        FI_ADDR_STR => FI_ADDR_STR,
+    let addr_format = match (backend, h.addr_format) {
+        (Backend::Udp, FI_FORMAT_UNSPEC | FI_SOCKADDR | FI_SOCKADDR_IN) => FI_SOCKADDR_IN,
+        (Backend::Shm, FI_FORMAT_UNSPEC) => FI_FORMAT_UNSPEC,
+        (_, FI_ADDR_STR) => FI_ADDR_STR,
         _ => return Vec::new(),
     };
     let mut caps = if h.caps == 0 { CAPS } else { h.caps };
@@ -138,10 +155,12 @@ pub fn answer(hints: Option<&Hints>, backend: Backend) -> Vec<Answer> {
         if h.ep_type != FI_EP_UNSPEC && h.ep_type != ep_type {
             continue;
         }
-        let (max, order) = if ep_type == FI_EP_RDM {
-            (RDM_MAX_MSG, FI_ORDER_SAS)
-        } else {
-            (DGRAM_MAX_MSG, 0)
+        let (max, order) = match (ep_type, backend) {
+            (FI_EP_RDM, Backend::Udp) => (RDM_MAX_MSG, FI_ORDER_SAS),
+            (FI_EP_RDM, Backend::Shm) => (SHM_RDM_MAX_MSG, FI_ORDER_SAS),
+            // Raw datagrams over shm:// are not offered: untested.
+            (_, Backend::Shm) => continue,
+            _ => (DGRAM_MAX_MSG, 0),
         };
         if h.msg_order & !order != 0 || h.max_msg_size > max {
             continue;
@@ -206,6 +225,19 @@ mod tests {
             ..Hints::default()
         };
         assert!(answer(Some(&auto), Backend::Udp).is_empty());
+    }
+
+    #[test]
+    fn shm_has_its_own_address_format() {
+        let a = answer(None, Backend::Shm);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].max_msg_size, 2 << 20);
+        assert_eq!(a[0].addr_format, FI_FORMAT_UNSPEC);
+        let inet = Hints {
+            addr_format: FI_SOCKADDR_IN,
+            ..Hints::default()
+        };
+        assert!(answer(Some(&inet), Backend::Shm).is_empty());
     }
 
     #[test]

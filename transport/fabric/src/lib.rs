@@ -5,11 +5,13 @@
 //! # What it does
 //!
 //! - `fi_getinfo` answers, honestly, `FI_EP_RDM` (a reliable transport endpoint: RPP over
-//!   `udp://`) and `FI_EP_DGRAM` (a raw one) with `FI_MSG | FI_TAGGED | FI_SEND |
-//!   FI_RECV | FI_SOURCE | FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` (or
-//!   `FI_ADDR_STR`, the transport URL), manual progress, no mode bits; `FI_ENODATA` for
-//!   anything else (RMA, atomics, other endpoint types and address formats, auto
-//!   progress, ordering a DGRAM endpoint does not keep).
+//!   `udp://`, or the native reliability of `shm://`) and, over `udp://`, `FI_EP_DGRAM`
+//!   (a raw one) with `FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
+//!   FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` on `udp://`, a 32-byte
+//!   `FI_FORMAT_UNSPEC` name on `shm://` (or `FI_ADDR_STR`, the URL, on either), manual
+//!   progress, no mode bits; `FI_ENODATA` for anything else (RMA, atomics, other
+//!   endpoint types and address formats, auto progress, ordering a DGRAM endpoint does
+//!   not keep).
 //! - Fabric, domain, endpoint, address vector (`FI_AV_MAP` and `FI_AV_TABLE`), completion
 //!   queues of every format (`fi_cq_read`, `fi_cq_readfrom`, `fi_cq_readerr`, and
 //!   `fi_cq_sread` by polling when a wait object was asked for), counters, memory
@@ -21,14 +23,16 @@
 //!   `FI_DISCARD` and `FI_REMOTE_CQ_DATA`; unexpected messages queued in arrival order
 //!   and matched in posting order ([`endpoint`]); sends to self; `fi_cancel` of posted
 //!   receives; truncation as an `FI_ETRUNC` error entry with nothing written past the
-//!   buffer; RDM messages up to 64 MiB. Tag and CQ data travel in a 20-byte header in
+//!   buffer; RDM messages up to 64 MiB over `udp://` and 2 MiB over `shm://`. Tag and CQ
+//!   data travel in a 20-byte header in
 //!   front of each transport message ([`wire`]).
 //! - Manual progress: reading a completion queue or counter, and sending, drive the
 //!   endpoints bound to it.
 //!
 //! # What it does not do
 //!
-//! No `shm://` backend yet (`FI_MYRI_TRANSPORT=shm` answers nothing); no RMA, atomics,
+//! No DGRAM endpoints over `shm://`, and no choosing `shm://` per peer (one backend per
+//! process, by `FI_MYRI_TRANSPORT`); no RMA, atomics,
 //! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
 //! file-descriptor wait objects; sends copy the caller's bytes into the transport's
 //! registered memory (a registered region is only a key), and a receive copies the
@@ -46,9 +50,21 @@
 //! ```
 //!
 //! The tests do the same copy themselves. Environment variables (listed by `fi_info -e`):
-//! `FI_MYRI_TRANSPORT` (`udp`), `FI_MYRI_ADDR` (the IPv4 address endpoints bind to,
-//! default `127.0.0.1`; set it to the host's address to reach other hosts),
+//! `FI_MYRI_TRANSPORT` (`udp` or `shm`), `FI_MYRI_ADDR` (the IPv4 address endpoints
+//! bind to, default `127.0.0.1`; set it to the host's address to reach other hosts),
 //! `FI_MYRI_PORT` (the first endpoint's UDP port, default any).
+//!
+//! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
+//! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so
+//! to run MPI over this provider's own RDM endpoint exclude it:
+//!
+//! ```text
+//! FI_PROVIDER=^ofi_rxd mpirun --mca pml cm --mca mtl ofi \
+//!     --mca mtl_ofi_provider_include myri -x FI_PROVIDER_PATH -x FI_PROVIDER ...
+//! ```
+//!
+//! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`; a
+//! process killed before closing its endpoints leaves its regions there.
 
 pub mod abi;
 mod capi;

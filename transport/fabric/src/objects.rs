@@ -53,6 +53,16 @@ impl AddressVector {
         }
     }
 
+    /// Addresses handed out so far (removed ones included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no address was ever inserted.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The URL at `addr`.
     pub fn url(&self, addr: FiAddr) -> Option<&str> {
         self.entries.get(usize::try_from(addr).ok()?)?.as_deref()

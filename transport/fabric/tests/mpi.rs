@@ -8,6 +8,8 @@
 //! libfabric lists its own `ofi_rxd` layered over this provider's DGRAM endpoints
 //! (`myri;ofi_rxd`) before this provider's RDM, and Open MPI takes the first entry that
 //! matches `myri`; `FI_PROVIDER=^ofi_rxd` leaves the provider's own RDM endpoint.
+//! The matching program also runs over `shm://` (`FI_MYRI_TRANSPORT=shm`), whose
+//! messages are at most 2 MiB (the ping-pong's 4 MiB and the 64 MiB message are not).
 
 mod common;
 
@@ -51,8 +53,15 @@ fn build(name: &str) -> PathBuf {
 /// Runs `program` on `ranks` ranks over the provider; returns rank 0's output.
 #[track_caller]
 pub fn mpirun(ranks: u32, program: &Path, args: &[&str]) -> String {
+    mpirun_over("udp", ranks, program, args)
+}
+
+/// Same, over `transport` (`FI_MYRI_TRANSPORT`).
+#[track_caller]
+pub fn mpirun_over(transport: &str, ranks: u32, program: &Path, args: &[&str]) -> String {
     let child = common::fi_command("mpirun")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_TRANSPORT", transport)
         .args([
             "--allow-run-as-root",
             "--oversubscribe",
@@ -69,6 +78,8 @@ pub fn mpirun(ranks: u32, program: &Path, args: &[&str]) -> String {
             "FI_PROVIDER",
             "-x",
             "FI_MYRI_ADDR",
+            "-x",
+            "FI_MYRI_TRANSPORT",
         ])
         .arg(program)
         .args(args)
@@ -106,6 +117,17 @@ fn matching_on_2_and_4_ranks() {
     }
     for ranks in [2, 4] {
         let out = mpirun(ranks, &build("matching"), &[]);
+        assert!(out.contains("matching ok"), "{out}");
+    }
+}
+
+#[test]
+fn matching_over_shm_on_2_and_4_ranks() {
+    if !require_mpi() {
+        return;
+    }
+    for ranks in [2, 4] {
+        let out = mpirun_over("shm", ranks, &build("matching"), &[]);
         assert!(out.contains("matching ok"), "{out}");
     }
 }

@@ -1,5 +1,6 @@
 //! `fi_pingpong -p myri` between two processes on loopback, data checked, for RDM and
-//! DGRAM endpoints and untagged and tagged messages.
+//! DGRAM endpoints and untagged and tagged messages over `udp://`, and RDM over `shm://`
+//! (`FI_MYRI_TRANSPORT=shm`; `FI_PROVIDER=^ofi_rxd` keeps libfabric's rxd layer out).
 
 mod common;
 
@@ -7,6 +8,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
+    pingpong_over("udp", ep, mode, sizes, iters);
+}
+
+fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str) {
     if !common::require_libfabric() {
         return;
     }
@@ -15,6 +20,8 @@ fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
         "-p", "myri", "-e", ep, "-m", mode, "-S", sizes, "-I", iters, "-c",
     ];
     let server = common::fi_command("fi_pingpong")
+        .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_PROVIDER", "^ofi_rxd")
         .args(args)
         .args(["-B", &port])
         .stdout(Stdio::piped())
@@ -23,6 +30,8 @@ fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
         .expect("starting the fi_pingpong server");
     common::wait_listening(port.parse().unwrap(), Duration::from_secs(20));
     let client = common::fi_command("fi_pingpong")
+        .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_PROVIDER", "^ofi_rxd")
         .args(args)
         .args(["-P", &port, "127.0.0.1"])
         .stdout(Stdio::piped())
@@ -54,6 +63,16 @@ fn rdm_msg() {
 #[test]
 fn rdm_tagged() {
     pingpong("rdm", "tagged", "all", "10");
+}
+
+#[test]
+fn shm_rdm_msg() {
+    pingpong_over("shm", "rdm", "msg", "all", "10");
+}
+
+#[test]
+fn shm_rdm_tagged() {
+    pingpong_over("shm", "rdm", "tagged", "all", "10");
 }
 
 #[test]

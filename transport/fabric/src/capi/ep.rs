@@ -96,15 +96,11 @@ static TAGGED_OPS: FiOpsTagged = FiOpsTagged {
 };
 
 fn open_transport(ep_type: EpType, url: &str) -> Result<myri_transport::Endpoint, i32> {
-    let mut options = myri_transport::Options::default()
-        .with_reliable(ep_type == EpType::Rdm)
-        .with_accept_unknown_peers(true);
-    let max = info::RDM_MAX_MSG + HEADER_LEN;
-    options.rpp.max_message_len = max;
-    options.rpp.max_queued_bytes = options.rpp.max_queued_bytes.max(2 * max);
-    options.rpp.recv_buffer_bytes = options.rpp.recv_buffer_bytes.max(2 * max);
-    myri_transport::Endpoint::open_with(url, options).map_err(|_| -FI_EADDRNOTAVAIL)
+    myri_transport::Endpoint::open_with(url, transport_options(ep_type))
+        .map_err(|_| -FI_EADDRNOTAVAIL)
 }
+
+static SHM_TOKENS: AtomicU64 = AtomicU64::new(0);
 
 fn max_msg(ep_type: EpType, t: &myri_transport::Endpoint) -> usize {
     match ep_type {
@@ -146,10 +142,23 @@ pub(super) unsafe extern "C" fn endpoint_open2(
         if info.caps & !info::CAPS != 0 {
             return Err(-FI_EINVAL);
         }
-        let url = read_addr(d.addr_format, info.src_addr).unwrap_or_else(default_bind);
-        let transport = open_transport(ep_type, &url)?;
-        let max = max_msg(ep_type, &transport);
-        let mut core = FabricEndpoint::new(ep_type, transport, max);
+        let mut core = if d.backend == Backend::Shm {
+            let token = format!(
+                "{:x}x{}",
+                std::process::id(),
+                SHM_TOKENS.fetch_add(1, Ordering::Relaxed)
+            );
+            if ep_type == EpType::Dgram {
+                return Err(-FI_EINVAL);
+            }
+            let max = info::SHM_RDM_MAX_MSG;
+            FabricEndpoint::new_shm(ep_type, &token, max)
+        } else {
+            let url = read_addr(d.addr_format, info.src_addr).unwrap_or_else(default_bind);
+            let transport = open_transport(ep_type, &url)?;
+            let max = max_msg(ep_type, &transport);
+            FabricEndpoint::new(ep_type, transport, max)
+        };
         core.directed_recv = info.caps & FI_DIRECTED_RECV != 0;
         let obj = Box::new(EpObj {
             c: FidEp {
@@ -322,6 +331,9 @@ unsafe extern "C" fn ep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: size_
         let e = ep_obj(fid.cast())?;
         if e.enabled.load(Ordering::Acquire) {
             return Err(-FI_EOPBADSTATE);
+        }
+        if e.format == FI_FORMAT_UNSPEC {
+            return Err(-FI_ENOSYS);
         }
         if e.format != FI_ADDR_STR && addrlen < SOCKADDR_IN_LEN {
             return Err(-FI_EINVAL);

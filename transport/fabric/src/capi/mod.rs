@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use crate::abi::*;
-use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, RecvTarget};
+use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, RecvTarget, transport_options};
 use crate::info::{self, Answer, Backend, Hints};
 use crate::objects::{AddressVector, Av, Cntr, CompletionQueue, Counter, Cq, Progress, lock};
 use crate::wire::{HEADER_LEN, Header};
@@ -139,7 +139,7 @@ type ParamDefine =
 pub const PARAMS: [(&CStr, &CStr); 3] = [
     (
         c"transport",
-        c"Backend: udp (the only one so far). Default: udp",
+        c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
     ),
     (
         c"addr",
@@ -194,6 +194,7 @@ fn env(name: &str) -> Option<String> {
 fn backend() -> Result<Backend, i32> {
     match env("transport").as_deref() {
         None | Some("udp") => Ok(Backend::Udp),
+        Some("shm") => Ok(Backend::Shm),
         _ => Err(-FI_ENODATA),
     }
 }
@@ -212,6 +213,8 @@ fn default_bind() -> String {
 // ---- Addresses -------------------------------------------------------------------------
 
 const SOCKADDR_IN_LEN: usize = size_of::<libc::sockaddr_in>();
+/// Bytes of an `shm://` endpoint's address in `FI_FORMAT_UNSPEC`: its URL, NUL-padded.
+pub(crate) const SHM_ADDR_LEN: usize = 32;
 
 fn sockaddr_of(url: &str) -> Option<libc::sockaddr_in> {
     let sa: SocketAddr = url.strip_prefix("udp://")?.parse().ok()?;
@@ -245,6 +248,14 @@ fn read_addr(format: u32, p: *const c_void) -> Option<String> {
     if format == FI_ADDR_STR {
         return c_str(p as *const c_char);
     }
+    if format == FI_FORMAT_UNSPEC {
+        // SAFETY: an shm address is `SHM_ADDR_LEN` bytes (its length, told by getinfo
+        // and fi_getname).
+        let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), SHM_ADDR_LEN) };
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(SHM_ADDR_LEN);
+        let url = std::str::from_utf8(&bytes[..end]).ok()?;
+        return url.starts_with("shm://").then(|| url.to_owned());
+    }
     // SAFETY: `p` points at a `struct sockaddr_in` (the endpoint's address format);
     // read unaligned as applications pack addresses in byte buffers.
     let sa = unsafe { (p as *const libc::sockaddr_in).read_unaligned() };
@@ -259,6 +270,13 @@ fn write_addr(format: u32, url: &str, buf: *mut c_void, len: *mut size_t) -> Res
     let bytes: Vec<u8> = if format == FI_ADDR_STR {
         let mut v = url.as_bytes().to_vec();
         v.push(0);
+        v
+    } else if format == FI_FORMAT_UNSPEC {
+        if url.len() >= SHM_ADDR_LEN {
+            return Err(-FI_EINVAL);
+        }
+        let mut v = url.as_bytes().to_vec();
+        v.resize(SHM_ADDR_LEN, 0);
         v
     } else {
         let sa = sockaddr_of(url).ok_or(-FI_EADDRNOTAVAIL)?;
@@ -320,10 +338,10 @@ fn strdup(s: &CStr) -> Result<*mut c_char, i32> {
 }
 
 fn addr_bytes(format: u32, url: &str) -> Result<(*mut c_void, usize), i32> {
-    let mut len: size_t = if format == FI_ADDR_STR {
-        url.len() + 1
-    } else {
-        SOCKADDR_IN_LEN
+    let mut len: size_t = match format {
+        FI_ADDR_STR => url.len() + 1,
+        FI_FORMAT_UNSPEC => SHM_ADDR_LEN,
+        _ => SOCKADDR_IN_LEN,
     };
     // SAFETY: malloc of `len` bytes, filled by `write_addr` below; freed by libfabric.
     let p = unsafe { libc::malloc(len) };
@@ -387,7 +405,10 @@ fn build_info(a: &Answer, src: Option<&str>, dest: Option<&str>) -> Result<*mut 
         ep.rx_ctx_cnt = 1;
         i.domain_attr = calloc()?;
         let d = &mut *i.domain_attr;
-        d.name = strdup(c"udp")?;
+        d.name = strdup(match a.backend {
+            Backend::Udp => c"udp",
+            Backend::Shm => c"shm",
+        })?;
         d.threading = FI_THREAD_SAFE;
         d.control_progress = FI_PROGRESS_MANUAL;
         d.data_progress = FI_PROGRESS_MANUAL;
@@ -473,6 +494,7 @@ unsafe extern "C" fn getinfo(
             return Err(-FI_ENODATA);
         }
         let named = match (c_str(node), c_str(service)) {
+            _ if backend == Backend::Shm => None,
             (None, None) => None,
             (n, s) => {
                 let host = n.unwrap_or_else(|| "127.0.0.1".into());
@@ -495,14 +517,16 @@ unsafe extern "C" fn getinfo(
                 Some(url)
             }
         };
-        let hint_src = c_ref(hints).and_then(|h| {
-            let fmt = if h.addr_format == FI_ADDR_STR {
-                FI_ADDR_STR
-            } else {
-                FI_SOCKADDR_IN
-            };
-            read_addr(fmt, h.src_addr)
-        });
+        let hint_src = c_ref(hints)
+            .filter(|_| backend == Backend::Udp)
+            .and_then(|h| {
+                let fmt = if h.addr_format == FI_ADDR_STR {
+                    FI_ADDR_STR
+                } else {
+                    FI_SOCKADDR_IN
+                };
+                read_addr(fmt, h.src_addr)
+            });
         let (src, dest) = if flags & FI_SOURCE != 0 {
             (named.or(hint_src), None)
         } else {

@@ -135,6 +135,7 @@ unsafe extern "C" fn trywait(_: *mut FidFabric, _: *mut *mut Fid, _: c_int) -> c
 #[repr(C)]
 pub(super) struct DomainObj {
     c: FidDomain,
+    pub(super) backend: Backend,
     pub(super) addr_format: u32,
     next_key: AtomicU64,
 }
@@ -181,21 +182,21 @@ unsafe extern "C" fn domain_open2(
     guard_int(|| {
         obj::<FabricObj>(fabric.cast(), FI_CLASS_FABRIC)?;
         let info = c_ref(info).ok_or(-FI_EINVAL)?;
-        if let Some(d) = c_ref(info.domain_attr)
-            && c_str(d.name).is_some_and(|n| n != "udp")
-        {
-            return Err(-FI_EINVAL);
-        }
+        let backend = match c_ref(info.domain_attr).and_then(|d| c_str(d.name)) {
+            Some(name) => Backend::from_domain_name(&name).ok_or(-FI_EINVAL)?,
+            None => backend()?,
+        };
         let obj = Box::new(DomainObj {
             c: FidDomain {
                 fid: fid(FI_CLASS_DOMAIN, context, &BASIC_FID_OPS),
                 ops: &DOMAIN_OPS,
                 mr: &MR_OPS,
             },
-            addr_format: if info.addr_format == FI_ADDR_STR {
-                FI_ADDR_STR
-            } else {
-                FI_SOCKADDR_IN
+            backend,
+            addr_format: match (backend, info.addr_format) {
+                (_, FI_ADDR_STR) => FI_ADDR_STR,
+                (Backend::Udp, _) => FI_SOCKADDR_IN,
+                (Backend::Shm, _) => FI_FORMAT_UNSPEC,
             },
             next_key: AtomicU64::new(1),
         });
@@ -360,6 +361,9 @@ unsafe extern "C" fn av_insert(
                 // SAFETY: for FI_ADDR_STR, `addr` is an array of `count` C-string
                 // pointers.
                 unsafe { *(addr as *const *const c_char).add(i) }.cast::<c_void>()
+            } else if a.format == FI_FORMAT_UNSPEC {
+                // SAFETY: `addr` holds `count` packed shm addresses.
+                unsafe { (addr as *const u8).add(i * SHM_ADDR_LEN) }.cast::<c_void>()
             } else {
                 // SAFETY: `addr` holds `count` packed `sockaddr_in`s.
                 unsafe { (addr as *const u8).add(i * SOCKADDR_IN_LEN) }.cast::<c_void>()
