@@ -147,7 +147,12 @@ pub struct FabricEndpoint {
     claimed: HashMap<usize, Unexpected>,
     /// Messages dropped because their header did not parse.
     pub malformed: u64,
+    /// Progress passes run (completions are drained every few).
+    passes: u64,
 }
+
+/// Progress passes between two drains of the transport's completions.
+const COMPLETION_DRAIN_PERIOD: u64 = 16;
 
 /// One transport endpoint and, on `shm://`, the one address it reaches.
 struct Link {
@@ -226,6 +231,7 @@ impl FabricEndpoint {
             unexpected: Default::default(),
             claimed: HashMap::new(),
             malformed: 0,
+            passes: 0,
         }
     }
 
@@ -567,14 +573,33 @@ impl FabricEndpoint {
 impl Progress for FabricEndpoint {
     fn progress(&mut self) {
         self.scan_av();
+        self.passes = self.passes.wrapping_add(1);
+        let drain = self.passes.is_multiple_of(COMPLETION_DRAIN_PERIOD);
         for i in 0..self.links.len() {
-            while let Some(d) = self.links[i].transport.recv() {
-                self.take_delivery(i, d.peer, d.data);
+            let t = &mut self.links[i].transport;
+            if t.is_native() {
+                // shm's native receive looks at the ring without a whole pass.
+                while let Some(d) = self.links[i].transport.recv() {
+                    self.take_delivery(i, d.peer, d.data);
+                }
+            } else {
+                // One pass, then what it delivered: `recv` on an empty queue would run
+                // another pass.
+                t.progress();
+                while self.links[i].transport.pending_deliveries() > 0 {
+                    if let Some(d) = self.links[i].transport.recv() {
+                        self.take_delivery(i, d.peer, d.data);
+                    }
+                }
             }
             // Sends completed when they were taken; what comes back here is the
-            // transport's bookkeeping (acknowledged buffers, peers learned).
-            while let Some(c) = self.links[i].transport.poll_completion() {
-                drop::<Completion>(c);
+            // transport's bookkeeping (acknowledged buffers going back to their pool,
+            // peers learned). Polling it runs a pass when it is empty, so only every
+            // few passes, and always when sends are outstanding on shm (few slots).
+            if drain || self.links[i].transport.is_native() {
+                while let Some(c) = self.links[i].transport.poll_completion() {
+                    drop::<Completion>(c);
+                }
             }
         }
     }
