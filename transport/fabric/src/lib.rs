@@ -32,12 +32,16 @@
 //! # What it does not do
 //!
 //! No DGRAM endpoints over `shm://`, and no choosing `shm://` per peer (one backend per
-//! process, by `FI_MYRI_TRANSPORT`); no RMA, atomics,
+//! process, by `FI_MYRI_TRANSPORT`); RDM messages over `shm://` stop at 2 MiB (the
+//! provider does not fragment; Open MPI refuses larger ones). No RMA, atomics,
 //! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
-//! file-descriptor wait objects; sends copy the caller's bytes into the transport's
-//! registered memory (a registered region is only a key), and a receive copies the
-//! message into the posted buffer; a send completes when the transport took it (inject
-//! semantics), not when the peer has it.
+//! file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes
+//! into the transport's registered memory (a registered region is only a key), and a
+//! receive copies the message into the posted buffer (an unexpected message held in
+//! registered memory is copied out once more); a send completes when the transport took
+//! it (inject semantics), not when the peer has it. A peer that fails is not reported
+//! (its sends just stop completing at the peer). Nothing here runs under injected loss
+//! in the tests yet.
 //!
 //! # Loading it
 //!
