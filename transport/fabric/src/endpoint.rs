@@ -147,6 +147,9 @@ pub struct FabricEndpoint {
     claimed: HashMap<usize, Unexpected>,
     /// Messages dropped because their header did not parse.
     pub malformed: u64,
+    /// `udp://` addresses reached through another (`FI_MYRI_VIA`: a fault-injecting
+    /// proxy in front of a peer).
+    pub via: HashMap<String, String>,
     /// Progress passes run (completions are drained every few).
     passes: u64,
 }
@@ -232,6 +235,7 @@ impl FabricEndpoint {
             claimed: HashMap::new(),
             malformed: 0,
             passes: 0,
+            via: HashMap::new(),
         }
     }
 
@@ -285,8 +289,12 @@ impl FabricEndpoint {
         }
         let r = match &self.shm {
             None => {
+                let target = self.via.get(url).map_or(url, String::as_str);
                 let link = self.links.first_mut().ok_or(-FI_EINVAL)?;
-                (0, link.transport.insert_addr(url).map_err(|_| -FI_EINVAL)?)
+                (
+                    0,
+                    link.transport.insert_addr(target).map_err(|_| -FI_EINVAL)?,
+                )
             }
             Some(naming) => {
                 let theirs = url.strip_prefix("shm://").ok_or(-FI_EINVAL)?;

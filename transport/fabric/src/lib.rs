@@ -40,8 +40,9 @@
 //! receive copies the message into the posted buffer (an unexpected message held in
 //! registered memory is copied out once more); a send completes when the transport took
 //! it (inject semantics), not when the peer has it. A peer that fails is not reported
-//! (its sends just stop completing at the peer). Nothing here runs under injected loss
-//! in the tests yet.
+//! (its sends just stop completing at the peer). Only `fi_pingpong` runs under injected
+//! loss in the tests, not MPI (a proxy hides the sender's address, which MPI's directed
+//! receives need).
 //!
 //! # Loading it
 //!
@@ -56,7 +57,10 @@
 //! The tests do the same copy themselves. Environment variables (listed by `fi_info -e`):
 //! `FI_MYRI_TRANSPORT` (`udp` or `shm`), `FI_MYRI_ADDR` (the IPv4 address endpoints
 //! bind to, default `127.0.0.1`; set it to the host's address to reach other hosts),
-//! `FI_MYRI_PORT` (the first endpoint's UDP port, default any).
+//! `FI_MYRI_PORT` (the first endpoint's UDP port, default any), `FI_MYRI_VIA`
+//! (`udp://A=udp://B,...`: send to peer A through B, a fault-injecting proxy such as
+//! `myri proxy` in front of A; A then hears from the proxy's address, which is in no
+//! address vector, so its receives see `FI_ADDR_NOTAVAIL` as the source).
 //!
 //! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
 //! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so

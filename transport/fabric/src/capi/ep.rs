@@ -157,7 +157,9 @@ pub(super) unsafe extern "C" fn endpoint_open2(
             let url = read_addr(d.addr_format, info.src_addr).unwrap_or_else(default_bind);
             let transport = open_transport(ep_type, &url)?;
             let max = max_msg(ep_type, &transport);
-            FabricEndpoint::new(ep_type, transport, max)
+            let mut ep = FabricEndpoint::new(ep_type, transport, max);
+            ep.via = via();
+            ep
         };
         core.directed_recv = info.caps & FI_DIRECTED_RECV != 0;
         let obj = Box::new(EpObj {

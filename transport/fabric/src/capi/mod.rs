@@ -136,7 +136,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 3] = [
+pub const PARAMS: [(&CStr, &CStr); 4] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -148,6 +148,10 @@ pub const PARAMS: [(&CStr, &CStr); 3] = [
     (
         c"port",
         c"UDP port of the first endpoint (later ones take any). Default: 0 (any)",
+    ),
+    (
+        c"via",
+        c"Send to some udp peers through other addresses, as udp://A=udp://B,... (a fault-injecting proxy B in front of peer A). Default: none",
     ),
 ];
 
@@ -189,6 +193,18 @@ unsafe extern "C" fn cleanup() {}
 
 fn env(name: &str) -> Option<String> {
     std::env::var(format!("FI_MYRI_{}", name.to_uppercase())).ok()
+}
+
+/// `FI_MYRI_VIA`: `udp://a=udp://b,...`, peers reached through other addresses.
+fn via() -> HashMap<String, String> {
+    env("via")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|pair| {
+            let (a, b) = pair.split_once('=')?;
+            Some((a.trim().to_owned(), b.trim().to_owned()))
+        })
+        .collect()
 }
 
 fn backend() -> Result<Backend, i32> {
