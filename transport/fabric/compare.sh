@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Latency and bandwidth of myri's libfabric provider against libfabric's own providers,
+# interleaved in one run (hosts differ: only ratios from one run count).
+#   transport/fabric/compare.sh [rounds]        (default 3; needs the Debian packages)
+# Writes target/fabric-compare/{mpi.txt,fi_pingpong.txt,latency.svg,bandwidth.svg}:
+# the MPI ping-pong (tests/mpi/pingpong.c, one-way median per size, median over the
+# rounds) over Open MPI's mtl:ofi on myri (RDM over udp://), udp;ofi_rxd and
+# tcp;ofi_rxm, and fi_pingpong 8 B on myri rdm/dgram, udp, udp;ofi_rxd, tcp;ofi_rxm, shm.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-3}
+eval "$(transport/fabric/install.sh release | tail -n 1 | sed 's/^/export /')"
+export FI_MYRI_ADDR=127.0.0.1
+out=${CARGO_TARGET_DIR:-target}/fabric-compare
+mkdir -p "$out/raw"
+mpicc -O2 -o "$out/pingpong" transport/fabric/tests/mpi/pingpong.c
+
+configs=("myri" "udp;ofi_rxd" "tcp;ofi_rxm")
+run_mpi() { # provider round
+    local extra=()
+    [ "$1" = myri ] && extra=(-x FI_PROVIDER=^ofi_rxd)
+    timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml cm --mca mtl ofi \
+        --mca mtl_ofi_provider_include "$1" --mca btl self --mca oob_tcp_if_include lo \
+        -x FI_PROVIDER_PATH -x FI_MYRI_ADDR "${extra[@]}" "$out/pingpong" 20 |
+        grep -E '^[0-9]+ ' >"$out/raw/mpi-${1//;/_}-$2.txt"
+}
+run_fi() { # provider endpoint round
+    local port=$((47700 + RANDOM % 200)) env=(env -u FI_PROVIDER)
+    [ "$1" = myri ] && env=(env FI_PROVIDER=^ofi_rxd)
+    "${env[@]}" timeout 120 fi_pingpong -p "$1" -e "$2" -S 8 -I 10000 -B $port >/dev/null 2>&1 &
+    local server=$!
+    for _ in $(seq 200); do grep -q ":$(printf %04X $port) .* 0A " /proc/net/tcp && break; sleep 0.01; done
+    "${env[@]}" timeout 120 fi_pingpong -p "$1" -e "$2" -S 8 -I 10000 -P $port 127.0.0.1 |
+        awk '$1 == "8" {print $7}' >"$out/raw/fi-${1//;/_}-$2-$3.txt" || true
+    wait $server || true
+}
+
+for r in $(seq "$rounds"); do
+    for c in "${configs[@]}"; do run_mpi "$c" "$r"; done
+    for pe in "myri rdm" "myri dgram" "udp dgram" "udp;ofi_rxd rdm" "tcp;ofi_rxm rdm" "shm rdm"; do
+        run_fi ${pe% *} ${pe##* } "$r"
+    done
+done
+
+median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'; }
+{
+    printf "MPI ping-pong, one-way: median of %s rounds (us | MB/s)\n%-10s" "$rounds" bytes
+    for c in "${configs[@]}"; do printf " %22s" "$c"; done; echo
+    for size in $(awk '{print $1}' "$out/raw/mpi-myri-1.txt"); do
+        printf "%-10s" "$size"
+        for c in "${configs[@]}"; do
+            lat=$(cat "$out"/raw/mpi-"${c//;/_}"-*.txt | awk -v s="$size" '$1 == s {print $2}' | median)
+            bw=$(cat "$out"/raw/mpi-"${c//;/_}"-*.txt | awk -v s="$size" '$1 == s {print $3}' | median)
+            printf " %11s %10s" "$lat" "$bw"
+        done
+        echo
+    done
+} | tee "$out/mpi.txt"
+{
+    echo "fi_pingpong -S 8 -I 10000, usec/xfer: median of $rounds rounds"
+    for pe in "myri rdm" "myri dgram" "udp dgram" "udp;ofi_rxd rdm" "tcp;ofi_rxm rdm" "shm rdm"; do
+        p=${pe% *}; e=${pe##* }
+        printf "%-16s %-6s %s\n" "$p" "$e" "$(cat "$out"/raw/fi-"${p//;/_}"-"$e"-*.txt 2>/dev/null | median)"
+    done
+} | tee "$out/fi_pingpong.txt"
+
+# Two log-log plots from mpi.txt: column 2,4,6 latency; 3,5,7 bandwidth.
+plot() { # column-offset title unit file
+    awk -v off="$1" -v title="$2" -v unit="$3" -v names="${configs[*]}" '
+    NR > 2 && $1 > 0 { n++; x[n] = log($1) / log(2); for (k = 0; k < 3; k++) {
+        v = $(2 + 2 * k + off); y[k, n] = (v > 0) ? log(v) / log(10) : 0 } }
+    END {
+        split(names, nm, " "); split("#d62728 #1f77b4 #2ca02c", col, " ");
+        ymin = 1e9; ymax = -1e9;
+        for (i = 1; i <= n; i++) for (k = 0; k < 3; k++) { if (y[k,i] < ymin) ymin = y[k,i]; if (y[k,i] > ymax) ymax = y[k,i] }
+        ymin = int(ymin) - (ymin < 0); ymax = int(ymax) + 1;
+        W = 640; H = 400; L = 60; B = 40;
+        printf "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"11\">\n", W, H;
+        printf "<text x=\"%d\" y=\"16\" font-size=\"13\">%s (%s, log scale) against message size (2^0 to 2^22 bytes)</text>\n", L, title, unit;
+        for (d = ymin; d <= ymax; d++) { yy = H - B - (d - ymin) / (ymax - ymin) * (H - B - 30);
+            printf "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"4\" y=\"%.1f\">%g</text>\n", L, W - 10, yy, yy, yy + 4, 10 ^ d }
+        for (i = 1; i <= n; i += 2) { xx = L + x[i] / x[n] * (W - L - 20);
+            printf "<text x=\"%.1f\" y=\"%d\">2^%d</text>\n", xx - 8, H - 20, x[i] }
+        for (k = 0; k < 3; k++) { printf "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col[k + 1];
+            for (i = 1; i <= n; i++) printf "%.1f,%.1f ", L + x[i] / x[n] * (W - L - 20), H - B - (y[k,i] - ymin) / (ymax - ymin) * (H - B - 30);
+            printf "\"/>\n<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>\n", L + 10 + 150 * k, H - 4, col[k + 1], nm[k + 1] }
+        print "</svg>" }' "$out/mpi.txt" >"$4"
+}
+plot 0 "MPI one-way latency" "us" "$out/latency.svg"
+plot 1 "MPI ping-pong bandwidth" "MB/s" "$out/bandwidth.svg"
+echo "wrote $out/{mpi.txt,fi_pingpong.txt,latency.svg,bandwidth.svg}"

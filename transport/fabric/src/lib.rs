@@ -1,0 +1,84 @@
+//! myri as a libfabric provider: `libmyri-fi.so`, which libfabric loads from
+//! `FI_PROVIDER_PATH`, so that programs written to libfabric (`fi_pingpong`, Open MPI's
+//! `mtl:ofi`) run over `myri-transport` unchanged.
+//!
+//! # What it does
+//!
+//! - `fi_getinfo` answers, honestly, `FI_EP_RDM` (a reliable transport endpoint: RPP over
+//!   `udp://`, or the native reliability of `shm://`) and, over `udp://`, `FI_EP_DGRAM`
+//!   (a raw one) with `FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
+//!   FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` on `udp://`, a 32-byte
+//!   `FI_FORMAT_UNSPEC` name on `shm://` (or `FI_ADDR_STR`, the URL, on either), manual
+//!   progress, no mode bits; `FI_ENODATA` for anything else (RMA, atomics, other
+//!   endpoint types and address formats, auto progress, ordering a DGRAM endpoint does
+//!   not keep).
+//! - Fabric, domain, endpoint, address vector (`FI_AV_MAP` and `FI_AV_TABLE`), completion
+//!   queues of every format (`fi_cq_read`, `fi_cq_readfrom`, `fi_cq_readerr`, and
+//!   `fi_cq_sread` by polling when a wait object was asked for), counters, memory
+//!   registration (a key and a descriptor), an event queue that stays empty,
+//!   `fi_getname`/`fi_setname`, `fi_close` of everything, `fi_control` (`FI_ENABLE`,
+//!   `FI_GETOPSFLAG`/`FI_SETOPSFLAG`, `FI_GETFIDFLAG`).
+//! - Messages: send, sendv, sendmsg, inject, senddata, injectdata, recv, recvv, recvmsg,
+//!   and their tagged forms with ignore bits, `FI_DIRECTED_RECV`, `FI_PEEK`, `FI_CLAIM`,
+//!   `FI_DISCARD` and `FI_REMOTE_CQ_DATA`; unexpected messages queued in arrival order
+//!   and matched in posting order ([`endpoint`]); sends to self; `fi_cancel` of posted
+//!   receives; truncation as an `FI_ETRUNC` error entry with nothing written past the
+//!   buffer; RDM messages up to 64 MiB over `udp://` and 2 MiB over `shm://`. Tag and CQ
+//!   data travel in a 20-byte header in
+//!   front of each transport message ([`wire`]).
+//! - Manual progress: reading a completion queue or counter, and sending, drive the
+//!   endpoints bound to it.
+//!
+//! # What it does not do
+//!
+//! No DGRAM endpoints over `shm://`, and no choosing `shm://` per peer (one backend per
+//! process, by `FI_MYRI_TRANSPORT`); RDM messages over `shm://` stop at 2 MiB (the
+//! provider does not fragment; Open MPI refuses larger ones). No RMA, atomics,
+//! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
+//! file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes
+//! into the transport's registered memory (a registered region is only a key), and a
+//! receive copies the message into the posted buffer (an unexpected message held in
+//! registered memory is copied out once more); a send completes when the transport took
+//! it (inject semantics), not when the peer has it. A peer that fails is not reported
+//! (its sends just stop completing at the peer). Only `fi_pingpong` runs under injected
+//! loss in the tests, not MPI (a proxy hides the sender's address, which MPI's directed
+//! receives need).
+//!
+//! # Loading it
+//!
+//! Cargo names the library `libmyri_fabric.so`; libfabric wants `libmyri-fi.so`.
+//! `transport/fabric/install.sh [profile]` builds it and copies it to
+//! `target/<profile>/fi/libmyri-fi.so`; then
+//!
+//! ```text
+//! FI_PROVIDER_PATH=$PWD/target/release/fi fi_info -p myri
+//! ```
+//!
+//! The tests do the same copy themselves. Environment variables (listed by `fi_info -e`):
+//! `FI_MYRI_TRANSPORT` (`udp` or `shm`), `FI_MYRI_ADDR` (the IPv4 address endpoints
+//! bind to, default `127.0.0.1`; set it to the host's address to reach other hosts),
+//! `FI_MYRI_PORT` (the first endpoint's UDP port, default any), `FI_MYRI_VIA`
+//! (`udp://A=udp://B,...`: send to peer A through B, a fault-injecting proxy such as
+//! `myri proxy` in front of A; A then hears from the proxy's address, which is in no
+//! address vector, so its receives see `FI_ADDR_NOTAVAIL` as the source).
+//!
+//! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
+//! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so
+//! to run MPI over this provider's own RDM endpoint exclude it:
+//!
+//! ```text
+//! FI_PROVIDER=^ofi_rxd mpirun --mca pml cm --mca mtl ofi \
+//!     --mca mtl_ofi_provider_include myri -x FI_PROVIDER_PATH -x FI_PROVIDER ...
+//! ```
+//!
+//! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`; a
+//! process killed before closing its endpoints leaves its regions there.
+
+pub mod abi;
+mod capi;
+pub mod endpoint;
+pub mod info;
+pub mod objects;
+pub mod wire;
+
+pub use capi::{PARAMS, fi_prov_ini};

@@ -1,0 +1,294 @@
+//! The provider's objects in safe Rust: address vectors, completion queues, counters and
+//! the queues they hold. The endpoint, which moves messages, is in [`crate::endpoint`];
+//! the C surface that hands these to libfabric is in `capi`.
+
+use crate::abi::{FI_ADDR_NOTAVAIL, FiAddr};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// Locks `m`, taking the data even if a panicking thread poisoned it (every entry point
+/// catches panics, and the queues stay consistent between statements).
+pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+// ---- Address vector ------------------------------------------------------------------
+
+/// An address vector: peers' transport URLs by `fi_addr_t`. Both `FI_AV_MAP` and
+/// `FI_AV_TABLE` hand out indices (0, 1, 2, ... in insertion order), which the map type
+/// allows too.
+#[derive(Debug, Default)]
+pub struct AddressVector {
+    entries: Vec<Option<String>>,
+    by_url: HashMap<String, FiAddr>,
+}
+
+impl AddressVector {
+    /// Inserts `url`, giving its address (the same one again for a URL already in).
+    pub fn insert(&mut self, url: String) -> FiAddr {
+        if let Some(&a) = self.by_url.get(&url) {
+            return a;
+        }
+        let a = self.entries.len() as FiAddr;
+        self.entries.push(Some(url.clone()));
+        self.by_url.insert(url, a);
+        a
+    }
+
+    /// Removes `addr`; false if it was not there.
+    pub fn remove(&mut self, addr: FiAddr) -> bool {
+        let Some(slot) = usize::try_from(addr)
+            .ok()
+            .and_then(|i| self.entries.get_mut(i))
+        else {
+            return false;
+        };
+        match slot.take() {
+            Some(url) => {
+                self.by_url.remove(&url);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Addresses handed out so far (removed ones included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no address was ever inserted.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The URL at `addr`.
+    pub fn url(&self, addr: FiAddr) -> Option<&str> {
+        self.entries.get(usize::try_from(addr).ok()?)?.as_deref()
+    }
+
+    /// The address of `url`, or `FI_ADDR_NOTAVAIL`.
+    pub fn lookup_url(&self, url: &str) -> FiAddr {
+        self.by_url.get(url).copied().unwrap_or(FI_ADDR_NOTAVAIL)
+    }
+}
+
+/// A shared address vector.
+pub type Av = Arc<Mutex<AddressVector>>;
+
+// ---- Completion queue ----------------------------------------------------------------
+
+/// One completion, in the widest (tagged) format plus its source; a CQ of a narrower
+/// format writes a prefix of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The operation's context pointer.
+    pub context: usize,
+    /// `FI_SEND`/`FI_RECV`, `FI_MSG`/`FI_TAGGED`, `FI_REMOTE_CQ_DATA`.
+    pub flags: u64,
+    /// Bytes received (the message's length; 0 for sends).
+    pub len: usize,
+    /// Where the data landed (the first buffer of a receive), or 0.
+    pub buf: usize,
+    /// Remote CQ data, or 0.
+    pub data: u64,
+    /// The tag, or 0.
+    pub tag: u64,
+    /// The sender (receives), `FI_ADDR_NOTAVAIL` when not in the address vector.
+    pub src: FiAddr,
+}
+
+/// A failed operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorEntry {
+    /// As the completion would have been (`len` is what was written).
+    pub entry: Entry,
+    /// Bytes that did not fit (truncation).
+    pub olen: usize,
+    /// Positive `FI_E*` code.
+    pub err: i32,
+}
+
+/// The front of a completion queue is an error: read it with `fi_cq_readerr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorFirst;
+
+/// A completion queue's entries, in order; an error stops reads until read with
+/// `fi_cq_readerr`.
+#[derive(Debug, Default)]
+pub struct CqQueue {
+    items: VecDeque<Result<Entry, ErrorEntry>>,
+}
+
+impl CqQueue {
+    /// Appends a completion.
+    pub fn push(&mut self, e: Entry) {
+        self.items.push_back(Ok(e));
+    }
+
+    /// Appends an error.
+    pub fn push_err(&mut self, e: ErrorEntry) {
+        self.items.push_back(Err(e));
+    }
+
+    /// Takes up to `max` completions from the front; [`ErrorFirst`] when the front is an
+    /// error (and nothing was taken).
+    pub fn take(&mut self, max: usize, out: &mut Vec<Entry>) -> Result<(), ErrorFirst> {
+        while out.len() < max {
+            match self.items.front() {
+                Some(Ok(e)) => {
+                    out.push(*e);
+                    self.items.pop_front();
+                }
+                Some(Err(_)) if out.is_empty() => return Err(ErrorFirst),
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the error at the front, if the front is one.
+    pub fn take_err(&mut self) -> Option<ErrorEntry> {
+        match self.items.front() {
+            Some(Err(e)) => {
+                let e = *e;
+                self.items.pop_front();
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+
+    /// Completions and errors waiting.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Something a completion queue or counter reads drive: an endpoint's progress.
+pub trait Progress: Send {
+    /// Runs the endpoint's progress once.
+    fn progress(&mut self);
+}
+
+/// The endpoints bound to a queue or counter, which reading it drives (manual progress).
+#[derive(Default)]
+pub struct Drivers {
+    eps: Mutex<Vec<Weak<Mutex<dyn Progress>>>>,
+}
+
+impl Drivers {
+    /// Adds an endpoint.
+    pub fn add(&self, ep: Weak<Mutex<dyn Progress>>) {
+        lock(&self.eps).push(ep);
+    }
+
+    /// Runs each live endpoint's progress once (and forgets closed ones).
+    pub fn drive(&self) {
+        let eps: Vec<_> = {
+            let mut eps = lock(&self.eps);
+            eps.retain(|w| w.strong_count() > 0);
+            eps.iter().filter_map(Weak::upgrade).collect()
+        };
+        for ep in eps {
+            lock(&ep).progress();
+        }
+    }
+}
+
+/// A completion queue shared by the endpoints bound to it.
+#[derive(Default)]
+pub struct CompletionQueue {
+    /// The entries.
+    pub queue: Mutex<CqQueue>,
+    /// The endpoints bound to it.
+    pub drivers: Drivers,
+}
+
+/// A shared completion queue.
+pub type Cq = Arc<CompletionQueue>;
+
+// ---- Counter -------------------------------------------------------------------------
+
+/// A counter of completions (and of errors).
+#[derive(Default)]
+pub struct Counter {
+    /// Successful completions.
+    pub value: AtomicU64,
+    /// Failed ones.
+    pub errors: AtomicU64,
+    /// The endpoints bound to it.
+    pub drivers: Drivers,
+}
+
+impl Counter {
+    /// Counts one completion.
+    pub fn bump(&self) {
+        self.value.fetch_add(1, Ordering::Release);
+    }
+
+    /// Counts one error.
+    pub fn bump_err(&self) {
+        self.errors.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A shared counter.
+pub type Cntr = Arc<Counter>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(context: usize) -> Entry {
+        Entry {
+            context,
+            flags: 0,
+            len: 0,
+            buf: 0,
+            data: 0,
+            tag: 0,
+            src: FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    #[test]
+    fn av_indices_and_removal() {
+        let mut av = AddressVector::default();
+        assert_eq!(av.insert("udp://127.0.0.1:1".into()), 0);
+        assert_eq!(av.insert("udp://127.0.0.1:2".into()), 1);
+        assert_eq!(av.insert("udp://127.0.0.1:1".into()), 0);
+        assert_eq!(av.lookup_url("udp://127.0.0.1:2"), 1);
+        assert!(av.remove(0));
+        assert!(!av.remove(0));
+        assert!(!av.remove(u64::MAX));
+        assert_eq!(av.url(0), None);
+        assert_eq!(av.lookup_url("udp://127.0.0.1:1"), FI_ADDR_NOTAVAIL);
+    }
+
+    #[test]
+    fn an_error_stops_reads_until_taken() {
+        let mut q = CqQueue::default();
+        q.push(entry(1));
+        q.push_err(ErrorEntry {
+            entry: entry(2),
+            olen: 0,
+            err: 1,
+        });
+        q.push(entry(3));
+        let mut out = Vec::new();
+        assert_eq!(q.take(8, &mut out), Ok(()));
+        assert_eq!(out.len(), 1);
+        out.clear();
+        assert_eq!(q.take(8, &mut out), Err(ErrorFirst));
+        assert_eq!(q.take_err().unwrap().entry.context, 2);
+        assert_eq!(q.take(8, &mut out), Ok(()));
+        assert_eq!(out[0].context, 3);
+    }
+}

@@ -1,0 +1,120 @@
+//! The header the provider puts in front of every transport message: what libfabric's
+//! tagged and data-carrying sends add to a message (its kind, tag and remote CQ data).
+//!
+//! ```text
+//! offset  0   1   2   3   4 .. 12   12 .. 20
+//!         'M' 'F' ver flags tag(le)  data(le)
+//! ```
+
+/// Bytes of header in front of each message.
+pub const HEADER_LEN: usize = 20;
+
+const MAGIC: [u8; 2] = *b"MF";
+const VERSION: u8 = 1;
+const FLAG_TAGGED: u8 = 1;
+const FLAG_DATA: u8 = 2;
+
+mod field {
+    use core::ops::Range;
+    pub const MAGIC: Range<usize> = 0..2;
+    pub const VERSION: usize = 2;
+    pub const FLAGS: usize = 3;
+    pub const TAG: Range<usize> = 4..12;
+    pub const DATA: Range<usize> = 12..20;
+}
+
+/// A parsed header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Header {
+    /// Sent by a tagged operation (`fi_tsend` and kin); else an untagged `fi_send`.
+    pub tagged: bool,
+    /// The tag (0 for untagged sends).
+    pub tag: u64,
+    /// Remote CQ data (`fi_senddata`, `fi_injectdata`), if any.
+    pub data: Option<u64>,
+}
+
+/// Why a message's header did not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderError {
+    /// Shorter than a header.
+    Short,
+    /// Not this provider's magic or version.
+    Foreign,
+    /// Flags this version does not define.
+    BadFlags,
+}
+
+impl Header {
+    /// Parses the header at the front of `msg`; the payload follows at [`HEADER_LEN`].
+    pub fn parse(msg: &[u8]) -> Result<Header, HeaderError> {
+        if msg.len() < HEADER_LEN {
+            return Err(HeaderError::Short);
+        }
+        if msg[field::MAGIC] != MAGIC || msg[field::VERSION] != VERSION {
+            return Err(HeaderError::Foreign);
+        }
+        let flags = msg[field::FLAGS];
+        if flags & !(FLAG_TAGGED | FLAG_DATA) != 0 {
+            return Err(HeaderError::BadFlags);
+        }
+        let word = |r: core::ops::Range<usize>| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&msg[r]);
+            u64::from_le_bytes(b)
+        };
+        Ok(Header {
+            tagged: flags & FLAG_TAGGED != 0,
+            tag: word(field::TAG),
+            data: (flags & FLAG_DATA != 0).then(|| word(field::DATA)),
+        })
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `out` (which must hold
+    /// them).
+    pub fn emit(&self, out: &mut [u8]) {
+        let out = &mut out[..HEADER_LEN];
+        out[field::MAGIC].copy_from_slice(&MAGIC);
+        out[field::VERSION] = VERSION;
+        out[field::FLAGS] =
+            (u8::from(self.tagged) * FLAG_TAGGED) | (u8::from(self.data.is_some()) * FLAG_DATA);
+        out[field::TAG].copy_from_slice(&self.tag.to_le_bytes());
+        out[field::DATA].copy_from_slice(&self.data.unwrap_or(0).to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: [u8; HEADER_LEN] = [
+        b'M', b'F', 1, 3, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 7, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn parse_and_emit_the_fixture() {
+        let h = Header::parse(&FIXTURE).unwrap();
+        assert_eq!(
+            h,
+            Header {
+                tagged: true,
+                tag: 0x1122_3344_5566_7788,
+                data: Some(7)
+            }
+        );
+        let mut out = [0u8; HEADER_LEN];
+        h.emit(&mut out);
+        assert_eq!(out, FIXTURE);
+    }
+
+    #[test]
+    fn impossible_headers() {
+        assert_eq!(Header::parse(&FIXTURE[..19]), Err(HeaderError::Short));
+        let mut bad = FIXTURE;
+        bad[0] = b'X';
+        assert_eq!(Header::parse(&bad), Err(HeaderError::Foreign));
+        let mut bad = FIXTURE;
+        bad[3] = 4;
+        assert_eq!(Header::parse(&bad), Err(HeaderError::BadFlags));
+    }
+}

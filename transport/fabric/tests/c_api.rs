@@ -1,0 +1,55 @@
+//! The provider through libfabric's C API (`tests/c/api.c`, built with `cc -lfabric`):
+//! matching, unexpected messages, truncation, cancel, peek/claim, CQ data, counters,
+//! vectored sends, a 64 MiB message and bad input, in one process over loopback; and
+//! (`tests/c/formats.c`) every CQ format, `fi_cq_sread`, counters, `FI_AV_MAP`,
+//! `FI_ADDR_STR`, inject, op flags, selective completion, `fi_setname` and an event queue.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[test]
+fn c_api_checks_pass() {
+    run_c("api");
+}
+
+#[test]
+fn c_formats_and_options_checks_pass() {
+    run_c("formats");
+}
+
+fn run_c(name: &str) {
+    if !common::require_libfabric() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("myri-fabric-c-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let cc = Command::new("cc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lfabric")
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let child = common::fi_command(exe.to_str().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::wait_bounded(child, Duration::from_secs(120), &src);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

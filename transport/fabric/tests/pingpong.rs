@@ -1,0 +1,154 @@
+//! `fi_pingpong -p myri` between two processes on loopback, data checked, for RDM and
+//! DGRAM endpoints and untagged and tagged messages over `udp://`, and RDM over `shm://`
+//! (`FI_MYRI_TRANSPORT=shm`; `FI_PROVIDER=^ofi_rxd` keeps libfabric's rxd layer out).
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
+    pingpong_over("udp", ep, mode, sizes, iters);
+}
+
+fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str) {
+    if !common::require_libfabric() {
+        return;
+    }
+    let port = common::free_tcp_port().to_string();
+    let args = [
+        "-p", "myri", "-e", ep, "-m", mode, "-S", sizes, "-I", iters, "-c",
+    ];
+    let server = common::fi_command("fi_pingpong")
+        .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_PROVIDER", "^ofi_rxd")
+        .args(args)
+        .args(["-B", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the fi_pingpong server");
+    common::wait_listening(port.parse().unwrap(), Duration::from_secs(20));
+    let client = common::fi_command("fi_pingpong")
+        .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_PROVIDER", "^ofi_rxd")
+        .args(args)
+        .args(["-P", &port, "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the fi_pingpong client");
+    let limit = Duration::from_secs(120);
+    let c = common::wait_bounded(client, limit, "fi_pingpong client");
+    let s = common::wait_bounded(server, limit, "fi_pingpong server");
+    for (who, out) in [("client", &c), ("server", &s)] {
+        assert!(
+            out.status.success(),
+            "{ep} {mode}: {who} failed ({})\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let table = String::from_utf8_lossy(&c.stdout);
+    assert!(table.contains("usec/xfer"), "no results table:\n{table}");
+    eprintln!("{ep} {mode}:\n{table}");
+}
+
+#[test]
+fn rdm_msg() {
+    pingpong("rdm", "msg", "all", "10");
+}
+
+#[test]
+fn rdm_tagged() {
+    pingpong("rdm", "tagged", "all", "10");
+}
+
+#[test]
+fn shm_rdm_msg() {
+    pingpong_over("shm", "rdm", "msg", "all", "10");
+}
+
+#[test]
+fn shm_rdm_tagged() {
+    pingpong_over("shm", "rdm", "tagged", "all", "10");
+}
+
+#[test]
+fn dgram_msg() {
+    pingpong("dgram", "msg", "all", "10");
+}
+
+#[test]
+fn dgram_tagged() {
+    pingpong("dgram", "tagged", "all", "10");
+}
+
+/// RDM under loss: the client reaches the server through the fault-injecting proxy
+/// (`myri proxy`'s library, in this process) dropping 5%, duplicating 1% and reordering
+/// 5% of datagrams both ways (`FI_MYRI_VIA`); the data checks still pass.
+#[test]
+fn rdm_under_injected_loss() {
+    use myri_device::fabric::FaultConfig;
+    use myri_proxy::{Limits, PipeConfig, ProxyConfig, UdpProxy};
+    if !common::require_libfabric() {
+        return;
+    }
+    let udp_port = || {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("binding loopback");
+        s.local_addr().expect("local address").port()
+    };
+    let server_port = udp_port();
+    let server_addr = format!("127.0.0.1:{server_port}");
+    let faults = PipeConfig {
+        faults: FaultConfig::rates(0.05, 0.0, 0.01, 0.05),
+        ..PipeConfig::default()
+    };
+    let config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), server_addr.parse().unwrap())
+        .with_faults(faults);
+    let mut proxy = UdpProxy::bind(config).expect("binding the proxy");
+    let via = format!("udp://{server_addr}=udp://{}", proxy.listen_addr());
+    let handle = proxy.handle();
+    let thread = std::thread::spawn(move || proxy.run(Limits::default(), None, |_| {}));
+
+    let ctrl = common::free_tcp_port().to_string();
+    let args = [
+        "-p", "myri", "-e", "rdm", "-m", "tagged", "-S", "all", "-I", "10", "-c",
+    ];
+    let server = common::fi_command("fi_pingpong")
+        .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_PORT", server_port.to_string())
+        .args(args)
+        .args(["-B", &ctrl])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the fi_pingpong server");
+    common::wait_listening(ctrl.parse().unwrap(), Duration::from_secs(20));
+    let client = common::fi_command("fi_pingpong")
+        .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_VIA", &via)
+        .args(args)
+        .args(["-P", &ctrl, "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the fi_pingpong client");
+    let limit = Duration::from_secs(240);
+    let c = common::wait_bounded(client, limit, "fi_pingpong client under loss");
+    let s = common::wait_bounded(server, limit, "fi_pingpong server under loss");
+    handle.stop();
+    let stats = handle.stats();
+    let _ = thread.join();
+    for (who, out) in [("client", &c), ("server", &s)] {
+        assert!(
+            out.status.success(),
+            "{who} failed ({})\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!("proxy: {stats:?}\n{}", String::from_utf8_lossy(&c.stdout));
+}
