@@ -181,6 +181,12 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     options.rpp.max_message_len = max;
     options.rpp.max_queued_bytes = options.rpp.max_queued_bytes.max(2 * max);
     options.rpp.recv_buffer_bytes = options.rpp.recv_buffer_bytes.max(2 * max);
+    // No congestion control or pacing yet: with RPP's congestion control on, fi_pingpong's
+    // RDM ping-pong of messages of 1.5 MiB and more over udp:// stalls for good in some
+    // runs (the window never reopens; not yet understood), where with it off every run
+    // completes. MPI's own runs pass either way.
+    options.rpp.pacing = false;
+    options.rpp.congestion = myri_rpp::congestion::CongestionControl::None;
     options
 }
 
@@ -698,53 +704,6 @@ mod tests {
         assert_eq!(out[1].src, b_addr);
         assert_eq!(out[1].data, 5);
         assert_eq!(&lock(&got)[..], b"hello");
-    }
-
-    #[test]
-    #[ignore = "a timing probe, run by hand"]
-    fn probe_32k_pingpong() {
-        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
-        let cq: Cq = Arc::new(CompletionQueue::default());
-        let mut a = open(&av, &cq);
-        let mut b = open(&av, &cq);
-        let a_addr = lock(&av).insert(a.local_url().to_owned());
-        let b_addr = lock(&av).insert(b.local_url().to_owned());
-        let data = vec![7u8; 32 << 10];
-        let start = std::time::Instant::now();
-        for i in 0..50 {
-            let (from, to, to_addr) = if i % 2 == 0 {
-                (&mut a, &mut b, b_addr)
-            } else {
-                (&mut b, &mut a, a_addr)
-            };
-            from.send(to_addr, Header::default(), &[&data], 1, false)
-                .unwrap();
-            let got = Arc::new(Mutex::new(Vec::new()));
-            let posted = Posted {
-                context: 2,
-                src: FI_ADDR_UNSPEC,
-                tag: 0,
-                ignore: 0,
-                target: Box::new(VecTarget(got.clone(), 1 << 20)),
-                completion: true,
-            };
-            to.post_recv(false, posted, Probe::None).unwrap();
-            let t = std::time::Instant::now();
-            while lock(&got).is_empty() {
-                to.progress();
-                from.progress();
-            }
-            lock(&cq.queue).take(100, &mut Vec::new()).unwrap();
-            eprintln!("{i}: {:?}", t.elapsed());
-        }
-        eprintln!(
-            "total {:?} a {:?} b {:?}",
-            start.elapsed(),
-            a.transports().next().map(Endpoint::stats),
-            b.transports()
-                .next()
-                .map(|t| t.peer_stats(myri_transport::Peer(0)))
-        );
     }
 }
 

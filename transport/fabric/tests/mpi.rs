@@ -59,6 +59,7 @@ pub fn mpirun(ranks: u32, program: &Path, args: &[&str]) -> String {
 /// Same, over `transport` (`FI_MYRI_TRANSPORT`).
 #[track_caller]
 pub fn mpirun_over(transport: &str, ranks: u32, program: &Path, args: &[&str]) -> String {
+    let _serial = common::one_at_a_time();
     let child = common::fi_command("mpirun")
         .env("FI_PROVIDER", "^ofi_rxd")
         .env("FI_MYRI_TRANSPORT", transport)

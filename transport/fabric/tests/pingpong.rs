@@ -12,6 +12,7 @@ fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
 }
 
 fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str) {
+    let _serial = common::one_at_a_time();
     if !common::require_libfabric() {
         return;
     }
@@ -95,6 +96,7 @@ fn rdm_under_injected_loss() {
     if !common::require_libfabric() {
         return;
     }
+    let _serial = common::one_at_a_time();
     let udp_port = || {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("binding loopback");
         s.local_addr().expect("local address").port()

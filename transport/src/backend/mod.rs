@@ -374,6 +374,17 @@ impl Backend for AnyBackend {
 /// The capabilities, by backend; where a backend lacks one, what the endpoint does
 /// without it.
 impl AnyBackend {
+    /// Whether a packet the backend refused as would-block may be kept whole by the
+    /// endpoint and sent first on its next pass: sim (the board had no free send buffer,
+    /// nothing of the packet was taken). A udp refusal may come after part of a batch was
+    /// staged, and keeping the packet there stalled RDM ping-pongs of large messages in
+    /// the libfabric provider's tests; udp and shm lose the packet to the channel and RPP
+    /// sends it again.
+    #[inline]
+    pub(crate) fn keeps_refused(&self) -> bool {
+        matches!(self, AnyBackend::Sim(_))
+    }
+
     /// Whether the backend lends ([`Lending`]).
     #[inline]
     pub(crate) fn lends(&self) -> bool {

@@ -1080,7 +1080,13 @@ impl Endpoint {
                     stats.datagrams_sent += 1;
                     stats.transmit_copies += u64::from(s.copied);
                 }
-                // No room after all: the packet waits whole for the next pass.
+                // No room after all: on the board (no free send buffer) the packet waits
+                // whole for the next pass; elsewhere it is lost to the channel and RPP
+                // sends it again.
+                Err(SendErrorKind::WouldBlock) if !backend.keeps_refused() => {
+                    *blocked = true;
+                    break;
+                }
                 Err(SendErrorKind::WouldBlock) => {
                     let mut packet = Vec::with_capacity(g.header_len + g.payload.len());
                     packet.extend_from_slice(&header[..g.header_len]);

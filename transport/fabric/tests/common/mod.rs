@@ -142,3 +142,10 @@ pub fn wait_listening(port: u16, limit: Duration) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Held by a test while its processes run: each busy-polls, and on a two-core machine two
+/// pairs at once starve each other (the tests of one binary run on parallel threads).
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
