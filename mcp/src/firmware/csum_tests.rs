@@ -4,59 +4,21 @@
 //! SRAM is caught by them.
 
 use crate::hcb::{Layout, counter};
-use crate::{
-    Api, ChanRequest, Channel, InitOptions, McpConfig, Mode, RecvBuf, RecvMode, RouteId, RouteSlot,
-    Unit,
-};
-use myri_device::board::{Board, BoardConfig, Timing};
+use crate::{Api, ChanRequest, Channel, McpConfig, RecvBuf, RecvMode, RouteId};
+use myri_device::board::Timing;
 use myri_device::dma::checksum::ones_complement_sum;
-use myri_device::fabric::topology::star;
-use myri_device::fabric::{CableConfig, FabricBuilder, FaultConfig, LinkModel, SwitchSize};
-use myri_device::time::Time;
-use std::sync::Arc;
+use myri_device::fabric::{CableConfig, FaultConfig, LinkModel};
 use std::time::Duration;
 
-struct Net {
-    a: Api,
-    b: Api,
-    now: Time,
-}
+/// Two boards on a switch (the firmware tests' pair).
+type Net = super::tests::Pair;
 
 fn net(config: McpConfig, cable: CableConfig, seed: u64) -> Net {
     net_timed(config, cable, seed, Timing::default())
 }
 
 fn net_timed(config: McpConfig, cable: CableConfig, seed: u64, timing: Timing) -> Net {
-    let mut fb = FabricBuilder::new(seed);
-    let ports = star(&mut fb, 2, SwitchSize::Eight, cable).unwrap();
-    let fabric = Arc::new(fb.build());
-    let units: Vec<Arc<Unit>> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let mut board = Board::new(BoardConfig {
-                timing,
-                ..BoardConfig::pci64b(i as u32)
-            });
-            board.attach_link(fabric.clone(), p);
-            Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline)
-        })
-        .collect();
-    let opts = InitOptions {
-        mcp: config,
-        ..Default::default()
-    };
-    let mut a = Api::init(&units[0], opts).unwrap();
-    let mut b = Api::init(&units[1], opts).unwrap();
-    a.add_route(RouteSlot::Id(1), &fabric.route(ports[0], ports[1]).unwrap())
-        .unwrap();
-    b.add_route(RouteSlot::Id(1), &fabric.route(ports[1], ports[0]).unwrap())
-        .unwrap();
-    Net {
-        a,
-        b,
-        now: Time::from_micros(100_000),
-    }
+    super::tests::pair_with(config, cable, seed, timing)
 }
 
 fn payload(len: usize, seed: u8) -> Vec<u8> {

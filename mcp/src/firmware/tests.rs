@@ -2,7 +2,7 @@
 
 use crate::hcb::counter;
 use crate::{Api, ChanRequest, InitOptions, McpConfig, Mode, RecvMode, RouteSlot, Unit};
-use myri_device::board::{Board, BoardConfig};
+use myri_device::board::{Board, BoardConfig, Timing};
 use myri_device::fabric::topology::star;
 use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
 use myri_device::time::Time;
@@ -15,14 +15,23 @@ pub(crate) struct Pair {
 }
 
 pub(crate) fn pair(config: McpConfig) -> Pair {
-    let mut fb = FabricBuilder::new(1);
-    let ports = star(&mut fb, 2, SwitchSize::Eight, CableConfig::default()).unwrap();
+    pair_with(config, CableConfig::default(), 1, Timing::default())
+}
+
+/// Two boards of `timing` on a switch, cables `cable`, faults seeded by `seed`: route 1
+/// from each to the other.
+pub(crate) fn pair_with(config: McpConfig, cable: CableConfig, seed: u64, timing: Timing) -> Pair {
+    let mut fb = FabricBuilder::new(seed);
+    let ports = star(&mut fb, 2, SwitchSize::Eight, cable).unwrap();
     let fabric = Arc::new(fb.build());
     let units: Vec<Arc<Unit>> = ports
         .iter()
         .enumerate()
         .map(|(i, &p)| {
-            let mut board = Board::new(BoardConfig::pci64b(i as u32));
+            let mut board = Board::new(BoardConfig {
+                timing,
+                ..BoardConfig::pci64b(i as u32)
+            });
             board.attach_link(fabric.clone(), p);
             Unit::new(board, 0x1_0000_0000 * (i as u64 + 1), Mode::Inline)
         })
