@@ -404,3 +404,79 @@ fn a_packet_with_no_free_send_buffer_waits_instead_of_being_lost() {
     drop(held);
     let _ = to_a;
 }
+
+/// A ping-pong's answer leaves before the acknowledgement bookkeeping of the message it
+/// answers, and carries the acknowledgement: no packet of its own is needed for one.
+#[test]
+fn a_ping_pong_needs_no_acknowledgement_packets() {
+    let (mut a, mut b, to_b, to_a) = pair(
+        "sim://a?world=pingack",
+        "sim://b?world=pingack",
+        "sim://b",
+        "sim://a",
+    );
+    for i in 0..200u64 {
+        a.send(to_b, myri_transport::Buf::copy_of(&i.to_be_bytes()))
+            .unwrap();
+        let ping = (0..1000)
+            .find_map(|_| {
+                a.progress();
+                b.recv()
+            })
+            .expect("the ping arrives");
+        assert_eq!(&ping.data[..], &i.to_be_bytes());
+        let echo = myri_transport::Buf::copy_of(&ping.data);
+        drop(ping);
+        b.send(to_a, echo).unwrap();
+        let pong = (0..1000)
+            .find_map(|_| {
+                b.progress();
+                a.recv()
+            })
+            .expect("the pong arrives");
+        assert_eq!(&pong.data[..], &i.to_be_bytes());
+        while a.poll_completion().is_some() {}
+    }
+    let (sa, sb) = (a.peer_stats(to_b).unwrap(), b.peer_stats(to_a).unwrap());
+    assert_eq!((sa.data_sent, sb.data_sent), (200, 200), "nothing resent");
+    assert!(
+        sa.acks_sent + sb.acks_sent <= 4,
+        "acknowledgements ride on the answers: {} and {} packets of their own",
+        sa.acks_sent,
+        sb.acks_sent
+    );
+    assert_eq!(sa.messages_sent, 200, "each pong acknowledged its ping");
+}
+
+/// A receiver that does nothing but `recv` still acknowledges what it gets, however
+/// often a message is waiting at its progress passes (the pass that hands messages over
+/// leaves its acknowledgements to the next, which runs in full).
+#[test]
+fn a_receiver_that_only_receives_acknowledges_everything() {
+    let (mut a, mut b, to_b, _) = pair(
+        "sim://a?world=recvonly",
+        "sim://b?world=recvonly",
+        "sim://b",
+        "sim://a",
+    );
+    let (mut sent, mut received, mut acked) = (0u64, 0u64, 0u64);
+    for _ in 0..20_000 {
+        if sent < 500
+            && a.send(to_b, myri_transport::Buf::copy_of(&sent.to_be_bytes()))
+                .is_ok()
+        {
+            sent += 1;
+        }
+        while let Some(c) = a.poll_completion() {
+            acked += u64::from(matches!(c, Completion::Sent { .. }));
+        }
+        if let Some(d) = b.recv() {
+            assert_eq!(&d.data[..], &received.to_be_bytes(), "in order");
+            received += 1;
+        }
+        if acked == 500 {
+            break;
+        }
+    }
+    assert_eq!((sent, received, acked), (500, 500, 500));
+}

@@ -357,6 +357,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
         !self.events.is_empty() || self.held_ack.is_some()
     }
 
+    /// Whether an event waits in the queue, not counting an acknowledgement held back: a
+    /// driver that hands a message delivered in place to the application before anything
+    /// else (see [`Connection::handle_packet`]) drains the queue first only when this
+    /// says so, so that the events the packet raised still come before its message.
+    #[inline]
+    pub fn has_queued_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event<B>> {
         self.apply_held_ack();

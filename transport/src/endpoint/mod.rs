@@ -371,6 +371,9 @@ pub struct Endpoint {
     idle_until: u64,
     /// The last transmit pass stopped before RPP ran out of packets.
     transmit_blocked: bool,
+    /// The last progress pass handed messages to the application and left the rest of
+    /// its work (timers, acknowledgements) to this one.
+    deferred: bool,
 }
 
 /// Messages shorter than this are not lent to a backend that lends (see [`Endpoint::send`]).
@@ -484,6 +487,7 @@ impl Endpoint {
             next_raw_id: 0,
             idle_until: 0,
             transmit_blocked: false,
+            deferred: false,
             header: vec![0; myri_rpp::wire::MAX_HEADER_LEN],
             options,
         })
@@ -913,6 +917,7 @@ impl Endpoint {
         self.settle_waiting();
         let now = myri_rpp::Instant::from_nanos(self.backend.progressed_at());
         let mut drained = false;
+        let mut delivered = false;
         while self.deliveries.len() < self.options.max_pending_deliveries {
             let Some(inc) = self.backend.recv() else {
                 drained = true;
@@ -950,8 +955,14 @@ impl Endpoint {
             match conn.handle_packet(now, &inc.data) {
                 Received::InPlace { payload, .. } => {
                     let data = inc.data.narrow(payload);
-                    self.drain_events(peer);
+                    // The acknowledgement the packet carried stays held (RPP applies it
+                    // before anything that needs it): the message goes to the
+                    // application first, and its answer out, before that bookkeeping.
+                    if conn.has_queued_events() {
+                        self.drain_events(peer);
+                    }
                     self.deliver(peer, data);
+                    delivered = true;
                     continue;
                 }
                 Received::Dropped(_) => self.stats.rpp_dropped += 1,
@@ -959,6 +970,17 @@ impl Endpoint {
             }
             self.drain_events(peer);
         }
+        if delivered && drained && !self.deferred {
+            // Messages for the application, and everything that arrived taken: the rest
+            // of the pass (held acknowledgements, timers, what RPP has to send) waits for
+            // the next one, which runs in full whatever arrives, so that a reply the
+            // application sends at once leads (`send` transmits before it drains the
+            // peer's events) and acknowledgements still go when every pass delivers.
+            self.deferred = true;
+            self.idle_until = 0;
+            return true;
+        }
+        self.deferred = false;
         self.transmit_blocked = false;
         let mut next_timer = u64::MAX;
         if self.reliable {
