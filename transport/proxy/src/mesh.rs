@@ -486,8 +486,14 @@ impl MeshProxy {
             .is_none_or(|at| now.saturating_since(at) >= KERNEL_DROPS_EVERY);
         if due {
             self.drops_read_at = Some(now);
+            // One read of the kernel's tables for all the shadow sockets.
+            let tables: Vec<String> = ["/proc/net/udp", "/proc/net/udp6"]
+                .into_iter()
+                .filter_map(|path| std::fs::read_to_string(path).ok())
+                .collect();
             for (p, inode) in self.stats.peers.iter_mut().zip(&self.inodes) {
-                if let Some(d) = inode.and_then(kernel::socket_drops) {
+                let drops = inode.and_then(|i| tables.iter().find_map(|t| kernel::drops_in(t, i)));
+                if let Some(d) = drops {
                     p.kernel_drops = d;
                 }
             }

@@ -749,3 +749,37 @@ fn bad_meshes_are_typed_errors() {
     });
     assert!(matches!(err(bad), ProxyError::Config(_)));
 }
+
+/// A burst larger than a shadow socket's receive buffer, sent before the proxy reads: the
+/// kernel's drops show in that peer's count and the total, and every datagram is either
+/// one of them or read (and, from a stranger, refused).
+#[test]
+fn a_mesh_counts_what_the_kernel_dropped_at_each_shadow() {
+    let peers = [socket(), socket()];
+    let config = MeshConfig::new(
+        peers
+            .iter()
+            .map(|p| MeshPeer {
+                real: p.local_addr().unwrap(),
+                shadow: loopback(),
+            })
+            .collect(),
+    );
+    let mut proxy = MeshProxy::bind(config).unwrap();
+    let shadow = proxy.shadows()[1];
+    let stranger = socket();
+    let sent = 600u64; // 36 MB: more than the 16 MiB an 8 MiB buffer request can be granted
+    for _ in 0..sent {
+        stranger.send_to(&[1u8; 60_000], shadow).unwrap();
+    }
+    let handle = proxy.handle();
+    let thread = std::thread::spawn(move || proxy.run(Limits::default(), None, |_| {}));
+    let s = wait_for(&handle, "every datagram read or dropped", |s| {
+        s.refused_unknown + s.peers[1].kernel_drops == sent
+    });
+    assert!(s.peers[1].kernel_drops > 0, "{s:?}");
+    assert_eq!(s.peers[0].kernel_drops, 0);
+    assert_eq!(s.total.kernel_drops, s.peers[1].kernel_drops);
+    handle.stop();
+    assert_eq!(thread.join().unwrap().unwrap(), StopReason::Requested);
+}
