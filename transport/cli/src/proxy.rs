@@ -6,8 +6,8 @@ use crate::opts::print_json;
 use clap::{Args, ValueEnum};
 use myri_device::fabric::FaultConfig;
 use myri_proxy::{
-    DirectionStats, Limits, PipeConfig, ProxyConfig, ProxyEvent, ProxyStats, StopReason, UdpProxy,
-    UdpUrl, format_duration, parse_duration, udp_url,
+    DirectionStats, Limits, MeshConfig, MeshProxy, MeshStats, PipeConfig, ProxyConfig, ProxyEvent,
+    ProxyStats, StopReason, UdpProxy, UdpUrl, format_duration, parse_duration, udp_url,
 };
 use serde_json::json;
 use std::io::{IsTerminal, Write};
@@ -59,6 +59,16 @@ duplication (a second copy right after), delay plus jitter, and reordering. The 
 come from one seeded generator per direction, so the same --seed and the same datagrams in \
 the same order give the same faults. Every fault is counted.
 
+Mesh mode (--mesh N), for N peers that all talk to each other and may each speak first, \
+such as the ranks of an MPI job: peer i receives at its real address, --to's port + i, and \
+the proxy binds a shadow socket for it at --listen's port + i, the address the other peers \
+are told is i's (the libfabric provider does this with FI_MYRI_RANK_PORTS=REAL,SHADOW, the \
+two base ports). A datagram that peer j sends to shadow i goes, after the faults, from shadow \
+j to peer i, so i sees it come from j's shadow address and answers there. Every ordered pair \
+of peers is a link with its own seeded fault decisions and counters (\"links\" in --json, \
+with \"total\" and the kernel's drops per shadow socket in \"peers\"); datagrams from other \
+addresses are dropped and counted (refused_unknown).
+
 Output: text counters on exit (Ctrl-C, SIGTERM, --duration or --packets). With --json, one \
 JSON object per line: a \"listening\" event, session events, a \"report\" every --interval \
 and a \"final\" object last.
@@ -66,17 +76,24 @@ and a \"final\" object last.
 Examples:
   myri proxy --listen udp://127.0.0.1:7000 --to udp://127.0.0.1:7001 --loss 0.05 --dup 0.01 --reorder 0.05
   myri proxy --listen udp://0.0.0.0:5353 --to udp://10.0.0.2:53 --delay 20ms --jitter 5ms --json
+  myri proxy --mesh 4 --listen udp://127.0.0.1:30000 --to udp://127.0.0.1:20000 --loss 0.05 --dup 0.01 --reorder 0.05
+    (then: FI_MYRI_RANK_PORTS=20000,30000 mpirun -np 4 -x FI_MYRI_RANK_PORTS ...)
 
 Exit codes: 0 stopped normally; 1 a socket failed while running; 2 bad arguments or set-up \
 (unparsable url, port in use, no route to the server).")]
 pub struct ProxyArgs {
     /// Where clients send, udp://HOST:PORT (IPv6 as `udp://[::1]:PORT`). Port 0 picks a free
-    /// port; the address is printed at start.
+    /// port; the address is printed at start. With --mesh: the first peer's shadow address.
     #[arg(long, value_name = "URL", value_parser = url)]
     pub listen: UdpUrl,
-    /// The server to forward to, udp://HOST:PORT.
+    /// The server to forward to, udp://HOST:PORT. With --mesh: the first peer's address.
     #[arg(long, value_name = "URL", value_parser = url)]
     pub to: UdpUrl,
+    /// Mesh mode between N peers on consecutive ports: peer i receives at --to's port + i
+    /// and the proxy stands for it at --listen's port + i (see below).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=myri_proxy::MAX_MESH_PEERS as u64),
+          conflicts_with_all = ["upstream_bind", "client", "direction", "max_clients", "idle_timeout"])]
+    pub mesh: Option<u64>,
     /// Probability of dropping each datagram (0 to 1).
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = probability)]
     pub loss: f64,
@@ -151,16 +168,7 @@ fn resolve(url: &UdpUrl) -> Result<std::net::SocketAddr, Failure> {
 impl ProxyArgs {
     /// The proxy's configuration, resolved and checked.
     pub fn config(&self) -> Result<ProxyConfig, Failure> {
-        let faulty = PipeConfig {
-            faults: FaultConfig {
-                delay: self.delay,
-                jitter: self.jitter,
-                ..FaultConfig::rates(self.loss, self.corrupt, self.dup, self.reorder)
-            },
-            reorder_gap: self.reorder_gap,
-            reorder_hold: self.reorder_hold,
-            queue_limit_bytes: usize::try_from(self.queue_limit_mib << 20).unwrap_or(usize::MAX),
-        };
+        let faulty = self.faulty_pipe();
         let clean = PipeConfig {
             faults: FaultConfig::default(),
             ..faulty
@@ -182,9 +190,36 @@ impl ProxyArgs {
         })
     }
 
+    /// The faults of a faulty direction (or of every link of a mesh).
+    fn faulty_pipe(&self) -> PipeConfig {
+        PipeConfig {
+            faults: FaultConfig {
+                delay: self.delay,
+                jitter: self.jitter,
+                ..FaultConfig::rates(self.loss, self.corrupt, self.dup, self.reorder)
+            },
+            reorder_gap: self.reorder_gap,
+            reorder_hold: self.reorder_hold,
+            queue_limit_bytes: usize::try_from(self.queue_limit_mib << 20).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// The mesh's configuration (with --mesh), resolved and checked.
+    pub fn mesh_config(&self, n: usize) -> Result<MeshConfig, Failure> {
+        let usage = |e: myri_proxy::ProxyError| Failure::usage(e.to_string());
+        let config = MeshConfig::consecutive(n, resolve(&self.to)?, resolve(&self.listen)?)
+            .map_err(usage)?
+            .with_faults(self.faulty_pipe());
+        Ok(MeshConfig {
+            seed: self.seed,
+            ..config
+        })
+    }
+
     fn describe_faults(&self) -> String {
         let pct = |p: f64| format!("{}%", p * 100.0);
         let dirs = match self.direction {
+            _ if self.mesh.is_some() => "on every link",
             Direction::Both => "both ways",
             Direction::ToServer => "towards the server",
             Direction::ToClient => "towards the clients",
@@ -350,6 +385,9 @@ fn print_summary(s: &ProxyStats, reason: StopReason) {
 
 /// Runs `myri proxy`.
 pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
+    if let Some(n) = args.mesh {
+        return run_mesh(args, usize::try_from(n).unwrap_or(usize::MAX));
+    }
     let config = args.config()?;
     let mut proxy = UdpProxy::bind(config).map_err(|e| Failure::usage(e.to_string()))?;
     proxy
@@ -419,6 +457,124 @@ pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
         print_json(&v);
     } else {
         print_summary(&stats, reason);
+    }
+    Ok(())
+}
+
+fn mesh_status_line(s: &MeshStats) -> String {
+    let t = &s.total;
+    format!(
+        "{:>8.1} s  {} links: {} in, {} out ({} lost, {} dup, {} reordered)",
+        s.elapsed_ms as f64 / 1000.0,
+        s.links.len(),
+        t.pipe.received,
+        t.sent(),
+        t.pipe.dropped,
+        t.pipe.duplicated,
+        t.pipe.reordered
+    )
+}
+
+fn print_mesh_summary(s: &MeshStats, reason: StopReason) {
+    println!(
+        "myri proxy: mesh of {} peers stopped after {:.3} s ({})",
+        s.peers.len(),
+        s.elapsed_ms as f64 / 1000.0,
+        reason_text(reason)
+    );
+    for (i, p) in s.peers.iter().enumerate() {
+        println!(
+            "  peer {i}: {} as {}, dropped by the kernel {}",
+            p.real, p.shadow, p.kernel_drops
+        );
+    }
+    println!(
+        "  link       received    dropped  duplicated  reordered  forwarded  send_failed  unsent"
+    );
+    let row = |name: &str, c: &myri_proxy::PipeCounters, failed: u64| {
+        println!(
+            "  {name:<8}{:>11}{:>11}{:>12}{:>11}{:>11}{:>13}{:>8}",
+            c.received, c.dropped, c.duplicated, c.reordered, c.forwarded, failed, c.unsent_at_exit
+        );
+    };
+    for l in &s.links {
+        row(&format!("{}->{}", l.from, l.to), &l.pipe, l.send_failed);
+    }
+    row("total", &s.total.pipe, s.total.send_failed);
+    println!(
+        "  corrupted {}, delayed {}, held for reordering {} ({} released unmatched), dropped by the kernel {}, from unknown addresses {}; seed {}",
+        s.total.pipe.corrupted,
+        s.total.pipe.delayed,
+        s.total.pipe.reorder_held,
+        s.total.pipe.reorder_unmatched,
+        s.total.kernel_drops,
+        s.refused_unknown,
+        s.seed
+    );
+}
+
+/// Runs `myri proxy --mesh N`.
+fn run_mesh(args: &ProxyArgs, n: usize) -> Result<(), Failure> {
+    let config = args.mesh_config(n)?;
+    let usage = |e: myri_proxy::ProxyError| Failure::usage(e.to_string());
+    let mut proxy = MeshProxy::bind(config).map_err(usage)?;
+    proxy.stop_on_signals().map_err(usage)?;
+    let start = proxy.stats();
+    if args.json {
+        print_json(&json!({
+            "event": "listening",
+            "mesh": start.peers,
+            "loss": args.loss, "corrupt": args.corrupt, "dup": args.dup, "reorder": args.reorder,
+            "reorder_gap": args.reorder_gap, "reorder_hold": format_duration(args.reorder_hold),
+            "delay": format_duration(args.delay), "jitter": format_duration(args.jitter),
+            "seed": args.seed,
+        }));
+    } else {
+        let peers: Vec<String> = start
+            .peers
+            .iter()
+            .map(|p| format!("{} as {}", p.real, p.shadow))
+            .collect();
+        eprintln!(
+            "myri proxy: mesh of {n} peers ({}); {}. Ctrl-C stops and prints the counters.",
+            peers.join(", "),
+            args.describe_faults()
+        );
+    }
+    let live = !args.json && std::io::stderr().is_terminal();
+    let report_every = (args.json || live).then_some(args.interval);
+    let limits = Limits {
+        duration: args.duration,
+        packets: args.packets,
+    };
+    let result = proxy.run(limits, report_every, |stats| {
+        if args.json {
+            let mut v = serde_json::to_value(stats).unwrap_or_default();
+            v["event"] = json!("report");
+            print_json(&v);
+        } else if live {
+            eprint!("\r{}", mesh_status_line(stats));
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if live {
+        eprintln!();
+    }
+    let reason = result.map_err(|e| {
+        if e.is_setup() {
+            Failure::usage(e.to_string())
+        } else {
+            Failure::check(e.to_string())
+        }
+    })?;
+    let stats = proxy.stats();
+    if args.json {
+        let mut v = serde_json::to_value(&stats).unwrap_or_default();
+        v["event"] = json!("final");
+        v["reason"] = json!(reason_text(reason));
+        print_json(&v);
+    } else {
+        print_mesh_summary(&stats, reason);
     }
     Ok(())
 }

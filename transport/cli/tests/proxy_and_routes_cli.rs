@@ -112,6 +112,85 @@ fn the_proxy_forwards_counts_and_stops_at_its_packet_limit() {
     assert_eq!(last["to_client"]["kernel_drops"], 0, "{last}");
 }
 
+/// Two UDP sockets on consecutive loopback ports.
+fn consecutive_pair() -> [UdpSocket; 2] {
+    (20_000..30_000u16)
+        .find_map(|p| {
+            let a = UdpSocket::bind(("127.0.0.1", p)).ok()?;
+            let b = UdpSocket::bind(("127.0.0.1", p + 1)).ok()?;
+            Some([a, b])
+        })
+        .expect("two free consecutive ports")
+}
+
+#[test]
+fn a_mesh_forwards_between_its_peers_and_counts_per_link() {
+    let peers = consecutive_pair();
+    for p in &peers {
+        p.set_read_timeout(Some(DEADLINE)).unwrap();
+    }
+    let to = format!("udp://{}", peers[0].local_addr().unwrap());
+    let mut child = Command::new(MYRI)
+        .args([
+            "proxy",
+            "--mesh",
+            "2",
+            "--listen",
+            "udp://127.0.0.1:0",
+            "--to",
+            &to,
+        ])
+        .args(["--packets", "4", "--seed", "5", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("myri runs");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("the listening line");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("json");
+    assert_eq!(v["event"], "listening");
+    let shadow = |i: usize| -> String {
+        let url = v["mesh"][i]["shadow"].as_str().expect("a shadow address");
+        url.trim_start_matches("udp://").to_string()
+    };
+    for i in 0..2 {
+        assert_eq!(
+            v["mesh"][i]["real"],
+            format!("udp://{}", peers[i].local_addr().unwrap())
+        );
+    }
+    // Each peer sends first, twice, to the other's shadow; each datagram comes from the
+    // sender's shadow.
+    for k in 0..2u8 {
+        peers[0].send_to(&[k; 7], shadow(1)).unwrap();
+        peers[1].send_to(&[10 + k; 9], shadow(0)).unwrap();
+    }
+    let mut buf = [0; 64];
+    for k in 0..2u8 {
+        let (n, from) = peers[1].recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from.to_string()), (&[k; 7][..], shadow(0)));
+        let (n, from) = peers[0].recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from.to_string()), (&[10 + k; 9][..], shadow(1)));
+    }
+    let out = wait(child);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let lines = rest(stdout, &out);
+    let last = lines.last().expect("a final line");
+    assert_eq!(last["event"], "final");
+    assert_eq!(last["reason"], "packet limit reached");
+    assert_eq!(last["seed"], 5);
+    assert_eq!(last["total"]["received"], 4);
+    assert_eq!(last["total"]["forwarded"], 4);
+    assert_eq!(last["total"]["kernel_drops"], 0, "{last}");
+    assert_eq!(last["refused_unknown"], 0);
+    let links = last["links"].as_array().expect("links");
+    assert_eq!(links.len(), 2, "{last}");
+    assert_eq!((&links[0]["from"], &links[0]["to"]), (&0.into(), &1.into()));
+    assert_eq!(links[0]["received_bytes"], 14);
+    assert_eq!(links[1]["received_bytes"], 18);
+}
+
 #[test]
 fn sigint_prints_the_counters_and_exits_cleanly() {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -244,6 +323,52 @@ fn bad_proxy_arguments_and_set_ups_exit_with_2() {
             "cannot bind the upstream socket",
         ),
         (&["--listen", "udp://127.0.0.1:0"], "--to <URL>"),
+        (
+            &[
+                "--mesh",
+                "0",
+                "--listen",
+                "udp://127.0.0.1:0",
+                "--to",
+                "udp://127.0.0.1:2",
+            ],
+            "not in 1..=64",
+        ),
+        (
+            &[
+                "--mesh",
+                "2",
+                "--listen",
+                "udp://127.0.0.1:0",
+                "--to",
+                "udp://127.0.0.1:2",
+                "--client",
+                "udp://127.0.0.1:3",
+            ],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "--mesh",
+                "3",
+                "--listen",
+                "udp://127.0.0.1:0",
+                "--to",
+                "udp://127.0.0.1:65534",
+            ],
+            "3 consecutive ports from udp://127.0.0.1:65534 run past port 65535",
+        ),
+        (
+            &[
+                "--mesh",
+                "2",
+                "--listen",
+                "udp://127.0.0.1:3001",
+                "--to",
+                "udp://127.0.0.1:3000",
+            ],
+            "udp://127.0.0.1:3001 is given twice",
+        ),
     ];
     for (args, want) in cases {
         let out = myri(&[&["proxy"], *args].concat());
@@ -283,6 +408,8 @@ fn the_help_explains_every_option() {
         "--queue-limit-mib",
         "--upstream-bind",
         "--client",
+        "--mesh",
+        "FI_MYRI_RANK_PORTS",
         "Exit codes",
     ] {
         assert!(help.contains(option), "{option} missing from --help");

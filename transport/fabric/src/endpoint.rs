@@ -265,6 +265,13 @@ impl FabricEndpoint {
         &self.local_url
     }
 
+    /// Names this endpoint `url` rather than the address it is bound to: the address
+    /// peers reach it at through a proxy (`FI_MYRI_RANK_PORTS`), which `fi_getname`
+    /// gives and a send to which is a send to self.
+    pub fn advertise(&mut self, url: String) {
+        self.local_url = url;
+    }
+
     fn av_url(&self, addr: FiAddr) -> Option<String> {
         let av = self.bind.av.as_ref()?;
         lock(av).url(addr).map(str::to_owned)

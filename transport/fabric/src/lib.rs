@@ -40,9 +40,11 @@
 //! receive copies the message into the posted buffer (an unexpected message held in
 //! registered memory is copied out once more); a send completes when the transport took
 //! it (inject semantics), not when the peer has it. A peer that fails is not reported
-//! (its sends just stop completing at the peer). Only `fi_pingpong` runs under injected
-//! loss in the tests, not MPI (a proxy hides the sender's address, which MPI's directed
-//! receives need).
+//! (its sends just stop completing at the peer). Under injected loss the tests run
+//! `fi_pingpong` through `myri proxy`, and the MPI programs through `myri proxy --mesh`
+//! (`FI_MYRI_RANK_PORTS`: each rank binds one address and names itself by its shadow
+//! address at the proxy, so every rank still sees every other at the address in its
+//! address vector).
 //!
 //! # Loading it
 //!
@@ -60,7 +62,12 @@
 //! `FI_MYRI_PORT` (the first endpoint's UDP port, default any), `FI_MYRI_VIA`
 //! (`udp://A=udp://B,...`: send to peer A through B, a fault-injecting proxy such as
 //! `myri proxy` in front of A; A then hears from the proxy's address, which is in no
-//! address vector, so its receives see `FI_ADDR_NOTAVAIL` as the source).
+//! address vector, so its receives see `FI_ADDR_NOTAVAIL` as the source),
+//! `FI_MYRI_RANK_PORTS` (`BIND[,ADVERTISE]`: the first endpoint of the process of rank R,
+//! from `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `PMIX_RANK` or `SLURM_PROCID`, binds port
+//! BIND+R and gives port ADVERTISE+R, or `udp://HOST:P+R`, as its name: the shadow
+//! address of a `myri proxy --mesh` in front of the ranks; a rank is unique across hosts,
+//! as the shadow addresses at one proxy must be).
 //!
 //! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
 //! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so

@@ -71,7 +71,12 @@ fn lists_its_environment_variables() {
         return;
     }
     let text = fi_info(&["-e"]);
-    for var in ["FI_MYRI_TRANSPORT", "FI_MYRI_ADDR", "FI_MYRI_PORT"] {
+    for var in [
+        "FI_MYRI_TRANSPORT",
+        "FI_MYRI_ADDR",
+        "FI_MYRI_PORT",
+        "FI_MYRI_RANK_PORTS",
+    ] {
         assert!(text.contains(var), "fi_info -e lacks {var}");
     }
 }

@@ -8,6 +8,9 @@
 //!   [`FaultInjector`](myri_device::fabric::fault::FaultInjector), and every fault is counted.
 //! - [`udp`]: the event loop over `mio` sockets, with one session (and one upstream socket)
 //!   per client address, like a NAT.
+//! - [`mesh`]: mesh mode, between every pair of N peers that may each speak first (the
+//!   ranks of an MPI job): one shadow socket per peer stands for it, so every peer still
+//!   sees each other at one address.
 //! - [`stats`]: the counters, as `--json` prints them.
 //! - [`kernel`]: large socket buffers, and what the kernel dropped before the proxy read.
 //! - [`url`]: `udp://host:port` addresses, read with the transport's URL parser.
@@ -31,12 +34,16 @@
 
 pub mod duration;
 pub mod kernel;
+pub mod mesh;
 pub mod pipe;
 pub mod stats;
 pub mod udp;
 pub mod url;
 
 pub use duration::{DurationError, format_duration, parse_duration};
+pub use mesh::{
+    LinkStats, MAX_MESH_PEERS, MeshConfig, MeshPeer, MeshPeerStats, MeshProxy, MeshStats,
+};
 pub use pipe::{Fate, FaultPipe, PipeConfig, PipeConfigError, PipeCounters, Transmit};
 pub use stats::{DirectionStats, ProxyStats, SessionCounters};
 pub use udp::{Limits, ProxyConfig, ProxyError, ProxyEvent, ProxyHandle, StopReason, UdpProxy};

@@ -35,7 +35,7 @@ const SIGNALS: Token = Token(2);
 const FIRST_SESSION: usize = 16;
 
 /// The largest UDP payload, and then some: no datagram is ever truncated.
-const MAX_DATAGRAM: usize = 65_536;
+pub(crate) const MAX_DATAGRAM: usize = 65_536;
 
 /// What the proxy does: where it listens, where it forwards, and the faults.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +100,38 @@ pub enum ProxyError {
     ForwardsToItself {
         /// The address.
         url: String,
+    },
+    /// A mesh of no peers, or of more than [`MAX_MESH_PEERS`](crate::MAX_MESH_PEERS).
+    #[error("a mesh has 1 to {max} peers, not {peers}")]
+    MeshSize {
+        /// The peers asked for.
+        peers: usize,
+        /// The most.
+        max: usize,
+    },
+    /// A mesh peer's real address has port 0.
+    #[error("mesh peer {rank}: its address {url} has port 0: datagrams cannot be sent there")]
+    MeshPortZero {
+        /// The peer.
+        rank: usize,
+        /// The address.
+        url: String,
+    },
+    /// An address given twice among a mesh's real and shadow addresses.
+    #[error(
+        "{url} is given twice among the mesh's addresses: each peer needs its own real and shadow address"
+    )]
+    MeshDuplicate {
+        /// The address.
+        url: String,
+    },
+    /// Consecutive ports from a base that run past 65535.
+    #[error("{peers} consecutive ports from {url} run past port 65535")]
+    MeshPorts {
+        /// The base address.
+        url: String,
+        /// The peers.
+        peers: usize,
     },
     /// The server's port is 0.
     #[error("the server address {url} has port 0: datagrams cannot be sent there")]
@@ -214,15 +246,16 @@ pub enum ProxyEvent<'a> {
     },
 }
 
-/// Stops a running proxy and reads its counters from another thread.
+/// Stops a running proxy and reads its counters from another thread (`S` is
+/// [`ProxyStats`], or [`MeshStats`](crate::MeshStats) for a [`MeshProxy`](crate::MeshProxy)).
 #[derive(Clone)]
-pub struct ProxyHandle {
-    waker: Arc<Waker>,
-    stop: Arc<AtomicBool>,
-    stats: Arc<Mutex<ProxyStats>>,
+pub struct ProxyHandle<S = ProxyStats> {
+    pub(crate) waker: Arc<Waker>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) stats: Arc<Mutex<S>>,
 }
 
-impl ProxyHandle {
+impl<S: Clone> ProxyHandle<S> {
     /// Asks the proxy to stop; [`UdpProxy::run`] returns [`StopReason::Requested`].
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
@@ -231,7 +264,7 @@ impl ProxyHandle {
     }
 
     /// The counters as of the proxy's last turn of its loop.
-    pub fn stats(&self) -> ProxyStats {
+    pub fn stats(&self) -> S {
         self.stats
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -281,7 +314,7 @@ pub struct UdpProxy {
 }
 
 /// How often the kernel's drop counts are read while the proxy runs.
-const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
 
 fn unspecified_like(addr: SocketAddr) -> SocketAddr {
     let ip = match addr {
@@ -291,7 +324,7 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)
 }
 
-fn is_refused(e: &io::Error) -> bool {
+pub(crate) fn is_refused(e: &io::Error) -> bool {
     e.kind() == ErrorKind::ConnectionRefused
 }
 
@@ -826,6 +859,6 @@ impl UdpProxy {
 }
 
 /// The proxy's clock: time since it started, as the pipes take it.
-fn time_since(start: Instant) -> Time {
+pub(crate) fn time_since(start: Instant) -> Time {
     Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }

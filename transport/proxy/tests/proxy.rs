@@ -6,8 +6,8 @@
 
 use myri_device::fabric::FaultConfig;
 use myri_proxy::{
-    Limits, PipeConfig, ProxyConfig, ProxyError, ProxyEvent, ProxyHandle, ProxyStats, StopReason,
-    UdpProxy,
+    Limits, MeshConfig, MeshPeer, MeshProxy, MeshStats, PipeConfig, ProxyConfig, ProxyError,
+    ProxyEvent, ProxyHandle, ProxyStats, StopReason, UdpProxy,
 };
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
@@ -30,7 +30,11 @@ fn socket() -> UdpSocket {
 
 /// Waits for `what` to hold of the proxy's counters; panics after the deadline.
 #[track_caller]
-fn wait_for(handle: &ProxyHandle, what: &str, f: impl Fn(&ProxyStats) -> bool) -> ProxyStats {
+fn wait_for<S: Clone + std::fmt::Debug>(
+    handle: &ProxyHandle<S>,
+    what: &str,
+    f: impl Fn(&S) -> bool,
+) -> S {
     let end = Instant::now() + DEADLINE;
     loop {
         let s = handle.stats();
@@ -521,4 +525,261 @@ fn the_packet_limit_stops_the_run_once_everything_is_handled() {
     assert_eq!(opened, 1);
     assert_eq!(receive(&server, 1)[0].0, b"x");
     assert_eq!(proxy.stats().to_server.sent(), 1);
+}
+
+// ---- Mesh mode ----------------------------------------------------------------------------
+
+struct Mesh {
+    handle: ProxyHandle<MeshStats>,
+    shadows: Vec<SocketAddr>,
+    thread: JoinHandle<(Result<StopReason, ProxyError>, MeshStats)>,
+}
+
+/// A mesh proxy for `peers` (their real addresses; shadows on free ports).
+fn start_mesh(peers: &[UdpSocket], faults: PipeConfig, seed: u64) -> Mesh {
+    let peers = peers
+        .iter()
+        .map(|p| MeshPeer {
+            real: p.local_addr().unwrap(),
+            shadow: loopback(),
+        })
+        .collect();
+    let mut config = MeshConfig::new(peers).with_faults(faults);
+    config.seed = seed;
+    let mut proxy = MeshProxy::bind(config).expect("mesh set-up");
+    let handle = proxy.handle();
+    let shadows = proxy.shadows().to_vec();
+    let thread = std::thread::spawn(move || {
+        let r = proxy.run(Limits::default(), None, |_| {});
+        (r, proxy.stats())
+    });
+    Mesh {
+        handle,
+        shadows,
+        thread,
+    }
+}
+
+impl Mesh {
+    fn stop(self) -> MeshStats {
+        self.handle.stop();
+        let (reason, stats) = self.thread.join().expect("proxy thread");
+        assert_eq!(reason.expect("proxy ran"), StopReason::Requested);
+        stats
+    }
+}
+
+#[test]
+fn a_mesh_forwards_between_every_pair_from_the_senders_shadow() {
+    let peers = [socket(), socket(), socket()];
+    let mesh = start_mesh(&peers, PipeConfig::clean(), 1);
+    // Every peer sends first, to every peer (itself included), through the shadows.
+    for (i, p) in peers.iter().enumerate() {
+        for (j, shadow) in mesh.shadows.iter().enumerate() {
+            p.send_to(format!("{i}->{j}").as_bytes(), shadow).unwrap();
+        }
+    }
+    for (j, p) in peers.iter().enumerate() {
+        let mut got: Vec<(String, SocketAddr)> = receive(p, 3)
+            .into_iter()
+            .map(|(b, from)| (String::from_utf8(b).unwrap(), from))
+            .collect();
+        got.sort();
+        // Each came from the sender's shadow: the address to answer it at.
+        let want: Vec<(String, SocketAddr)> = (0..3)
+            .map(|i| (format!("{i}->{j}"), mesh.shadows[i]))
+            .collect();
+        assert_eq!(got, want);
+        assert_nothing_more(p);
+    }
+    // An answer to the address a datagram came from reaches its sender.
+    peers[2].send_to(b"answer", mesh.shadows[0]).unwrap();
+    assert_eq!(
+        receive(&peers[0], 1)[0],
+        (b"answer".to_vec(), mesh.shadows[2])
+    );
+    // A stranger is no peer: dropped and counted.
+    socket().send_to(b"me too", mesh.shadows[1]).unwrap();
+    wait_for(&mesh.handle, "the stranger refused", |s| {
+        s.refused_unknown == 1
+    });
+    assert_nothing_more(&peers[1]);
+    let shadows = mesh.shadows.clone();
+    let stats = mesh.stop();
+    assert_eq!(stats.links.len(), 9, "{:?}", stats.links);
+    for l in &stats.links {
+        let want = if (l.from, l.to) == (2, 0) { 2 } else { 1 };
+        assert_eq!((l.pipe.received, l.pipe.forwarded), (want, want), "{l:?}");
+    }
+    assert_eq!(stats.total.pipe.received, 10);
+    assert_eq!(stats.total.sent(), 10);
+    assert_eq!(stats.peers.len(), 3);
+    assert_eq!(stats.peers[1].shadow, format!("udp://{}", shadows[1]));
+}
+
+/// Peer 0 sends `n` numbered datagrams to peer 1 through a faulty mesh, in batches, while
+/// peer 2 (when `crosstalk`) sends as many to peer 1 on its own link. Returns the numbers
+/// peer 1 got from peer 0, in arrival order, and the stats.
+fn mesh_stream(seed: u64, n: u32, crosstalk: bool) -> (Vec<u32>, MeshStats) {
+    let faults = PipeConfig {
+        faults: FaultConfig::rates(0.1, 0.0, 0.05, 0.1),
+        reorder_hold: Duration::from_millis(20),
+        ..PipeConfig::default()
+    };
+    let peers = [socket(), socket(), socket()];
+    let mesh = start_mesh(&peers, faults, seed);
+    let sent_on = |s: &MeshStats, from: usize| {
+        s.links
+            .iter()
+            .find(|l| (l.from, l.to) == (from, 1))
+            .map_or((0, 0, 0), |l| {
+                (l.pipe.received, l.pending, l.pipe.forwarded - l.send_failed)
+            })
+    };
+    let mut arrived = Vec::new();
+    let mut delivered = 0;
+    let batch = 50;
+    for start in (0..n).step_by(batch) {
+        let end = (start + batch as u32).min(n);
+        for seq in start..end {
+            let mut d = seq.to_be_bytes().to_vec();
+            d.extend_from_slice(&[0x5A; 28]);
+            peers[0].send_to(&d, mesh.shadows[1]).unwrap();
+            if crosstalk {
+                peers[2].send_to(&d, mesh.shadows[1]).unwrap();
+            }
+        }
+        let s = wait_for(&mesh.handle, "the batch to go through", |s| {
+            let (a, b) = (sent_on(s, 0), sent_on(s, 2));
+            a.0 == u64::from(end) && a.1 == 0 && (!crosstalk || (b.0 == u64::from(end) && b.1 == 0))
+        });
+        let total = sent_on(&s, 0).2 + sent_on(&s, 2).2;
+        for (bytes, from) in receive(&peers[1], (total - delivered) as usize) {
+            if from == mesh.shadows[0] {
+                arrived.push(u32::from_be_bytes(bytes[..4].try_into().unwrap()));
+            } else {
+                assert_eq!(from, mesh.shadows[2]);
+            }
+        }
+        delivered = total;
+    }
+    assert_nothing_more(&peers[1]);
+    (arrived, mesh.stop())
+}
+
+#[test]
+fn mesh_faults_are_counted_per_link_and_repeat_with_the_seed_whatever_else_flows() {
+    let n = 2_000;
+    let (arrived, stats) = mesh_stream(9, n, false);
+    let link = stats
+        .links
+        .iter()
+        .find(|l| (l.from, l.to) == (0, 1))
+        .unwrap();
+    let c = link.pipe;
+    assert_eq!(c.received, u64::from(n));
+    assert_eq!(link.send_failed, 0);
+    assert_eq!(
+        arrived.len() as u64,
+        c.forwarded,
+        "everything forwarded arrived"
+    );
+    let unique: HashSet<u32> = arrived.iter().copied().collect();
+    assert_eq!(unique.len() as u64, u64::from(n) - c.dropped);
+    assert_eq!(arrived.len() as u64 - unique.len() as u64, c.duplicated);
+    assert!((120..280).contains(&c.dropped), "{c:?}");
+    assert!((50..150).contains(&c.duplicated), "{c:?}");
+    assert!(
+        c.reordered > 0 && c.reordered + c.reorder_unmatched == c.reorder_held,
+        "{c:?}"
+    );
+    assert_eq!(stats.total.pipe, c, "one link carried everything");
+    // The same seed gives the same decisions on the link, even with another link (2 -> 1,
+    // the same receiver) busy at the same time; another seed gives others.
+    let (again, busy) = mesh_stream(9, n, true);
+    assert_eq!(decisions(&arrived, n), decisions(&again, n));
+    assert_eq!(busy.links.len(), 2);
+    assert_eq!(busy.total.pipe.received, 2 * u64::from(n));
+    let (other, _) = mesh_stream(10, n, false);
+    assert_ne!(decisions(&arrived, n), decisions(&other, n));
+}
+
+#[test]
+fn bad_meshes_are_typed_errors() {
+    let err = |c: MeshConfig| MeshProxy::bind(c).err().expect("refused");
+    let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    assert!(matches!(
+        err(MeshConfig::new(Vec::new())),
+        ProxyError::MeshSize { peers: 0, .. }
+    ));
+    let many = MeshConfig::consecutive(65, at(20_000), at(0)).unwrap();
+    assert_eq!(err(many).to_string(), "a mesh has 1 to 64 peers, not 65");
+    let zero = MeshConfig::new(vec![MeshPeer {
+        real: at(0),
+        shadow: at(0),
+    }]);
+    assert!(matches!(
+        err(zero),
+        ProxyError::MeshPortZero { rank: 0, .. }
+    ));
+    let twice = MeshConfig::consecutive(2, at(20_000), at(20_001)).unwrap();
+    assert_eq!(
+        err(twice).to_string(),
+        "udp://127.0.0.1:20001 is given twice among the mesh's addresses: each peer needs its own real and shadow address"
+    );
+    assert!(matches!(
+        MeshConfig::consecutive(3, at(65_534), at(0)),
+        Err(ProxyError::MeshPorts { peers: 3, .. })
+    ));
+    let taken = socket();
+    let in_use = MeshConfig::new(vec![MeshPeer {
+        real: at(20_000),
+        shadow: taken.local_addr().unwrap(),
+    }]);
+    let e = err(in_use);
+    assert!(matches!(&e, ProxyError::Listen { .. }), "{e}");
+    assert!(e.is_setup());
+    let bad = MeshConfig::new(vec![MeshPeer {
+        real: at(20_000),
+        shadow: at(0),
+    }])
+    .with_faults(PipeConfig {
+        reorder_gap: 0,
+        ..PipeConfig::default()
+    });
+    assert!(matches!(err(bad), ProxyError::Config(_)));
+}
+
+/// A burst larger than a shadow socket's receive buffer, sent before the proxy reads: the
+/// kernel's drops show in that peer's count and the total, and every datagram is either
+/// one of them or read (and, from a stranger, refused).
+#[test]
+fn a_mesh_counts_what_the_kernel_dropped_at_each_shadow() {
+    let peers = [socket(), socket()];
+    let config = MeshConfig::new(
+        peers
+            .iter()
+            .map(|p| MeshPeer {
+                real: p.local_addr().unwrap(),
+                shadow: loopback(),
+            })
+            .collect(),
+    );
+    let mut proxy = MeshProxy::bind(config).unwrap();
+    let shadow = proxy.shadows()[1];
+    let stranger = socket();
+    let sent = 600u64; // 36 MB: more than the 16 MiB an 8 MiB buffer request can be granted
+    for _ in 0..sent {
+        stranger.send_to(&[1u8; 60_000], shadow).unwrap();
+    }
+    let handle = proxy.handle();
+    let thread = std::thread::spawn(move || proxy.run(Limits::default(), None, |_| {}));
+    let s = wait_for(&handle, "every datagram read or dropped", |s| {
+        s.refused_unknown + s.peers[1].kernel_drops == sent
+    });
+    assert!(s.peers[1].kernel_drops > 0, "{s:?}");
+    assert_eq!(s.peers[0].kernel_drops, 0);
+    assert_eq!(s.total.kernel_drops, s.peers[1].kernel_drops);
+    handle.stop();
+    assert_eq!(thread.join().unwrap().unwrap(), StopReason::Requested);
 }

@@ -154,11 +154,17 @@ pub(super) unsafe extern "C" fn endpoint_open2(
             let max = info::SHM_RDM_MAX_MSG;
             FabricEndpoint::new_shm(ep_type, &token, max)
         } else {
-            let url = read_addr(d.addr_format, info.src_addr).unwrap_or_else(default_bind);
+            let (url, advertised) = match read_addr(d.addr_format, info.src_addr) {
+                Some(url) => (url, None),
+                None => default_bind()?,
+            };
             let transport = open_transport(ep_type, &url)?;
             let max = max_msg(ep_type, &transport);
             let mut ep = FabricEndpoint::new(ep_type, transport, max);
             ep.via = via();
+            if let Some(name) = advertised {
+                ep.advertise(name);
+            }
             ep
         };
         core.directed_recv = info.caps & FI_DIRECTED_RECV != 0;

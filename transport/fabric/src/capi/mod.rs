@@ -136,7 +136,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 4] = [
+pub const PARAMS: [(&CStr, &CStr); 5] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -152,6 +152,10 @@ pub const PARAMS: [(&CStr, &CStr); 4] = [
     (
         c"via",
         c"Send to some udp peers through other addresses, as udp://A=udp://B,... (a fault-injecting proxy B in front of peer A). Default: none",
+    ),
+    (
+        c"rank_ports",
+        c"BIND[,ADVERTISE]: the first endpoint of the process of rank R (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID) binds port BIND+R and names itself (fi_getname) port ADVERTISE+R, or udp://HOST:P+R for ADVERTISE=udp://HOST:P (a myri proxy --mesh in front of the ranks). Overrides port. Default: none",
     ),
 ];
 
@@ -217,13 +221,60 @@ fn backend() -> Result<Backend, i32> {
 
 static NEXT_PORT_TAKEN: AtomicU64 = AtomicU64::new(0);
 
-fn default_bind() -> String {
+/// Where a `udp://` endpoint opened without a source address binds, and the address it
+/// names itself by when that is another (`FI_MYRI_RANK_PORTS` with an advertised port).
+fn default_bind() -> Result<(String, Option<String>), i32> {
     let addr = env("addr").unwrap_or_else(|| "127.0.0.1".into());
+    let first = NEXT_PORT_TAKEN.fetch_add(1, Ordering::Relaxed) == 0;
+    if let Some(spec) = env("rank_ports").filter(|_| first) {
+        let rank = world_rank().ok_or(-FI_EINVAL)?;
+        return rank_ports(&addr, &spec, rank).ok_or(-FI_EINVAL);
+    }
     let port = match env("port") {
-        Some(p) if NEXT_PORT_TAKEN.fetch_add(1, Ordering::Relaxed) == 0 => p,
+        Some(p) if first => p,
         _ => "0".into(),
     };
-    format!("udp://{addr}:{port}")
+    Ok((format!("udp://{addr}:{port}"), None))
+}
+
+/// The process's rank in its job, from the launcher's environment: unique across the hosts
+/// of the job, as advertised addresses through one proxy must be.
+fn world_rank() -> Option<u32> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok())
+    .and_then(|r| r.trim().parse().ok())
+}
+
+/// `FI_MYRI_RANK_PORTS` = `BIND[,ADVERTISE]` for `rank`: the bind URL on `addr`, and the
+/// advertised URL (`ADVERTISE` is a base port on `addr` or `udp://HOST:BASE`).
+fn rank_ports(addr: &str, spec: &str, rank: u32) -> Option<(String, Option<String>)> {
+    let nth = |base: &str| -> Option<u16> {
+        let base: u16 = base.trim().parse().ok()?;
+        u16::try_from(u32::from(base) + rank).ok()
+    };
+    let (bind, advertise) = match spec.split_once(',') {
+        Some((b, a)) => (b, Some(a.trim())),
+        None => (spec, None),
+    };
+    let bind = format!("udp://{addr}:{}", nth(bind)?);
+    let advertise = match advertise {
+        None => None,
+        Some(a) => {
+            let (host, base) = match a.strip_prefix("udp://") {
+                Some(hp) => hp.rsplit_once(':')?,
+                None => (addr, a),
+            };
+            let url = format!("udp://{host}:{}", nth(base)?);
+            Some(sockaddr_of(&url).map(|_| url)?)
+        }
+    };
+    Some((bind, advertise))
 }
 
 // ---- Addresses -------------------------------------------------------------------------
@@ -575,3 +626,36 @@ mod ep;
 mod objects;
 
 use objects::fabric_open;
+
+#[cfg(test)]
+mod tests {
+    use super::rank_ports;
+
+    #[test]
+    fn rank_ports_bind_and_advertise_by_rank() {
+        let some = |b: &str, a: Option<&str>| Some((b.to_owned(), a.map(str::to_owned)));
+        assert_eq!(
+            rank_ports("127.0.0.1", "20000", 3),
+            some("udp://127.0.0.1:20003", None)
+        );
+        assert_eq!(
+            rank_ports("127.0.0.1", "20000,30000", 2),
+            some("udp://127.0.0.1:20002", Some("udp://127.0.0.1:30002"))
+        );
+        assert_eq!(
+            rank_ports("10.0.0.1", " 20000 , udp://10.0.0.9:30000", 1),
+            some("udp://10.0.0.1:20001", Some("udp://10.0.0.9:30001"))
+        );
+        for bad in [
+            "",
+            "x",
+            "20000,",
+            "20000,y",
+            "65535",
+            "20000,udp://host:1",
+            "1,udp://1.2.3.4",
+        ] {
+            assert_eq!(rank_ports("127.0.0.1", bad, 1), None, "{bad:?}");
+        }
+    }
+}
