@@ -43,6 +43,16 @@ pub enum OpenError {
         /// The endpoint's scheme.
         scheme: crate::url::Scheme,
     },
+    /// A MAC key or a connection id (`key=`, `conn=`, or in the options) on an endpoint
+    /// that runs no RPP (raw datagrams, or `shm://`'s native reliability): nothing would
+    /// use it, and the user would believe the traffic authenticated.
+    #[error(
+        "invalid option: {what} needs RPP, and this endpoint runs none (raw, or shm:// native reliability)"
+    )]
+    NeedsRpp {
+        /// `"key="` or `"conn="`.
+        what: &'static str,
+    },
     /// The `mtu` parameter is larger than the backend carries.
     #[error("mtu {mtu} is larger than a udp datagram ({max})")]
     MtuTooLarge {

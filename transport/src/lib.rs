@@ -106,9 +106,12 @@ pub use backend::shm::{
 };
 pub use background::BackgroundEndpoint;
 pub use buffer::{Buf, RecvBuf};
-pub use endpoint::{Capabilities, Completion, Delivery, Endpoint, MsgId, Options, Peer, Stats};
+pub use endpoint::{
+    Capabilities, Completion, DEFAULT_CONNECTION_ID, Delivery, Endpoint, MsgId, Options, Peer,
+    Stats,
+};
 pub use error::{
     InsertError, OpenError, PeerFailure, RegionProblem, RegisterError, SendError, SendErrorKind,
     SpawnError, WorldError,
 };
-pub use url::{Address, Congestion, Integrity, ResolveError, Scheme, Url, UrlError};
+pub use url::{Address, Congestion, Integrity, ResolveError, Scheme, Url, UrlError, UrlKey};

@@ -16,7 +16,21 @@
 //!          | "cc=" ( "cubic" | "newreno" | "off" )    RPP's congestion control (default cubic)
 //!          | "pacing=" ( "1" | "0" | ... as reliable ) RPP paces bursts over the round trip
 //!          | "integrity=" ( "crc32c" | "dma" | "none" )  how damaged datagrams are caught ("dma": sim only)
+//!          | "conn=" 1*16 HEXDIG                     RPP's connection id, shared by both ends
+//!          | "key=" 64 HEXDIG                        a 32-byte key shared by both ends: RPP MACs every packet
 //! ```
+//!
+//! # Who may talk to an endpoint
+//!
+//! A reliable endpoint acts only on packets that name its connection id and the pair of
+//! incarnations of the connection's current lives (64 random bits each, drawn at open):
+//! anything else is dropped and counted, never acted on. The connection id is a
+//! constant unless `conn=` (or [`Options::connection_id`](crate::Options::connection_id))
+//! sets one both ends know: an application id, or 64 more secret bits an off-path host
+//! must guess. Against a host that can see the traffic, `key=` (or
+//! [`myri_rpp::Config::mac_key`] in the options) makes every packet carry a BLAKE3 MAC
+//! over header and payload; a packet whose MAC does not verify is dropped and counted.
+//! The key is never printed: a URL's `Display` leaves it out.
 //!
 //! # Integrity
 //!
@@ -252,6 +266,21 @@ pub struct Params {
     pub cc: Option<Congestion>,
     /// `pacing=`: whether RPP paces bursts (reliable endpoints; `None`: the options').
     pub pacing: Option<bool>,
+    /// `conn=`: RPP's connection id (reliable endpoints; `None`: the options').
+    pub conn: Option<u64>,
+    /// `key=`: the key RPP authenticates every packet with (reliable endpoints; `None`:
+    /// the options').
+    pub key: Option<UrlKey>,
+}
+
+/// A MAC key given in a URL (`key=`, 64 hex digits): 32 secret bytes, never printed.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct UrlKey(pub [u8; 32]);
+
+impl fmt::Debug for UrlKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UrlKey(..)")
+    }
 }
 
 /// RPP's congestion controller, as a URL names it (`cc=`).
@@ -323,8 +352,13 @@ pub enum UrlError {
     #[error("bad parameter `{0}`: expected key=value")]
     BadParam(String),
     /// A parameter this crate does not know.
-    #[error("unknown parameter `{0}`: expected reliable, world, mtu, gso, cc, pacing or integrity")]
+    #[error(
+        "unknown parameter `{0}`: expected reliable, world, mtu, gso, cc, pacing, integrity, conn or key"
+    )]
     UnknownParam(String),
+    /// A `key=` that is not 64 hex digits (the value is not repeated: it is a secret).
+    #[error("bad value for parameter `key`: expected 64 hex digits (32 bytes)")]
+    BadKey,
     /// A known parameter with a value it cannot take.
     #[error("bad value `{value}` for parameter `{key}`")]
     BadParamValue {
@@ -354,6 +388,18 @@ pub enum UrlError {
         /// The scheme.
         scheme: Scheme,
     },
+}
+
+/// 32 bytes from exactly 64 hex digits.
+fn hex_key(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 /// Whether `s` is a valid name.
@@ -496,6 +542,26 @@ fn params(scheme: Scheme, query: &str) -> Result<Params, UrlError> {
                     return Err(dup());
                 }
             }
+            "conn" => {
+                let hex = value.bytes().all(|b| b.is_ascii_hexdigit());
+                let id = (hex && !value.is_empty() && value.len() <= 16)
+                    .then(|| u64::from_str_radix(value, 16).ok())
+                    .flatten()
+                    .ok_or_else(|| UrlError::BadParamValue {
+                        key: key.to_owned(),
+                        value: value.to_owned(),
+                    })?;
+                if p.conn.replace(id).is_some() {
+                    return Err(dup());
+                }
+            }
+            "key" => {
+                // The value is a secret: an error names the parameter, not the value.
+                let key_bytes = hex_key(value).ok_or(UrlError::BadKey)?;
+                if p.key.replace(UrlKey(key_bytes)).is_some() {
+                    return Err(dup());
+                }
+            }
             "mtu" => {
                 let bad = || UrlError::BadParamValue {
                     key: key.to_owned(),
@@ -602,6 +668,10 @@ impl fmt::Display for Url {
         if let Some(i) = self.params.integrity {
             put(f, format!("integrity={i}"))?;
         }
+        if let Some(c) = self.params.conn {
+            put(f, format!("conn={c:x}"))?;
+        }
+        // `key=` is a secret and is never printed.
         Ok(())
     }
 }
@@ -719,6 +789,46 @@ mod tests {
     }
 
     #[test]
+    fn conn_and_key_parse_and_the_key_is_never_printed() {
+        let u = Url::parse("udp://h:1?conn=DeadBeef01&reliable=1").unwrap();
+        assert_eq!(u.params.conn, Some(0x00de_adbe_ef01));
+        assert_eq!(u.to_string(), "udp://h:1?reliable=1&conn=deadbeef01");
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+        let u = Url::parse(&format!("sim://a?key={hex}")).unwrap();
+        let key = u.params.key.clone().expect("a key");
+        assert_eq!(key.0[..4], [0x00, 0x11, 0x22, 0x33]);
+        assert_eq!(key.0[31], 0xff);
+        assert_eq!(u.to_string(), "sim://a", "the key is left out");
+        assert!(!format!("{u:?}").contains("aabb"), "nor shown by Debug");
+        assert!(Url::parse("sim://a?conn=").is_err());
+        for bad in ["conn=12345678901234567", "conn=xyz", "conn=-1", "conn=+1"] {
+            assert!(
+                matches!(
+                    Url::parse(&format!("sim://a?{bad}")),
+                    Err(UrlError::BadParamValue { .. })
+                ),
+                "{bad}"
+            );
+        }
+        let plus = format!("+f{}", &hex[2..]);
+        for bad in [
+            &hex[..62],
+            &format!("{hex}00"),
+            &hex.replace('0', "g"),
+            "é",
+            &plus,
+        ] {
+            let e = Url::parse(&format!("sim://a?key={bad}")).unwrap_err();
+            assert_eq!(e, UrlError::BadKey, "{bad}");
+            assert!(!e.to_string().contains(&bad[..bad.len().min(8)]), "{e}");
+        }
+        assert_eq!(
+            Url::parse("sim://a?conn=1&conn=2").unwrap_err(),
+            UrlError::DuplicateParam("conn".into())
+        );
+    }
+
+    #[test]
     fn integrity_parses_per_scheme() {
         let i = |s: &str| Url::parse(s).map(|u| u.params.integrity);
         assert_eq!(i("sim://a"), Ok(None));
@@ -799,9 +909,10 @@ mod tests {
                     Just(Integrity::Dma),
                     Just(Integrity::None)
                 ]),
+                proptest::option::of(any::<u64>()),
             )
                 .prop_map(
-                    |(address, reliable, world, mtu, gso, cc, pacing, integrity)| {
+                    |(address, reliable, world, mtu, gso, cc, pacing, integrity, conn)| {
                         let world = world.filter(|_| address.scheme() == Scheme::Sim);
                         let gso = gso.filter(|_| address.scheme() == Scheme::Udp);
                         let integrity = integrity.filter(|i| i.available_on(address.scheme()));
@@ -815,6 +926,8 @@ mod tests {
                                 cc,
                                 pacing,
                                 integrity,
+                                conn,
+                                key: None,
                             },
                         }
                     },

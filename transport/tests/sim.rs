@@ -480,3 +480,110 @@ fn a_receiver_that_only_receives_acknowledges_everything() {
     }
     assert_eq!((sent, received, acked), (500, 500, 500));
 }
+
+/// Sends one message from `a` to `b` and steps both for a while; returns whether it
+/// arrived.
+fn one_message_arrives(a: &mut Endpoint, b: &mut Endpoint, to_b: myri_transport::Peer) -> bool {
+    a.send(to_b, myri_transport::Buf::copy_of(b"who goes there"))
+        .unwrap();
+    drive_until(&mut [a, b], 2000, |eps| eps[1].recv()).is_some()
+}
+
+const KEY_A: &str = "0101010101010101010101010101010101010101010101010101010101010101";
+const KEY_B: &str = "0202020202020202020202020202020202020202020202020202020202020202";
+
+/// Both ends name the same connection id and key: they talk, every packet MACed.
+/// Another id, or another key, and nothing either end sends is acted on: every packet
+/// dropped and counted, as foreign or as a bad MAC; no message delivered, none
+/// acknowledged.
+#[test]
+fn connection_ids_and_keys_from_the_url_separate_who_may_talk() {
+    let url = |n: &str, world: &str, q: &str| format!("sim://{n}?world={world}&{q}");
+    // The same id and key on both ends.
+    let same = format!("conn=5eed&key={KEY_A}");
+    let (mut a, mut b, to_b, to_a) = pair(
+        &url("a", "keys1", &same),
+        &url("b", "keys1", &same),
+        "sim://b",
+        "sim://a",
+    );
+    assert!(one_message_arrives(&mut a, &mut b, to_b));
+    assert_eq!(b.peer_stats(to_a).unwrap().bad_mac, 0);
+
+    // Another connection id: the receiver drops every packet as foreign.
+    let (mut a, mut b, to_b, to_a) = pair(
+        &url("a", "keys2", "conn=1"),
+        &url("b", "keys2", "conn=2"),
+        "sim://b",
+        "sim://a",
+    );
+    assert!(!one_message_arrives(&mut a, &mut b, to_b));
+    let (sa, sb) = (a.peer_stats(to_b).unwrap(), b.peer_stats(to_a).unwrap());
+    assert!(
+        sb.foreign > 0 && sb.foreign == sb.packets_received,
+        "{sb:?}"
+    );
+    assert!(
+        sa.foreign > 0 && sa.foreign == sa.packets_received,
+        "{sa:?}"
+    );
+    assert_eq!(
+        (sb.messages_delivered, sa.messages_sent),
+        (0, 0),
+        "nothing acted on"
+    );
+
+    // Another key: every packet fails its MAC.
+    let (mut a, mut b, to_b, to_a) = pair(
+        &url("a", "keys3", &format!("key={KEY_A}")),
+        &url("b", "keys3", &format!("key={KEY_B}")),
+        "sim://b",
+        "sim://a",
+    );
+    assert!(!one_message_arrives(&mut a, &mut b, to_b));
+    let (sa, sb) = (a.peer_stats(to_b).unwrap(), b.peer_stats(to_a).unwrap());
+    assert!(
+        sb.bad_mac > 0 && sb.bad_mac == sb.packets_received,
+        "{sb:?}"
+    );
+    assert!(
+        sa.bad_mac > 0 && sa.bad_mac == sa.packets_received,
+        "{sa:?}"
+    );
+    assert_eq!(
+        (sb.messages_delivered, sa.messages_sent),
+        (0, 0),
+        "nothing acted on"
+    );
+
+    // A key only one end has: the other drops what it cannot verify.
+    let (mut a, mut b, to_b, _) = pair(
+        &url("a", "keys4", &format!("key={KEY_A}")),
+        &url("b", "keys4", "reliable=1"),
+        "sim://b",
+        "sim://a",
+    );
+    assert!(!one_message_arrives(&mut a, &mut b, to_b));
+}
+
+/// A key or a connection id where no RPP runs would protect nothing: refused at open.
+#[test]
+fn a_key_without_rpp_is_refused() {
+    for u in [
+        format!("sim://k1?world=nokey&reliable=0&key={KEY_A}"),
+        "sim://k2?world=nokey&reliable=0&conn=7".to_string(),
+        format!("shm://myri-nokey-{}?key={KEY_A}", std::process::id()),
+    ] {
+        let e = Endpoint::open(&u).unwrap_err();
+        assert!(matches!(e, OpenError::NeedsRpp { .. }), "{u}: {e}");
+        assert!(
+            !e.to_string().contains("0101"),
+            "the key is not repeated: {e}"
+        );
+    }
+    let ok = Endpoint::open_with(
+        "sim://k3?world=nokey",
+        Options::default().with_connection_id(0x1234),
+    );
+    assert!(ok.is_ok());
+}

@@ -105,7 +105,17 @@ pub struct Options {
     /// `sim://` only: the endpoint drops every datagram whose board checksums differ
     /// ([`Stats::bad_dma_checksum`]).
     pub integrity: Integrity,
+    /// RPP's connection id, when the URL does not say (`conn=`): both ends must use the
+    /// same, and packets naming another are dropped and counted. Default: a constant
+    /// (the ASCII of "myri"); an id both ends keep secret adds 64 bits an off-path host
+    /// must guess to the two random incarnations (see [`crate::url`], "Who may talk to
+    /// an endpoint").
+    pub connection_id: u64,
 }
+
+/// The connection id every reliable endpoint uses unless told another
+/// ([`Options::connection_id`], `conn=`).
+pub const DEFAULT_CONNECTION_ID: u64 = u32::from_be_bytes(*b"myri") as u64;
 
 impl Default for Options {
     fn default() -> Options {
@@ -118,6 +128,7 @@ impl Default for Options {
             rpp_over_shm: false,
             connect_one_peer: false,
             integrity: Integrity::Crc32c,
+            connection_id: DEFAULT_CONNECTION_ID,
         }
     }
 }
@@ -168,6 +179,12 @@ impl Options {
     /// Sets [`Options::connect_one_peer`].
     pub fn with_connect_one_peer(mut self, connect: bool) -> Options {
         self.connect_one_peer = connect;
+        self
+    }
+
+    /// Sets [`Options::connection_id`].
+    pub fn with_connection_id(mut self, id: u64) -> Options {
+        self.connection_id = id;
         self
     }
 }
@@ -333,9 +350,6 @@ struct PeerSlot {
     stalled: Option<Vec<u8>>,
 }
 
-/// The connection id every reliable endpoint of this crate uses.
-const CONN_ID: u64 = u32::from_be_bytes(*b"myri") as u64;
-
 /// An endpoint: one application's access to a backend. See the crate documentation.
 pub struct Endpoint {
     backend: AnyBackend,
@@ -350,6 +364,8 @@ pub struct Endpoint {
     options: Options,
     rpp: myri_rpp::Config,
     incarnation: u64,
+    /// RPP's connection id ([`Options::connection_id`], `conn=`).
+    conn_id: u64,
     peers: Vec<PeerSlot>,
     by_addr: HashMap<RemoteAddr, Peer>,
     /// The peer the last datagram came from, looked at before `by_addr` (a ping-pong or a
@@ -465,6 +481,17 @@ impl Endpoint {
             Integrity::None => myri_rpp::Integrity::None,
             _ => myri_rpp::Integrity::Crc32c,
         };
+        if let Some(key) = &url.params.key {
+            rpp.mac_key = Some(myri_rpp::wire::MacKey::new(key.0));
+        }
+        let conn_id = url.params.conn.unwrap_or(options.connection_id);
+        let runs_rpp = reliable && !native;
+        if !runs_rpp && rpp.mac_key.is_some() {
+            return Err(OpenError::NeedsRpp { what: "key=" });
+        }
+        if !runs_rpp && url.params.conn.is_some() {
+            return Err(OpenError::NeedsRpp { what: "conn=" });
+        }
         if reliable {
             rpp.validate().map_err(OpenError::Rpp)?;
         }
@@ -476,6 +503,7 @@ impl Endpoint {
             fast_recvs: 0,
             rpp,
             incarnation,
+            conn_id,
             peers: Vec::new(),
             by_addr: HashMap::new(),
             last_sender: None,
@@ -698,7 +726,7 @@ impl Endpoint {
             if config.validate().is_err() {
                 config.mtu = self.rpp.mtu;
             }
-            Connection::new(config, self.incarnation, CONN_ID, now)
+            Connection::new(config, self.incarnation, self.conn_id, now)
                 .expect("the config was validated at open and the incarnation is not zero")
         });
         self.peers.push(PeerSlot {
@@ -1249,11 +1277,11 @@ impl Endpoint {
         // Incarnations are random, not ordered: another one than the failed peer's is a
         // restart.
         let newer = conn.peer_incarnation().is_none_or(|old| incarnation != old);
-        if !h.crc_ok() || h.conn_id() != CONN_ID || !newer {
+        if !h.crc_ok() || h.conn_id() != self.conn_id || !newer {
             return false;
         }
         let config = conn.config().clone();
-        let Ok(fresh) = Connection::new(config, self.incarnation, CONN_ID, now) else {
+        let Ok(fresh) = Connection::new(config, self.incarnation, self.conn_id, now) else {
             return false;
         };
         *conn = fresh;
