@@ -268,8 +268,10 @@ impl Program for Pinger {
     fn step(&mut self, ep: &mut Endpoint, peer: Peer, now: Time) -> Step {
         let mut progressed = completions(ep, &mut self.spare);
         // One message a turn (`recv` progresses the endpoint when none waits), so that
-        // the next ping goes as soon as the answer is in.
-        if let Some(d) = ep.recv() {
+        // the next ping goes as soon as the answer is in; the answer's receive buffer
+        // goes back to the board after that.
+        let answer = ep.recv();
+        if let Some(d) = &answer {
             progressed = true;
             match (self.waiting, word(&d.data, 0)) {
                 (Some((seq, sent_at)), Some(got)) if got == seq && d.data.len() == self.size => {
@@ -294,6 +296,7 @@ impl Program for Pinger {
                 Err(e) => self.spare.push(e.buf),
             }
         }
+        drop(answer);
         Step {
             progressed,
             done: self.done >= self.iters,
@@ -330,7 +333,6 @@ impl Program for Echo {
             self.received += 1;
             let mut b = ep.alloc(d.data.len());
             b.copy_from_slice(&d.data);
-            drop(d);
             if self.backlog.is_empty() {
                 match ep.send(peer, b) {
                     Ok(_) => self.sent += 1,
@@ -339,6 +341,8 @@ impl Program for Echo {
             } else {
                 self.backlog.push_back(b);
             }
+            // The receive buffer goes back to the board once the answer is on its way.
+            drop(d);
         }
         Step {
             progressed,
