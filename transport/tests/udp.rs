@@ -425,3 +425,74 @@ fn ten_thousand_random_messages_offloaded_and_coalesced_arrive_exactly_once_in_o
     assert_eq!((sa.gso_fallbacks, sb.malformed, sb.io_errors), (0, 0, 0));
     assert_eq!(sb.recvs, 10_000);
 }
+
+/// A ping-pong's answer reaches the application with one receiving system call: once the
+/// datagram is in the socket (mio says so), `recv` takes it without a second call to find
+/// the socket empty. The batch still grows for a stream.
+#[test]
+fn a_lone_datagram_is_received_with_one_system_call() {
+    let (mut a, mut b, to_b, _) = pair("");
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(8);
+    b.register(poll.registry(), mio::Token(1)).unwrap();
+    let mut checked = 0;
+    for i in 0..20u8 {
+        // b has found its socket empty: the next datagram comes after a dry spell.
+        while b.recv().is_some() {}
+        a.send(to_b, myri_transport::Buf::copy_of(&[i; 8])).unwrap();
+        let mut ready = false;
+        for _ in 0..100 {
+            poll.poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+            if !events.is_empty() {
+                ready = true;
+                break;
+            }
+        }
+        assert!(ready, "the datagram arrives");
+        let before = b.stats();
+        let d = b.recv();
+        let after = b.stats();
+        if let Some(d) = d {
+            assert_eq!(&d.data[..], &[i; 8]);
+            assert_eq!(
+                (
+                    after.recv_syscalls - before.recv_syscalls,
+                    after.recv_syscalls_empty - before.recv_syscalls_empty
+                ),
+                (1, 0),
+                "message {i}: one call, and it found the datagram"
+            );
+            checked += 1;
+        } else {
+            // A datagram RPP took but did not deliver (an introduction, an ack): the
+            // message follows.
+            let d = wait_for(|| {
+                a.progress();
+                b.recv()
+            })
+            .expect("delivered");
+            assert_eq!(&d.data[..], &[i; 8]);
+        }
+        while a.poll_completion().is_some() {}
+    }
+    assert!(checked >= 15, "only {checked} of 20 messages came alone");
+    // A stream still comes in batches.
+    for i in 0..200u32 {
+        a.send(to_b, myri_transport::Buf::copy_of(&i.to_be_bytes()))
+            .unwrap_or_else(|e| panic!("{}", e.error));
+    }
+    let mut got = 0;
+    while got < 200 {
+        a.progress();
+        if let Some(d) = wait_for(|| b.recv()) {
+            assert_eq!(&d.data[..], &(got as u32).to_be_bytes());
+            got += 1;
+        }
+    }
+    let s = b.stats();
+    assert!(
+        s.recv_syscalls - s.recv_syscalls_empty < s.datagrams_received,
+        "some calls took several datagrams: {s:?}"
+    );
+}

@@ -106,6 +106,9 @@ pub(crate) struct BackendCounters {
     pub(crate) gro_buffers: u64,
     /// Datagrams those buffers held.
     pub(crate) gro_segments: u64,
+    /// `udp://`: receiving system calls made, and those that found the socket empty.
+    pub(crate) recv_calls: u64,
+    pub(crate) recv_calls_empty: u64,
 }
 
 /// The datagram core every backend has: the provider interface (see the module

@@ -729,9 +729,14 @@ impl Backend for UdpBackend {
             let want = self.budget.min(self.batch);
             self.refill(want);
             self.received.clear();
+            self.counters.recv_calls += 1;
             match self.receive(want) {
                 Ok(got) => {
-                    self.drained = got < want;
+                    // A lone datagram after the socket ran dry (a ping-pong's answer) goes
+                    // to the application without a second system call to find the socket
+                    // empty; the batch grows for the next pass, so a stream still comes
+                    // in batches once it flows.
+                    self.drained = got < want || want == 1;
                     self.batch = if got == want {
                         (self.batch * 2).min(RECV_BATCH)
                     } else {
@@ -746,6 +751,7 @@ impl Backend for UdpBackend {
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.counters.recv_calls_empty += 1;
                     self.drained = true;
                     self.batch = 1;
                     return None;

@@ -325,6 +325,11 @@ pub struct Stats {
     pub gro_buffers: u64,
     /// Datagrams those buffers held.
     pub gro_segments: u64,
+    /// `udp://`: receiving system calls made (`recvfrom`, `recvmmsg`).
+    pub recv_syscalls: u64,
+    /// Those of them that found the socket empty (a caller spinning on `recv` makes
+    /// many; one that has just received a datagram should make none).
+    pub recv_syscalls_empty: u64,
     /// Datagrams handed to the backend (messages in raw mode; RPP's packets, first
     /// transmissions, retransmissions and acknowledgements, in reliable mode).
     pub datagrams_sent: u64,
@@ -579,6 +584,8 @@ impl Endpoint {
             gso_segments: b.gso_segments,
             gso_fallbacks: b.gso_fallbacks,
             gro_buffers: b.gro_buffers,
+            recv_syscalls: b.recv_calls,
+            recv_syscalls_empty: b.recv_calls_empty,
             gro_segments: b.gro_segments,
             bad_dma_checksum: b.bad_dma_checksum,
             ..self.stats
