@@ -152,6 +152,18 @@ pub struct FabricEndpoint {
     pub via: HashMap<String, String>,
     /// Progress passes run (completions are drained every few).
     passes: u64,
+    /// Sends over `udp://` with packets that have not left yet, by link and peer, in
+    /// send order: their transmit completion and counter bump wait (see
+    /// [`FabricEndpoint::send`]).
+    untransmitted: HashMap<(usize, Peer), VecDeque<PendingTx>>,
+}
+
+/// A send whose completion waits for its packets to leave.
+struct PendingTx {
+    context: usize,
+    flags: u64,
+    /// Whether a successful completion is written (errors always are).
+    completion: bool,
 }
 
 /// Progress passes between two drains of the transport's completions.
@@ -181,12 +193,13 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     options.rpp.max_message_len = max;
     options.rpp.max_queued_bytes = options.rpp.max_queued_bytes.max(2 * max);
     options.rpp.recv_buffer_bytes = options.rpp.recv_buffer_bytes.max(2 * max);
-    // No congestion control or pacing yet: with RPP's congestion control on, fi_pingpong's
-    // RDM ping-pong of messages of 1.5 MiB and more over udp:// stalls for good in some
-    // runs (the window never reopens; not yet understood), where with it off every run
-    // completes. MPI's own runs pass either way.
-    options.rpp.pacing = false;
-    options.rpp.congestion = myri_rpp::congestion::CongestionControl::None;
+    let cc = std::env::var("FI_MYRI_CC").ok();
+    options.rpp.congestion = match cc.as_deref() {
+        Some("none") => myri_rpp::congestion::CongestionControl::None,
+        Some("newreno") => myri_rpp::congestion::CongestionControl::NewReno,
+        _ => myri_rpp::congestion::CongestionControl::Cubic,
+    };
+    options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
     options
 }
 
@@ -242,6 +255,7 @@ impl FabricEndpoint {
             malformed: 0,
             passes: 0,
             via: HashMap::new(),
+            untransmitted: HashMap::new(),
         }
     }
 
@@ -382,24 +396,111 @@ impl FabricEndpoint {
                     _ => -FI_EIO,
                 });
             }
+            // Over RPP a message may wait in the transport (send or congestion window,
+            // pacer) for later progress passes: it completes once every packet of it has
+            // left. A completion written before would let the application stop
+            // progressing with the message still queued, and the peer would never get it
+            // (fi_pingpong's server did, after its last send of a size, once congestion
+            // control held the end of a large message back). Retransmissions after a
+            // loss still need the application to progress, as with any provider of
+            // manual progress.
+            let key = (link, peer);
+            let flags = FI_SEND | kind_flags(header.tagged);
+            let held = self.links[link].transport.peer_has_unsent(peer);
+            let tracked = self.bind.send_cntr.is_some() || self.bind.tx_cq.is_some();
+            if held && tracked {
+                let pending = PendingTx {
+                    context,
+                    flags,
+                    completion,
+                };
+                self.untransmitted
+                    .entry(key)
+                    .or_default()
+                    .push_back(pending);
+                return Ok(());
+            }
+            self.settle_sends(key, None);
         }
-        if let Some(c) = &self.bind.send_cntr {
-            c.bump();
-        }
-        if let Some((cq, _)) = &self.bind.tx_cq
-            && completion
-        {
-            lock(&cq.queue).push(Entry {
-                context,
-                flags: FI_SEND | kind_flags(header.tagged),
-                len: 0,
-                buf: 0,
-                data: 0,
-                tag: 0,
-                src: FI_ADDR_NOTAVAIL,
-            });
-        }
+        let flags = FI_SEND | kind_flags(header.tagged);
+        self.complete_send(context, flags, completion, None);
         Ok(())
+    }
+
+    /// Writes a send's completion (or, with `err`, its error entry) and bumps the
+    /// counter.
+    fn complete_send(&self, context: usize, flags: u64, completion: bool, err: Option<i32>) {
+        if let Some(c) = &self.bind.send_cntr {
+            match err {
+                None => c.bump(),
+                Some(_) => c.bump_err(),
+            }
+        }
+        let Some((cq, _)) = &self.bind.tx_cq else {
+            return;
+        };
+        let entry = Entry {
+            context,
+            flags,
+            len: 0,
+            buf: 0,
+            data: 0,
+            tag: 0,
+            src: FI_ADDR_NOTAVAIL,
+        };
+        match err {
+            None if completion => lock(&cq.queue).push(entry),
+            None => {}
+            Some(err) => lock(&cq.queue).push_err(ErrorEntry {
+                entry,
+                olen: 0,
+                err,
+            }),
+        }
+    }
+
+    /// Sends whose packets have not all left yet.
+    pub fn untransmitted_sends(&self) -> usize {
+        self.untransmitted.values().map(VecDeque::len).sum()
+    }
+
+    /// Completes the sends waiting on `key` (with `err`: as failed), in send order.
+    fn settle_sends(&mut self, key: (usize, Peer), err: Option<i32>) {
+        if let Some(q) = self.untransmitted.remove(&key) {
+            for p in q {
+                self.complete_send(p.context, p.flags, p.completion, err);
+            }
+        }
+    }
+
+    /// Completes the sends of `link` whose packets have all left.
+    fn settle_transmitted(&mut self, link: usize) {
+        if self.untransmitted.is_empty() {
+            return;
+        }
+        let t = &self.links[link].transport;
+        let done: Vec<_> = self
+            .untransmitted
+            .keys()
+            .filter(|(l, p)| *l == link && !t.peer_has_unsent(*p))
+            .copied()
+            .collect();
+        for key in done {
+            self.settle_sends(key, None);
+        }
+    }
+
+    /// What the transport of `link` reports back: sends to a peer that failed, closed
+    /// or restarted before their packets left complete with `FI_EIO`.
+    fn take_completion(&mut self, link: usize, c: Completion) {
+        match c {
+            Completion::PeerFailed { peer, .. }
+            | Completion::PeerClosed { peer, .. }
+            | Completion::PeerRestarted { peer, .. } => {
+                self.settle_sends((link, peer), Some(FI_EIO));
+            }
+            _ => {}
+        }
     }
 
     fn matches(&self, p: &Posted, tagged: bool, src: FiAddr, tag: u64) -> bool {
@@ -610,10 +711,42 @@ impl Progress for FabricEndpoint {
             // transport's bookkeeping (acknowledged buffers going back to their pool,
             // peers learned). Polling it runs a pass when it is empty, so only every
             // few passes, and always when sends are outstanding on shm (few slots).
-            if drain || self.links[i].transport.is_native() {
+            if drain || self.links[i].transport.is_native() || !self.untransmitted.is_empty() {
                 while let Some(c) = self.links[i].transport.poll_completion() {
-                    drop::<Completion>(c);
+                    self.take_completion(i, c);
                 }
+            }
+            self.settle_transmitted(i);
+        }
+    }
+}
+
+/// How long a closing endpoint keeps progressing for its messages to be acknowledged.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
+/// A timer due within this long is an acknowledgement held back (RPP's ack delay), which
+/// a closing endpoint sends before it goes.
+const LINGER_TIMER: std::time::Duration = std::time::Duration::from_millis(1);
+
+impl Drop for FabricEndpoint {
+    /// Lingers (at most [`LINGER`]) over `udp://` while messages wait for their
+    /// acknowledgement or an acknowledgement of ours waits to go: with transmit
+    /// completions written on acknowledgement, the last message of an exchange
+    /// (fi_pingpong's closing one) completes at its sender only when the receiver, about
+    /// to close, still acknowledges it.
+    fn drop(&mut self) {
+        let start = std::time::Instant::now();
+        loop {
+            let busy = self.links.iter_mut().any(|l| {
+                let t = &mut l.transport;
+                t.is_reliable()
+                    && !t.is_native()
+                    && (t.has_unacked() || t.next_timeout().is_some_and(|d| d < LINGER_TIMER))
+            });
+            if !busy || start.elapsed() > LINGER {
+                break;
+            }
+            for l in &mut self.links {
+                l.transport.progress();
             }
         }
     }
@@ -630,6 +763,7 @@ impl FabricEndpoint {
         }];
         self.peers.clear();
         self.sources.clear();
+        self.untransmitted.clear();
     }
 }
 
@@ -704,6 +838,93 @@ mod tests {
         assert_eq!(out[1].src, b_addr);
         assert_eq!(out[1].data, 5);
         assert_eq!(&lock(&got)[..], b"hello");
+    }
+}
+
+#[cfg(test)]
+mod cc_tests {
+    use super::*;
+    use crate::objects::{AddressVector, CompletionQueue};
+    use std::sync::{Arc, Mutex};
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl RecvTarget for Sink {
+        fn capacity(&self) -> usize {
+            4 << 20
+        }
+        fn write(&mut self, data: &[u8]) {
+            lock(&self.0).extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    /// Issue 16's stall: a 2 MiB message is more than RPP's initial
+    /// congestion window. Its transmit completion used to be written when `send` took
+    /// it; fi_pingpong's server then stopped progressing with the end of the message
+    /// still queued, and the client never got it. Now the completion waits until every
+    /// packet has left, and from then on the receiver gets the message with the sender
+    /// never progressing again.
+    #[test]
+    fn a_send_held_by_the_congestion_window_completes_once_it_has_left() {
+        let options = transport_options(EpType::Rdm);
+        assert_eq!(
+            options.rpp.congestion,
+            myri_rpp::congestion::CongestionControl::Cubic
+        );
+        assert!(options.rpp.pacing);
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let [tx_cq, rx_cq]: [Cq; 2] = Default::default();
+        // Over loopback UDP, where the kernel carries what has left whether or not the
+        // sender runs (sim:// boards step only when their own endpoint progresses); the
+        // 4 MiB socket buffer holds the whole message, so nothing is dropped.
+        let mut eps = ["a", "b"].map(|_| {
+            let t = Endpoint::open_with("udp://127.0.0.1:0", options.clone()).unwrap();
+            let mut ep = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
+            ep.bind.av = Some(av.clone());
+            ep.bind.tx_cq = Some((tx_cq.clone(), false));
+            ep.bind.rx_cq = Some((rx_cq.clone(), false));
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let posted = Posted {
+            context: 2,
+            src: FI_ADDR_UNSPEC,
+            tag: 0,
+            ignore: 0,
+            target: Box::new(Sink(got.clone())),
+            completion: true,
+        };
+        eps[1].post_recv(false, posted, Probe::None).unwrap();
+        let msg: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
+        eps[0]
+            .send(addrs[1], Header::default(), &[&msg], 1, true)
+            .unwrap();
+        assert_eq!(eps[0].untransmitted_sends(), 1, "the window holds it back");
+        assert_eq!(lock(&tx_cq.queue).len(), 0, "no completion yet");
+        let mut turns = 0;
+        while lock(&tx_cq.queue).len() == 0 {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "the send never completed");
+        }
+        assert_eq!(eps[0].untransmitted_sends(), 0);
+        // The sender is done with the message as far as its application knows: only the
+        // receiver runs from here.
+        let mut turns = 0;
+        while lock(&rx_cq.queue).len() == 0 {
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "the message never arrived");
+        }
+        assert_eq!(lock(&got).len(), msg.len());
+        assert!(*lock(&got) == msg);
     }
 }
 

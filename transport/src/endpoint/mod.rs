@@ -598,6 +598,16 @@ impl Endpoint {
         self.deliveries.len()
     }
 
+    /// Reliable mode over RPP: whether a message to `peer` has packets that have not
+    /// left even once (held back by RPP's windows or pacer, or refused by a full
+    /// backend): only later progress passes send them. False for a peer without an RPP
+    /// connection.
+    pub fn peer_has_unsent(&self, peer: Peer) -> bool {
+        self.peers.get(peer.0 as usize).is_some_and(|p| {
+            p.stalled.is_some() || p.conn.as_ref().is_some_and(Connection::has_unsent)
+        })
+    }
+
     /// Whether messages are still held by RPP or the backend (queued or not
     /// acknowledged). With native reliability, as of the last progress pass (which
     /// [`Endpoint::poll_completion`] runs when it has nothing to give).
