@@ -156,6 +156,9 @@ pub struct FabricEndpoint {
     /// send order: their transmit completion and counter bump wait (see
     /// [`FabricEndpoint::send`]).
     untransmitted: HashMap<(usize, Peer), VecDeque<PendingTx>>,
+    /// Messages arriving in pieces (`shm://`), by link and peer: the first piece's
+    /// header and the payload so far.
+    reassembly: HashMap<(usize, Peer), (Header, Vec<u8>)>,
 }
 
 /// A send whose completion waits for its packets to leave.
@@ -173,6 +176,51 @@ const COMPLETION_DRAIN_PERIOD: u64 = 16;
 struct Link {
     transport: Endpoint,
     peer_addr: Option<FiAddr>,
+    /// `shm://`: messages going out in pieces, in send order (later sends wait behind).
+    outq: VecDeque<OutMsg>,
+}
+
+impl Link {
+    fn new(transport: Endpoint, peer_addr: Option<FiAddr>) -> Link {
+        Link {
+            transport,
+            peer_addr,
+            outq: VecDeque::new(),
+        }
+    }
+
+    /// Hands the transport what pieces of the queued messages it takes now.
+    fn push_pieces(&mut self) -> Result<(), (Peer, SendErrorKind)> {
+        while let Some(m) = self.outq.front_mut() {
+            let n = (m.data.len() - m.at).min(crate::info::SHM_PIECE);
+            let more = m.at + n < m.data.len();
+            let mut buf = self.transport.alloc(HEADER_LEN + n);
+            m.header.emit_piece(&mut buf, more);
+            buf[HEADER_LEN..].copy_from_slice(&m.data[m.at..m.at + n]);
+            match self.transport.send(m.peer, buf) {
+                Ok(_) => m.at += n,
+                Err(e) if e.error.is_would_block() => return Ok(()),
+                Err(e) => {
+                    let peer = m.peer;
+                    self.outq.pop_front();
+                    return Err((peer, e.error));
+                }
+            }
+            if !more {
+                self.outq.pop_front();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A message longer than the backend carries at once, going out in pieces.
+struct OutMsg {
+    peer: Peer,
+    header: Header,
+    data: Vec<u8>,
+    /// Bytes of `data` handed to the transport so far.
+    at: usize,
 }
 
 /// How an `shm://` endpoint names itself and its regions.
@@ -231,10 +279,7 @@ impl FabricEndpoint {
     /// Wraps an open transport endpoint (`udp://`).
     pub fn new(ep_type: EpType, transport: Endpoint, max_msg: usize) -> FabricEndpoint {
         let url = transport.local_url();
-        let link = Link {
-            transport,
-            peer_addr: None,
-        };
+        let link = Link::new(transport, None);
         Self::with_links(ep_type, vec![link], url, max_msg)
     }
 
@@ -256,6 +301,7 @@ impl FabricEndpoint {
             passes: 0,
             via: HashMap::new(),
             untransmitted: HashMap::new(),
+            reassembly: HashMap::new(),
         }
     }
 
@@ -322,10 +368,7 @@ impl FabricEndpoint {
                 let mut t = Endpoint::open_with(&region, transport_options(self.ep_type))
                     .map_err(|_| -FI_EADDRNOTAVAIL)?;
                 let peer = t.insert_addr(&region).map_err(|_| -FI_EINVAL)?;
-                self.links.push(Link {
-                    transport: t,
-                    peer_addr: Some(dest),
-                });
+                self.links.push(Link::new(t, Some(dest)));
                 (self.links.len() - 1, peer)
             }
         };
@@ -378,23 +421,38 @@ impl FabricEndpoint {
             self.incoming(dest, header, Payload::Owned(data));
         } else {
             let (link, peer) = self.route(dest, &url)?;
-            let transport = &mut self.links[link].transport;
-            let mut buf = transport.alloc(HEADER_LEN + len);
-            header.emit(&mut buf);
-            let mut at = HEADER_LEN;
-            for p in parts {
-                buf[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            }
-            if let Err(e) = transport.send(peer, buf) {
-                return Err(match e.error {
-                    SendErrorKind::WouldBlock => {
-                        self.progress();
-                        -FI_EAGAIN
-                    }
-                    SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
-                    _ => -FI_EIO,
+            let l = &mut self.links[link];
+            if l.transport.is_native() && (len > crate::info::SHM_PIECE || !l.outq.is_empty()) {
+                // Longer than the transport carries at once (or behind such a message):
+                // in pieces, as the ring takes them.
+                let mut data = Vec::with_capacity(len);
+                parts.iter().for_each(|p| data.extend_from_slice(p));
+                l.outq.push_back(OutMsg {
+                    peer,
+                    header,
+                    data,
+                    at: 0,
                 });
+                self.push_pieces(link);
+            } else {
+                let transport = &mut l.transport;
+                let mut buf = transport.alloc(HEADER_LEN + len);
+                header.emit(&mut buf);
+                let mut at = HEADER_LEN;
+                for p in parts {
+                    buf[at..at + p.len()].copy_from_slice(p);
+                    at += p.len();
+                }
+                if let Err(e) = transport.send(peer, buf) {
+                    return Err(match e.error {
+                        SendErrorKind::WouldBlock => {
+                            self.progress();
+                            -FI_EAGAIN
+                        }
+                        SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
+                        _ => -FI_EIO,
+                    });
+                }
             }
             // Over RPP a message may wait in the transport (send or congestion window,
             // pacer) for later progress passes: it completes once every packet of it has
@@ -406,7 +464,8 @@ impl FabricEndpoint {
             // manual progress.
             let key = (link, peer);
             let flags = FI_SEND | kind_flags(header.tagged);
-            let held = self.links[link].transport.peer_has_unsent(peer);
+            let held = self.links[link].transport.peer_has_unsent(peer)
+                || self.links[link].outq.iter().any(|m| m.peer == peer);
             let tracked = self.bind.send_cntr.is_some() || self.bind.tx_cq.is_some();
             if held && tracked {
                 let pending = PendingTx {
@@ -473,16 +532,28 @@ impl FabricEndpoint {
         }
     }
 
+    /// Pushes out the pieces of `link`'s long messages that the transport takes now; a
+    /// refusal other than would-block fails the sends waiting on that peer.
+    fn push_pieces(&mut self, link: usize) {
+        if let Err((peer, _)) = self.links[link].push_pieces() {
+            self.settle_sends((link, peer), Some(FI_EIO));
+        }
+    }
+
     /// Completes the sends of `link` whose packets have all left.
     fn settle_transmitted(&mut self, link: usize) {
         if self.untransmitted.is_empty() {
             return;
         }
-        let t = &self.links[link].transport;
+        let l = &self.links[link];
         let done: Vec<_> = self
             .untransmitted
             .keys()
-            .filter(|(l, p)| *l == link && !t.peer_has_unsent(*p))
+            .filter(|(i, p)| {
+                *i == link
+                    && !l.transport.peer_has_unsent(*p)
+                    && !l.outq.iter().any(|m| m.peer == *p)
+            })
             .copied()
             .collect();
         for key in done {
@@ -673,15 +744,30 @@ impl FabricEndpoint {
     }
 
     fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
-        let header = match Header::parse(&data) {
+        let (header, more) = match Header::parse_piece(&data) {
             Ok(h) => h,
             Err(_) => {
                 self.malformed += 1;
                 return;
             }
         };
+        let key = (link, peer);
+        if more {
+            let (_, so_far) = self
+                .reassembly
+                .entry(key)
+                .or_insert_with(|| (header, Vec::new()));
+            so_far.extend_from_slice(&data[HEADER_LEN..]);
+            return;
+        }
         let src = self.source_of(link, peer);
-        self.incoming(src, header, Payload::View(data));
+        match self.reassembly.remove(&key) {
+            Some((first, mut whole)) => {
+                whole.extend_from_slice(&data[HEADER_LEN..]);
+                self.incoming(src, first, Payload::Owned(whole));
+            }
+            None => self.incoming(src, header, Payload::View(data)),
+        }
     }
 }
 
@@ -716,6 +802,9 @@ impl Progress for FabricEndpoint {
                     self.take_completion(i, c);
                 }
             }
+            if !self.links[i].outq.is_empty() {
+                self.push_pieces(i);
+            }
             self.settle_transmitted(i);
         }
     }
@@ -738,15 +827,17 @@ impl Drop for FabricEndpoint {
         loop {
             let busy = self.links.iter_mut().any(|l| {
                 let t = &mut l.transport;
-                t.is_reliable()
-                    && !t.is_native()
-                    && (t.has_unacked() || t.next_timeout().is_some_and(|d| d < LINGER_TIMER))
+                let rpp = t.is_reliable() && !t.is_native();
+                !l.outq.is_empty()
+                    || (rpp
+                        && (t.has_unacked() || t.next_timeout().is_some_and(|d| d < LINGER_TIMER)))
             });
             if !busy || start.elapsed() > LINGER {
                 break;
             }
-            for l in &mut self.links {
-                l.transport.progress();
+            for i in 0..self.links.len() {
+                self.push_pieces(i);
+                self.links[i].transport.progress();
             }
         }
     }
@@ -757,13 +848,11 @@ impl FabricEndpoint {
     /// `fi_enable`): peers learned so far are forgotten.
     pub fn rebind(&mut self, transport: Endpoint) {
         self.local_url = transport.local_url();
-        self.links = vec![Link {
-            transport,
-            peer_addr: None,
-        }];
+        self.links = vec![Link::new(transport, None)];
         self.peers.clear();
         self.sources.clear();
         self.untransmitted.clear();
+        self.reassembly.clear();
     }
 }
 
@@ -990,5 +1079,103 @@ mod shm_tests {
         }
         eprintln!("200 hops in {:?}", start.elapsed());
         assert_eq!(lock(&cq.queue).len(), 200);
+    }
+
+    struct Into(Arc<Mutex<Vec<u8>>>, usize);
+
+    impl RecvTarget for Into {
+        fn capacity(&self) -> usize {
+            self.1
+        }
+        fn write(&mut self, data: &[u8]) {
+            lock(&self.0).extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    /// Messages longer than the region carries at once (2 MiB) go in pieces and arrive
+    /// whole, in order with the messages around them; each send completes once its
+    /// last piece is on the ring, and a receive too short gets FI_ETRUNC.
+    #[test]
+    fn shm_messages_beyond_the_ring_go_in_pieces() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let [tx_cq, rx_cq]: [Cq; 2] = Default::default();
+        let token = |s: &str| format!("p{}{s}", std::process::id());
+        let mut eps = [token("a"), token("b")].map(|t| {
+            let mut ep = FabricEndpoint::new_shm(EpType::Rdm, &t, crate::info::SHM_RDM_MAX_MSG);
+            ep.bind.av = Some(av.clone());
+            ep.bind.tx_cq = Some((tx_cq.clone(), false));
+            ep.bind.rx_cq = Some((rx_cq.clone(), false));
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        let sizes = [5 << 20, 3, (2 << 20) + 1, 1 << 20, 9 << 20];
+        let msgs: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| ((i * 7 + k) % 253) as u8).collect())
+            .collect();
+        let mut got = Vec::new();
+        for (k, m) in msgs.iter().enumerate() {
+            let into = Arc::new(Mutex::new(Vec::new()));
+            // The last receive is a byte short.
+            let room = if k == msgs.len() - 1 {
+                m.len() - 1
+            } else {
+                m.len()
+            };
+            let posted = Posted {
+                context: 100 + k,
+                src: FI_ADDR_UNSPEC,
+                tag: 0,
+                ignore: 0,
+                target: Box::new(Into(into.clone(), room)),
+                completion: true,
+            };
+            eps[1].post_recv(false, posted, Probe::None).unwrap();
+            got.push(into);
+        }
+        for (k, m) in msgs.iter().enumerate() {
+            let header = Header {
+                tagged: false,
+                tag: 0,
+                data: Some(k as u64),
+            };
+            while let Err(e) = eps[0].send(addrs[1], header, &[m], k, true) {
+                assert_eq!(e, -FI_EAGAIN);
+                eps[1].progress();
+            }
+        }
+        let mut turns = 0;
+        while lock(&rx_cq.queue).len() < msgs.len() || lock(&tx_cq.queue).len() < msgs.len() {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "stuck");
+        }
+        assert_eq!(eps[0].untransmitted_sends(), 0);
+        for (k, m) in msgs.iter().enumerate().take(msgs.len() - 1) {
+            assert!(*lock(&got[k]) == *m, "message {k}");
+        }
+        let last = msgs.len() - 1;
+        assert!(lock(&got[last])[..] == msgs[last][..msgs[last].len() - 1]);
+        let mut done = Vec::new();
+        lock(&rx_cq.queue).take(16, &mut done).unwrap();
+        let order: Vec<_> = done.iter().map(|e| (e.context, e.data, e.len)).collect();
+        let want: Vec<_> = (0..last).map(|k| (100 + k, k as u64, sizes[k])).collect();
+        assert_eq!(order, want);
+        let err = lock(&rx_cq.queue).take_err().unwrap();
+        assert_eq!(
+            (err.err, err.olen, err.entry.context),
+            (FI_ETRUNC, 1, 100 + last)
+        );
+        let mut sent = Vec::new();
+        lock(&tx_cq.queue).take(16, &mut sent).unwrap();
+        let contexts: Vec<_> = sent.iter().map(|e| e.context).collect();
+        assert_eq!(contexts, (0..msgs.len()).collect::<Vec<_>>());
     }
 }

@@ -598,11 +598,14 @@ impl Endpoint {
         self.deliveries.len()
     }
 
-    /// Reliable mode over RPP: whether a message to `peer` has packets that have not
-    /// left even once (held back by RPP's windows or pacer, or refused by a full
-    /// backend): only later progress passes send them. False for a peer without an RPP
-    /// connection.
+    /// Reliable mode: whether a message to `peer` has packets that have not left even
+    /// once (over RPP: held back by its windows or pacer, or refused by a full backend;
+    /// with native reliability: fragments waiting for slots): only later progress passes
+    /// send them.
     pub fn peer_has_unsent(&self, peer: Peer) -> bool {
+        if let Some(n) = self.backend.native_ref() {
+            return n.has_partial();
+        }
         self.peers.get(peer.0 as usize).is_some_and(|p| {
             p.stalled.is_some() || p.conn.as_ref().is_some_and(Connection::has_unsent)
         })
