@@ -413,14 +413,24 @@ impl FabricEndpoint {
         if len > self.max_msg {
             return Err(-FI_EMSGSIZE);
         }
-        let url = self.av_url(dest).ok_or(-FI_EINVAL)?;
-        if url == self.local_url {
+        // A peer sent to before goes by its route: no address-vector lock or URL copy on
+        // the per-message path (a route is never made to this endpoint itself).
+        let known = self.peers.get(&dest).copied();
+        let url = match known {
+            Some(_) => None,
+            None => Some(self.av_url(dest).ok_or(-FI_EINVAL)?),
+        };
+        if url.as_deref() == Some(self.local_url.as_str()) {
             // A send to self: straight into matching, as if it had arrived.
             let mut data = Vec::with_capacity(len);
             parts.iter().for_each(|p| data.extend_from_slice(p));
-            self.incoming(dest, header, Payload::Owned(data));
+            let _ = self.incoming(dest, header, Payload::Owned(data));
         } else {
-            let (link, peer) = self.route(dest, &url)?;
+            let (link, peer) = match (known, url) {
+                (Some(r), _) => r,
+                (None, Some(url)) => self.route(dest, &url)?,
+                (None, None) => return Err(-FI_EINVAL),
+            };
             let l = &mut self.links[link];
             if l.transport.is_native() && (len > crate::info::SHM_PIECE || !l.outq.is_empty()) {
                 // Longer than the transport carries at once (or behind such a message):
@@ -579,14 +589,22 @@ impl FabricEndpoint {
         src_ok && (!tagged || (p.tag ^ tag) & !p.ignore == 0)
     }
 
-    fn incoming(&mut self, src: FiAddr, header: Header, data: Payload) {
+    /// Matches a message against the posted receives, or queues it as unexpected. The
+    /// bytes come back when a receive took them (and they may be recycled).
+    fn incoming(&mut self, src: FiAddr, header: Header, data: Payload) -> Option<Payload> {
         let k = usize::from(header.tagged);
         let found = (0..self.posted[k].len())
             .find(|&i| self.matches(&self.posted[k][i], header.tagged, src, header.tag));
         let msg = Unexpected { src, header, data };
         match found.and_then(|i| self.posted[k].remove(i)) {
-            Some(p) => self.complete_recv(p, &msg),
-            None => self.unexpected[k].push_back(msg.detach()),
+            Some(p) => {
+                self.complete_recv(p, &msg);
+                Some(msg.data)
+            }
+            None => {
+                self.unexpected[k].push_back(msg.detach());
+                None
+            }
         }
     }
 
@@ -764,9 +782,18 @@ impl FabricEndpoint {
         match self.reassembly.remove(&key) {
             Some((first, mut whole)) => {
                 whole.extend_from_slice(&data[HEADER_LEN..]);
-                self.incoming(src, first, Payload::Owned(whole));
+                let _ = self.incoming(src, first, Payload::Owned(whole));
             }
-            None => self.incoming(src, header, Payload::View(data)),
+            None => {
+                // A message the transport assembled in heap memory goes back to it as
+                // the next one's buffer (no allocation and page faults per message).
+                if let Some(Payload::View(data)) = self.incoming(src, header, Payload::View(data))
+                    && !data.is_registered()
+                {
+                    let delivery = myri_transport::Delivery { peer, data };
+                    self.links[link].transport.recycle(delivery);
+                }
+            }
         }
     }
 }
