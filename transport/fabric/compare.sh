@@ -42,15 +42,52 @@ run_fi() { # provider endpoint size iterations round
     [ "$1" = myri ] && env=(env FI_PROVIDER=^ofi_rxd)
     [ "$1" = myri-shm ] && env=(env FI_PROVIDER=^ofi_rxd FI_MYRI_TRANSPORT=shm) prov=myri
     [ "$2" = dgram ] && [ "$3" -gt 1400 ] && return 0
-    "${env[@]}" timeout 120 fi_pingpong -p "$prov" -e "$2" -S "$3" -I "$4" -B $port >/dev/null 2>&1 &
+    # Server and client pinned to a core each, as mpirun binds its two ranks: unpinned,
+    # two busy-polling processes on a loaded 2-core host measure the scheduler.
+    "${env[@]}" taskset -c 0 timeout 120 fi_pingpong -p "$prov" -e "$2" -S "$3" -I "$4" -B $port >/dev/null 2>&1 &
     local server=$!
     for _ in $(seq 200); do grep -q ":$(printf %04X $port) .* 0A " /proc/net/tcp && break; sleep 0.01; done
-    "${env[@]}" timeout 120 fi_pingpong -p "$prov" -e "$2" -S "$3" -I "$4" -P $port 127.0.0.1 |
+    "${env[@]}" taskset -c 1 timeout 120 fi_pingpong -p "$prov" -e "$2" -S "$3" -I "$4" -P $port 127.0.0.1 |
         awk 'NR == 2 {print $7, $6}' >"$out/raw/fi-${1//;/_}-$2-$3-$5.txt" || true
     wait $server || true
 }
 
+# The floor under every udp:// figure: two processes busy-polling one UDP socket each
+# on loopback, sendto and recv(MSG_DONTWAIT), 8 B, no library at all.
+cat >"$out/udp_floor.c" <<'C'
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
+static int cmp(const void *x, const void *y) { double d = *(const double *)x - *(const double *)y; return (d > 0) - (d < 0); }
+int main(int argc, char **argv) {
+    int iters = atoi(argv[1]), port = atoi(argv[2]);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7f000001)}, b = a;
+    b.sin_port = htons(port + 1);
+    int sa = socket(AF_INET, SOCK_DGRAM, 0), sb = socket(AF_INET, SOCK_DGRAM, 0);
+    if (bind(sa, (void *)&a, sizeof a) || bind(sb, (void *)&b, sizeof b)) return 1;
+    char buf[64] = {0};
+    pid_t child = fork();
+    int me = child ? sa : sb;
+    struct sockaddr_in *to = child ? &b : &a;
+    double *t = malloc(sizeof(double) * iters);
+    for (int i = 0; i < iters; i++) {
+        double t0 = now();
+        if (child) { sendto(me, buf, 8, 0, (void *)to, sizeof *to); while (recv(me, buf, 64, MSG_DONTWAIT) < 0) {} }
+        else { while (recv(me, buf, 64, MSG_DONTWAIT) < 0) {} sendto(me, buf, 8, 0, (void *)to, sizeof *to); }
+        t[i] = (now() - t0) / 2;
+    }
+    if (child) { qsort(t, iters, sizeof(double), cmp); printf("%.2f\n", t[iters / 2]); }
+    return 0;
+}
+C
+cc -O2 -o "$out/udp_floor" "$out/udp_floor.c"
+
 for r in $(seq "$rounds"); do
+    "$out/udp_floor" 20000 $((48800 + 2 * r)) >"$out/raw/udp-floor-$r.txt" || true
     for c in "${configs[@]}"; do run_mpi "$c" "$r"; done
     for sz in "${fi_sizes[@]}"; do
         for pe in "${fi_runs[@]}"; do run_fi ${pe% *} ${pe##* } $sz "$r"; done
@@ -70,6 +107,7 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else p
         done
         echo
     done
+    printf "raw UDP 8 B one-way (udp_floor, no library): %s us\n" "$(cat "$out"/raw/udp-floor-*.txt | median)"
 } | tee "$out/mpi.txt"
 {
     echo "fi_pingpong, usec/xfer and MB/s: median of $rounds rounds"
@@ -91,7 +129,7 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else p
 # Two log-log plots from mpi.txt: columns 2,4,6,... latency; 3,5,7,... bandwidth.
 plot() { # column-offset title unit file
     awk -v off="$1" -v title="$2" -v unit="$3" -v names="${configs[*]}" '
-    NR > 2 && $1 > 0 { n++; x[n] = log($1) / log(2); K = split(names, nm, " "); for (k = 0; k < K; k++) {
+    NR > 2 && $1 ~ /^[0-9]+$/ && $1 > 0 { n++; x[n] = log($1) / log(2); K = split(names, nm, " "); for (k = 0; k < K; k++) {
         v = $(2 + 2 * k + off); ok[k, n] = v > 0; y[k, n] = (v > 0) ? log(v) / log(10) : 0 } }
     END {
         K = split(names, nm, " "); split("#d62728 #ff9896 #1f77b4 #2ca02c #9467bd #7f7f7f", col, " ");

@@ -844,11 +844,12 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 const LINGER_TIMER: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl Drop for FabricEndpoint {
-    /// Lingers (at most [`LINGER`]) over `udp://` while messages wait for their
-    /// acknowledgement or an acknowledgement of ours waits to go: with transmit
-    /// completions written on acknowledgement, the last message of an exchange
-    /// (fi_pingpong's closing one) completes at its sender only when the receiver, about
-    /// to close, still acknowledges it.
+    /// Lingers (at most 100 ms) while pieces of long `shm://` messages wait to go, or,
+    /// over `udp://`, messages wait for their acknowledgement or an acknowledgement of
+    /// ours (held back by RPP's ack delay) waits to go: a peer's last message is then
+    /// acknowledged before this side is gone, and this side's last messages get their
+    /// retransmissions, instead of the peer probing a closed port until it declares
+    /// this side failed.
     fn drop(&mut self) {
         let start = std::time::Instant::now();
         loop {
@@ -960,7 +961,7 @@ mod tests {
 #[cfg(test)]
 mod cc_tests {
     use super::*;
-    use crate::objects::{AddressVector, CompletionQueue};
+    use crate::objects::AddressVector;
     use std::sync::{Arc, Mutex};
 
     struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -1024,7 +1025,7 @@ mod cc_tests {
         assert_eq!(eps[0].untransmitted_sends(), 1, "the window holds it back");
         assert_eq!(lock(&tx_cq.queue).len(), 0, "no completion yet");
         let mut turns = 0;
-        while lock(&tx_cq.queue).len() == 0 {
+        while lock(&tx_cq.queue).is_empty() {
             eps[0].progress();
             eps[1].progress();
             turns += 1;
@@ -1034,7 +1035,7 @@ mod cc_tests {
         // The sender is done with the message as far as its application knows: only the
         // receiver runs from here.
         let mut turns = 0;
-        while lock(&rx_cq.queue).len() == 0 {
+        while lock(&rx_cq.queue).is_empty() {
             eps[1].progress();
             turns += 1;
             assert!(turns < 1_000_000, "the message never arrived");
