@@ -446,13 +446,29 @@ impl FabricEndpoint {
                 self.push_pieces(link);
             } else {
                 let transport = &mut l.transport;
-                let mut buf = transport.alloc(HEADER_LEN + len);
-                header.emit(&mut buf);
-                let mut at = HEADER_LEN;
-                for p in parts {
-                    buf[at..at + p.len()].copy_from_slice(p);
-                    at += p.len();
-                }
+                let total = HEADER_LEN + len;
+                // Where `alloc` would hand out heap memory anyway (RPP copies what it
+                // sends into its packets; no shm slot is this long), the message is
+                // built in a vector of its own: `alloc`'s heap buffer comes zeroed, a
+                // memset as long as the message before it is overwritten.
+                let heap = (transport.is_reliable() && !transport.is_native())
+                    || total > myri_transport::SHM_SLOT_LEN;
+                let buf = if heap {
+                    let mut v = Vec::with_capacity(total);
+                    v.resize(HEADER_LEN, 0);
+                    header.emit(&mut v);
+                    parts.iter().for_each(|p| v.extend_from_slice(p));
+                    myri_transport::Buf::from_vec(v)
+                } else {
+                    let mut buf = transport.alloc(total);
+                    header.emit(&mut buf);
+                    let mut at = HEADER_LEN;
+                    for p in parts {
+                        buf[at..at + p.len()].copy_from_slice(p);
+                        at += p.len();
+                    }
+                    buf
+                };
                 if let Err(e) = transport.send(peer, buf) {
                     return Err(match e.error {
                         SendErrorKind::WouldBlock => {
