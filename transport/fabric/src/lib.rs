@@ -32,15 +32,18 @@
 //! # What it does not do
 //!
 //! No DGRAM endpoints over `shm://`, and no choosing `shm://` per peer (one backend per
-//! process, by `FI_MYRI_TRANSPORT`); RDM messages over `shm://` stop at 2 MiB (the
-//! provider does not fragment; Open MPI refuses larger ones). No RMA, atomics,
+//! process, by `FI_MYRI_TRANSPORT`). No RMA, atomics,
 //! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
 //! file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes
 //! into the transport's registered memory (a registered region is only a key), and a
 //! receive copies the message into the posted buffer (an unexpected message held in
-//! registered memory is copied out once more); a send completes when the transport took
-//! it (inject semantics), not when the peer has it. A peer that fails is not reported
-//! (its sends just stop completing at the peer). Only `fi_pingpong` runs under injected
+//! registered memory is copied out once more); a send completes once every packet of it
+//! has left (over `udp://`: RPP's windows and pacer no longer hold any back; over
+//! `shm://`: the last piece is on the ring), not when the peer has it, so a lost packet
+//! is resent only while the application keeps progressing. Messages longer than the
+//! `shm://` ring carries at once (2 MiB) go in pieces ([`wire`]). A peer that fails
+//! before a send's packets left completes that send with `FI_EIO`; later sends to it
+//! fail. Only `fi_pingpong` runs under injected
 //! loss in the tests, not MPI (a proxy hides the sender's address, which MPI's directed
 //! receives need).
 //!
@@ -61,6 +64,9 @@
 //! (`udp://A=udp://B,...`: send to peer A through B, a fault-injecting proxy such as
 //! `myri proxy` in front of A; A then hears from the proxy's address, which is in no
 //! address vector, so its receives see `FI_ADDR_NOTAVAIL` as the source).
+//! Not listed by `fi_info -e`: `FI_MYRI_CC` (`none`, `newreno` or `cubic`, RPP's congestion
+//! controller over `udp://`, default `cubic`) and `FI_MYRI_PACING=0` (pacing off), for
+//! measuring them against each other (`transport/fabric/compare.sh`).
 //!
 //! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
 //! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so
