@@ -346,3 +346,30 @@ fn an_idle_ping_pong_keeps_its_latency_with_congestion_control_and_pacing() {
     assert_eq!(on.0, off.0, "the same virtual time for 1000 round trips");
     assert_eq!(on.1, 0, "nothing paced");
 }
+
+/// `has_unsent` (the fabric provider completes a send by it, issue 16): a message beyond
+/// the initial congestion window has packets that have not left until acknowledgements
+/// open the window, and none once they all went, acknowledged or not.
+#[test]
+fn has_unsent_says_whether_a_message_still_has_packets_to_send_first() {
+    let mut pair = Pair::new(Config::default(), path(Duration::from_micros(100)), 16);
+    assert!(!pair.a.has_unsent());
+    pair.a.send(vec![3; 2 << 20]).unwrap();
+    assert!(pair.a.has_unsent());
+    pair.run_now();
+    assert!(
+        pair.a.has_unsent(),
+        "the initial window holds most of it back"
+    );
+    while pair.a.has_unsent() {
+        assert!(pair.advance(), "stuck with packets unsent");
+        pair.run_now();
+    }
+    assert!(
+        pair.a.has_pending(),
+        "the last packets are still unacknowledged"
+    );
+    pair.drive();
+    assert!(!pair.a.has_unsent() && !pair.a.has_pending());
+    assert_eq!(pair.b_messages().len(), 1);
+}

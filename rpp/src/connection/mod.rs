@@ -502,6 +502,13 @@ impl<B: AsRef<[u8]>> Connection<B> {
         !self.send.is_idle()
     }
 
+    /// Whether a message has packets not yet sent even once (held back by the send
+    /// window, the peer's credit, the congestion window or the pacer): such a message
+    /// reaches the peer only through later calls of [`Connection::poll_transmit`].
+    pub fn has_unsent(&self) -> bool {
+        self.send.has_new()
+    }
+
     /// Bytes of messages held by `send` (queued or unacknowledged).
     pub fn queued_bytes(&self) -> usize {
         self.send.queued_bytes

@@ -152,6 +152,21 @@ pub struct FabricEndpoint {
     pub via: HashMap<String, String>,
     /// Progress passes run (completions are drained every few).
     passes: u64,
+    /// Sends over `udp://` with packets that have not left yet, by link and peer, in
+    /// send order: their transmit completion and counter bump wait (see
+    /// [`FabricEndpoint::send`]).
+    untransmitted: HashMap<(usize, Peer), VecDeque<PendingTx>>,
+    /// Messages arriving in pieces (`shm://`), by link and peer: the first piece's
+    /// header and the payload so far.
+    reassembly: HashMap<(usize, Peer), (Header, Vec<u8>)>,
+}
+
+/// A send whose completion waits for its packets to leave.
+struct PendingTx {
+    context: usize,
+    flags: u64,
+    /// Whether a successful completion is written (errors always are).
+    completion: bool,
 }
 
 /// Progress passes between two drains of the transport's completions.
@@ -161,6 +176,51 @@ const COMPLETION_DRAIN_PERIOD: u64 = 16;
 struct Link {
     transport: Endpoint,
     peer_addr: Option<FiAddr>,
+    /// `shm://`: messages going out in pieces, in send order (later sends wait behind).
+    outq: VecDeque<OutMsg>,
+}
+
+impl Link {
+    fn new(transport: Endpoint, peer_addr: Option<FiAddr>) -> Link {
+        Link {
+            transport,
+            peer_addr,
+            outq: VecDeque::new(),
+        }
+    }
+
+    /// Hands the transport what pieces of the queued messages it takes now.
+    fn push_pieces(&mut self) -> Result<(), (Peer, SendErrorKind)> {
+        while let Some(m) = self.outq.front_mut() {
+            let n = (m.data.len() - m.at).min(crate::info::SHM_PIECE);
+            let more = m.at + n < m.data.len();
+            let mut buf = self.transport.alloc(HEADER_LEN + n);
+            m.header.emit_piece(&mut buf, more);
+            buf[HEADER_LEN..].copy_from_slice(&m.data[m.at..m.at + n]);
+            match self.transport.send(m.peer, buf) {
+                Ok(_) => m.at += n,
+                Err(e) if e.error.is_would_block() => return Ok(()),
+                Err(e) => {
+                    let peer = m.peer;
+                    self.outq.pop_front();
+                    return Err((peer, e.error));
+                }
+            }
+            if !more {
+                self.outq.pop_front();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A message longer than the backend carries at once, going out in pieces.
+struct OutMsg {
+    peer: Peer,
+    header: Header,
+    data: Vec<u8>,
+    /// Bytes of `data` handed to the transport so far.
+    at: usize,
 }
 
 /// How an `shm://` endpoint names itself and its regions.
@@ -181,12 +241,13 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     options.rpp.max_message_len = max;
     options.rpp.max_queued_bytes = options.rpp.max_queued_bytes.max(2 * max);
     options.rpp.recv_buffer_bytes = options.rpp.recv_buffer_bytes.max(2 * max);
-    // No congestion control or pacing yet: with RPP's congestion control on, fi_pingpong's
-    // RDM ping-pong of messages of 1.5 MiB and more over udp:// stalls for good in some
-    // runs (the window never reopens; not yet understood), where with it off every run
-    // completes. MPI's own runs pass either way.
-    options.rpp.pacing = false;
-    options.rpp.congestion = myri_rpp::congestion::CongestionControl::None;
+    let cc = std::env::var("FI_MYRI_CC").ok();
+    options.rpp.congestion = match cc.as_deref() {
+        Some("none") => myri_rpp::congestion::CongestionControl::None,
+        Some("newreno") => myri_rpp::congestion::CongestionControl::NewReno,
+        _ => myri_rpp::congestion::CongestionControl::Cubic,
+    };
+    options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
     options
 }
 
@@ -218,10 +279,7 @@ impl FabricEndpoint {
     /// Wraps an open transport endpoint (`udp://`).
     pub fn new(ep_type: EpType, transport: Endpoint, max_msg: usize) -> FabricEndpoint {
         let url = transport.local_url();
-        let link = Link {
-            transport,
-            peer_addr: None,
-        };
+        let link = Link::new(transport, None);
         Self::with_links(ep_type, vec![link], url, max_msg)
     }
 
@@ -242,6 +300,8 @@ impl FabricEndpoint {
             malformed: 0,
             passes: 0,
             via: HashMap::new(),
+            untransmitted: HashMap::new(),
+            reassembly: HashMap::new(),
         }
     }
 
@@ -315,10 +375,7 @@ impl FabricEndpoint {
                 let mut t = Endpoint::open_with(&region, transport_options(self.ep_type))
                     .map_err(|_| -FI_EADDRNOTAVAIL)?;
                 let peer = t.insert_addr(&region).map_err(|_| -FI_EINVAL)?;
-                self.links.push(Link {
-                    transport: t,
-                    peer_addr: Some(dest),
-                });
+                self.links.push(Link::new(t, Some(dest)));
                 (self.links.len() - 1, peer)
             }
         };
@@ -363,50 +420,191 @@ impl FabricEndpoint {
         if len > self.max_msg {
             return Err(-FI_EMSGSIZE);
         }
-        let url = self.av_url(dest).ok_or(-FI_EINVAL)?;
-        if url == self.local_url {
+        // A peer sent to before goes by its route: no address-vector lock or URL copy on
+        // the per-message path (a route is never made to this endpoint itself).
+        let known = self.peers.get(&dest).copied();
+        let url = match known {
+            Some(_) => None,
+            None => Some(self.av_url(dest).ok_or(-FI_EINVAL)?),
+        };
+        if url.as_deref() == Some(self.local_url.as_str()) {
             // A send to self: straight into matching, as if it had arrived.
             let mut data = Vec::with_capacity(len);
             parts.iter().for_each(|p| data.extend_from_slice(p));
-            self.incoming(dest, header, Payload::Owned(data));
+            let _ = self.incoming(dest, header, Payload::Owned(data));
         } else {
-            let (link, peer) = self.route(dest, &url)?;
-            let transport = &mut self.links[link].transport;
-            let mut buf = transport.alloc(HEADER_LEN + len);
-            header.emit(&mut buf);
-            let mut at = HEADER_LEN;
-            for p in parts {
-                buf[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            }
-            if let Err(e) = transport.send(peer, buf) {
-                return Err(match e.error {
-                    SendErrorKind::WouldBlock => {
-                        self.progress();
-                        -FI_EAGAIN
-                    }
-                    SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
-                    _ => -FI_EIO,
+            let (link, peer) = match (known, url) {
+                (Some(r), _) => r,
+                (None, Some(url)) => self.route(dest, &url)?,
+                (None, None) => return Err(-FI_EINVAL),
+            };
+            let l = &mut self.links[link];
+            if l.transport.is_native() && (len > crate::info::SHM_PIECE || !l.outq.is_empty()) {
+                // Longer than the transport carries at once (or behind such a message):
+                // in pieces, as the ring takes them.
+                let mut data = Vec::with_capacity(len);
+                parts.iter().for_each(|p| data.extend_from_slice(p));
+                l.outq.push_back(OutMsg {
+                    peer,
+                    header,
+                    data,
+                    at: 0,
                 });
+                self.push_pieces(link);
+            } else {
+                let transport = &mut l.transport;
+                let total = HEADER_LEN + len;
+                // Where `alloc` would hand out heap memory anyway (RPP copies what it
+                // sends into its packets; no shm slot is this long), the message is
+                // built in a vector of its own: `alloc`'s heap buffer comes zeroed, a
+                // memset as long as the message before it is overwritten.
+                let heap = (transport.is_reliable() && !transport.is_native())
+                    || total > myri_transport::SHM_SLOT_LEN;
+                let buf = if heap {
+                    let mut v = Vec::with_capacity(total);
+                    v.resize(HEADER_LEN, 0);
+                    header.emit(&mut v);
+                    parts.iter().for_each(|p| v.extend_from_slice(p));
+                    myri_transport::Buf::from_vec(v)
+                } else {
+                    let mut buf = transport.alloc(total);
+                    header.emit(&mut buf);
+                    let mut at = HEADER_LEN;
+                    for p in parts {
+                        buf[at..at + p.len()].copy_from_slice(p);
+                        at += p.len();
+                    }
+                    buf
+                };
+                if let Err(e) = transport.send(peer, buf) {
+                    return Err(match e.error {
+                        SendErrorKind::WouldBlock => {
+                            self.progress();
+                            -FI_EAGAIN
+                        }
+                        SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
+                        _ => -FI_EIO,
+                    });
+                }
+            }
+            // Over RPP a message may wait in the transport (send or congestion window,
+            // pacer) for later progress passes: it completes once every packet of it has
+            // left. A completion written before would let the application stop
+            // progressing with the message still queued, and the peer would never get it
+            // (fi_pingpong's server did, after its last send of a size, once congestion
+            // control held the end of a large message back). Retransmissions after a
+            // loss still need the application to progress, as with any provider of
+            // manual progress.
+            let key = (link, peer);
+            let flags = FI_SEND | kind_flags(header.tagged);
+            let held = self.links[link].transport.peer_has_unsent(peer)
+                || self.links[link].outq.iter().any(|m| m.peer == peer);
+            let tracked = self.bind.send_cntr.is_some() || self.bind.tx_cq.is_some();
+            if held && tracked {
+                let pending = PendingTx {
+                    context,
+                    flags,
+                    completion,
+                };
+                self.untransmitted
+                    .entry(key)
+                    .or_default()
+                    .push_back(pending);
+                return Ok(());
+            }
+            self.settle_sends(key, None);
+        }
+        let flags = FI_SEND | kind_flags(header.tagged);
+        self.complete_send(context, flags, completion, None);
+        Ok(())
+    }
+
+    /// Writes a send's completion (or, with `err`, its error entry) and bumps the
+    /// counter.
+    fn complete_send(&self, context: usize, flags: u64, completion: bool, err: Option<i32>) {
+        if let Some(c) = &self.bind.send_cntr {
+            match err {
+                None => c.bump(),
+                Some(_) => c.bump_err(),
             }
         }
-        if let Some(c) = &self.bind.send_cntr {
-            c.bump();
+        let Some((cq, _)) = &self.bind.tx_cq else {
+            return;
+        };
+        let entry = Entry {
+            context,
+            flags,
+            len: 0,
+            buf: 0,
+            data: 0,
+            tag: 0,
+            src: FI_ADDR_NOTAVAIL,
+        };
+        match err {
+            None if completion => lock(&cq.queue).push(entry),
+            None => {}
+            Some(err) => lock(&cq.queue).push_err(ErrorEntry {
+                entry,
+                olen: 0,
+                err,
+            }),
         }
-        if let Some((cq, _)) = &self.bind.tx_cq
-            && completion
-        {
-            lock(&cq.queue).push(Entry {
-                context,
-                flags: FI_SEND | kind_flags(header.tagged),
-                len: 0,
-                buf: 0,
-                data: 0,
-                tag: 0,
-                src: FI_ADDR_NOTAVAIL,
-            });
+    }
+
+    /// Sends whose packets have not all left yet.
+    pub fn untransmitted_sends(&self) -> usize {
+        self.untransmitted.values().map(VecDeque::len).sum()
+    }
+
+    /// Completes the sends waiting on `key` (with `err`: as failed), in send order.
+    fn settle_sends(&mut self, key: (usize, Peer), err: Option<i32>) {
+        if let Some(q) = self.untransmitted.remove(&key) {
+            for p in q {
+                self.complete_send(p.context, p.flags, p.completion, err);
+            }
         }
-        Ok(())
+    }
+
+    /// Pushes out the pieces of `link`'s long messages that the transport takes now; a
+    /// refusal other than would-block fails the sends waiting on that peer.
+    fn push_pieces(&mut self, link: usize) {
+        if let Err((peer, _)) = self.links[link].push_pieces() {
+            self.settle_sends((link, peer), Some(FI_EIO));
+        }
+    }
+
+    /// Completes the sends of `link` whose packets have all left.
+    fn settle_transmitted(&mut self, link: usize) {
+        if self.untransmitted.is_empty() {
+            return;
+        }
+        let l = &self.links[link];
+        let done: Vec<_> = self
+            .untransmitted
+            .keys()
+            .filter(|(i, p)| {
+                *i == link
+                    && !l.transport.peer_has_unsent(*p)
+                    && !l.outq.iter().any(|m| m.peer == *p)
+            })
+            .copied()
+            .collect();
+        for key in done {
+            self.settle_sends(key, None);
+        }
+    }
+
+    /// What the transport of `link` reports back: sends to a peer that failed, closed
+    /// or restarted before their packets left complete with `FI_EIO`.
+    fn take_completion(&mut self, link: usize, c: Completion) {
+        match c {
+            Completion::PeerFailed { peer, .. }
+            | Completion::PeerClosed { peer, .. }
+            | Completion::PeerRestarted { peer, .. } => {
+                self.settle_sends((link, peer), Some(FI_EIO));
+            }
+            _ => {}
+        }
     }
 
     fn matches(&self, p: &Posted, tagged: bool, src: FiAddr, tag: u64) -> bool {
@@ -414,14 +612,22 @@ impl FabricEndpoint {
         src_ok && (!tagged || (p.tag ^ tag) & !p.ignore == 0)
     }
 
-    fn incoming(&mut self, src: FiAddr, header: Header, data: Payload) {
+    /// Matches a message against the posted receives, or queues it as unexpected. The
+    /// bytes come back when a receive took them (and they may be recycled).
+    fn incoming(&mut self, src: FiAddr, header: Header, data: Payload) -> Option<Payload> {
         let k = usize::from(header.tagged);
         let found = (0..self.posted[k].len())
             .find(|&i| self.matches(&self.posted[k][i], header.tagged, src, header.tag));
         let msg = Unexpected { src, header, data };
         match found.and_then(|i| self.posted[k].remove(i)) {
-            Some(p) => self.complete_recv(p, &msg),
-            None => self.unexpected[k].push_back(msg.detach()),
+            Some(p) => {
+                self.complete_recv(p, &msg);
+                Some(msg.data)
+            }
+            None => {
+                self.unexpected[k].push_back(msg.detach());
+                None
+            }
         }
     }
 
@@ -579,15 +785,39 @@ impl FabricEndpoint {
     }
 
     fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
-        let header = match Header::parse(&data) {
+        let (header, more) = match Header::parse_piece(&data) {
             Ok(h) => h,
             Err(_) => {
                 self.malformed += 1;
                 return;
             }
         };
+        let key = (link, peer);
+        if more {
+            let (_, so_far) = self
+                .reassembly
+                .entry(key)
+                .or_insert_with(|| (header, Vec::new()));
+            so_far.extend_from_slice(&data[HEADER_LEN..]);
+            return;
+        }
         let src = self.source_of(link, peer);
-        self.incoming(src, header, Payload::View(data));
+        match self.reassembly.remove(&key) {
+            Some((first, mut whole)) => {
+                whole.extend_from_slice(&data[HEADER_LEN..]);
+                let _ = self.incoming(src, first, Payload::Owned(whole));
+            }
+            None => {
+                // A message the transport assembled in heap memory goes back to it as
+                // the next one's buffer (no allocation and page faults per message).
+                if let Some(Payload::View(data)) = self.incoming(src, header, Payload::View(data))
+                    && !data.is_registered()
+                {
+                    let delivery = myri_transport::Delivery { peer, data };
+                    self.links[link].transport.recycle(delivery);
+                }
+            }
+        }
     }
 }
 
@@ -617,10 +847,48 @@ impl Progress for FabricEndpoint {
             // transport's bookkeeping (acknowledged buffers going back to their pool,
             // peers learned). Polling it runs a pass when it is empty, so only every
             // few passes, and always when sends are outstanding on shm (few slots).
-            if drain || self.links[i].transport.is_native() {
+            if drain || self.links[i].transport.is_native() || !self.untransmitted.is_empty() {
                 while let Some(c) = self.links[i].transport.poll_completion() {
-                    drop::<Completion>(c);
+                    self.take_completion(i, c);
                 }
+            }
+            if !self.links[i].outq.is_empty() {
+                self.push_pieces(i);
+            }
+            self.settle_transmitted(i);
+        }
+    }
+}
+
+/// How long a closing endpoint keeps progressing for its messages to be acknowledged.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
+/// A timer due within this long is an acknowledgement held back (RPP's ack delay), which
+/// a closing endpoint sends before it goes.
+const LINGER_TIMER: std::time::Duration = std::time::Duration::from_millis(1);
+
+impl Drop for FabricEndpoint {
+    /// Lingers (at most 100 ms) while pieces of long `shm://` messages wait to go, or,
+    /// over `udp://`, messages wait for their acknowledgement or an acknowledgement of
+    /// ours (held back by RPP's ack delay) waits to go: a peer's last message is then
+    /// acknowledged before this side is gone, and this side's last messages get their
+    /// retransmissions, instead of the peer probing a closed port until it declares
+    /// this side failed.
+    fn drop(&mut self) {
+        let start = std::time::Instant::now();
+        loop {
+            let busy = self.links.iter_mut().any(|l| {
+                let t = &mut l.transport;
+                let rpp = t.is_reliable() && !t.is_native();
+                !l.outq.is_empty()
+                    || (rpp
+                        && (t.has_unacked() || t.next_timeout().is_some_and(|d| d < LINGER_TIMER)))
+            });
+            if !busy || start.elapsed() > LINGER {
+                break;
+            }
+            for i in 0..self.links.len() {
+                self.push_pieces(i);
+                self.links[i].transport.progress();
             }
         }
     }
@@ -631,12 +899,11 @@ impl FabricEndpoint {
     /// `fi_enable`): peers learned so far are forgotten.
     pub fn rebind(&mut self, transport: Endpoint) {
         self.local_url = transport.local_url();
-        self.links = vec![Link {
-            transport,
-            peer_addr: None,
-        }];
+        self.links = vec![Link::new(transport, None)];
         self.peers.clear();
         self.sources.clear();
+        self.untransmitted.clear();
+        self.reassembly.clear();
     }
 }
 
@@ -715,6 +982,93 @@ mod tests {
 }
 
 #[cfg(test)]
+mod cc_tests {
+    use super::*;
+    use crate::objects::AddressVector;
+    use std::sync::{Arc, Mutex};
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl RecvTarget for Sink {
+        fn capacity(&self) -> usize {
+            4 << 20
+        }
+        fn write(&mut self, data: &[u8]) {
+            lock(&self.0).extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    /// Issue 16's stall: a 2 MiB message is more than RPP's initial
+    /// congestion window. Its transmit completion used to be written when `send` took
+    /// it; fi_pingpong's server then stopped progressing with the end of the message
+    /// still queued, and the client never got it. Now the completion waits until every
+    /// packet has left, and from then on the receiver gets the message with the sender
+    /// never progressing again.
+    #[test]
+    fn a_send_held_by_the_congestion_window_completes_once_it_has_left() {
+        let options = transport_options(EpType::Rdm);
+        assert_eq!(
+            options.rpp.congestion,
+            myri_rpp::congestion::CongestionControl::Cubic
+        );
+        assert!(options.rpp.pacing);
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let [tx_cq, rx_cq]: [Cq; 2] = Default::default();
+        // Over loopback UDP, where the kernel carries what has left whether or not the
+        // sender runs (sim:// boards step only when their own endpoint progresses); the
+        // 4 MiB socket buffer holds the whole message, so nothing is dropped.
+        let mut eps = ["a", "b"].map(|_| {
+            let t = Endpoint::open_with("udp://127.0.0.1:0", options.clone()).unwrap();
+            let mut ep = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
+            ep.bind.av = Some(av.clone());
+            ep.bind.tx_cq = Some((tx_cq.clone(), false));
+            ep.bind.rx_cq = Some((rx_cq.clone(), false));
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let posted = Posted {
+            context: 2,
+            src: FI_ADDR_UNSPEC,
+            tag: 0,
+            ignore: 0,
+            target: Box::new(Sink(got.clone())),
+            completion: true,
+        };
+        eps[1].post_recv(false, posted, Probe::None).unwrap();
+        let msg: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
+        eps[0]
+            .send(addrs[1], Header::default(), &[&msg], 1, true)
+            .unwrap();
+        assert_eq!(eps[0].untransmitted_sends(), 1, "the window holds it back");
+        assert_eq!(lock(&tx_cq.queue).len(), 0, "no completion yet");
+        let mut turns = 0;
+        while lock(&tx_cq.queue).is_empty() {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "the send never completed");
+        }
+        assert_eq!(eps[0].untransmitted_sends(), 0);
+        // The sender is done with the message as far as its application knows: only the
+        // receiver runs from here.
+        let mut turns = 0;
+        while lock(&rx_cq.queue).is_empty() {
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "the message never arrived");
+        }
+        assert_eq!(lock(&got).len(), msg.len());
+        assert!(*lock(&got) == msg);
+    }
+}
+
+#[cfg(test)]
 mod shm_tests {
     use super::*;
     use crate::objects::{AddressVector, CompletionQueue};
@@ -776,5 +1130,103 @@ mod shm_tests {
         }
         eprintln!("200 hops in {:?}", start.elapsed());
         assert_eq!(lock(&cq.queue).len(), 200);
+    }
+
+    struct Into(Arc<Mutex<Vec<u8>>>, usize);
+
+    impl RecvTarget for Into {
+        fn capacity(&self) -> usize {
+            self.1
+        }
+        fn write(&mut self, data: &[u8]) {
+            lock(&self.0).extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    /// Messages longer than the region carries at once (2 MiB) go in pieces and arrive
+    /// whole, in order with the messages around them; each send completes once its
+    /// last piece is on the ring, and a receive too short gets FI_ETRUNC.
+    #[test]
+    fn shm_messages_beyond_the_ring_go_in_pieces() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let [tx_cq, rx_cq]: [Cq; 2] = Default::default();
+        let token = |s: &str| format!("p{}{s}", std::process::id());
+        let mut eps = [token("a"), token("b")].map(|t| {
+            let mut ep = FabricEndpoint::new_shm(EpType::Rdm, &t, crate::info::SHM_RDM_MAX_MSG);
+            ep.bind.av = Some(av.clone());
+            ep.bind.tx_cq = Some((tx_cq.clone(), false));
+            ep.bind.rx_cq = Some((rx_cq.clone(), false));
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        let sizes = [5 << 20, 3, (2 << 20) + 1, 1 << 20, 9 << 20];
+        let msgs: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| ((i * 7 + k) % 253) as u8).collect())
+            .collect();
+        let mut got = Vec::new();
+        for (k, m) in msgs.iter().enumerate() {
+            let into = Arc::new(Mutex::new(Vec::new()));
+            // The last receive is a byte short.
+            let room = if k == msgs.len() - 1 {
+                m.len() - 1
+            } else {
+                m.len()
+            };
+            let posted = Posted {
+                context: 100 + k,
+                src: FI_ADDR_UNSPEC,
+                tag: 0,
+                ignore: 0,
+                target: Box::new(Into(into.clone(), room)),
+                completion: true,
+            };
+            eps[1].post_recv(false, posted, Probe::None).unwrap();
+            got.push(into);
+        }
+        for (k, m) in msgs.iter().enumerate() {
+            let header = Header {
+                tagged: false,
+                tag: 0,
+                data: Some(k as u64),
+            };
+            while let Err(e) = eps[0].send(addrs[1], header, &[m], k, true) {
+                assert_eq!(e, -FI_EAGAIN);
+                eps[1].progress();
+            }
+        }
+        let mut turns = 0;
+        while lock(&rx_cq.queue).len() < msgs.len() || lock(&tx_cq.queue).len() < msgs.len() {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "stuck");
+        }
+        assert_eq!(eps[0].untransmitted_sends(), 0);
+        for (k, m) in msgs.iter().enumerate().take(msgs.len() - 1) {
+            assert!(*lock(&got[k]) == *m, "message {k}");
+        }
+        let last = msgs.len() - 1;
+        assert!(lock(&got[last])[..] == msgs[last][..msgs[last].len() - 1]);
+        let mut done = Vec::new();
+        lock(&rx_cq.queue).take(16, &mut done).unwrap();
+        let order: Vec<_> = done.iter().map(|e| (e.context, e.data, e.len)).collect();
+        let want: Vec<_> = (0..last).map(|k| (100 + k, k as u64, sizes[k])).collect();
+        assert_eq!(order, want);
+        let err = lock(&rx_cq.queue).take_err().unwrap();
+        assert_eq!(
+            (err.err, err.olen, err.entry.context),
+            (FI_ETRUNC, 1, 100 + last)
+        );
+        let mut sent = Vec::new();
+        lock(&tx_cq.queue).take(16, &mut sent).unwrap();
+        let contexts: Vec<_> = sent.iter().map(|e| e.context).collect();
+        assert_eq!(contexts, (0..msgs.len()).collect::<Vec<_>>());
     }
 }

@@ -32,19 +32,21 @@
 //! # What it does not do
 //!
 //! No DGRAM endpoints over `shm://`, and no choosing `shm://` per peer (one backend per
-//! process, by `FI_MYRI_TRANSPORT`); RDM messages over `shm://` stop at 2 MiB (the
-//! provider does not fragment; Open MPI refuses larger ones). No RMA, atomics,
+//! process, by `FI_MYRI_TRANSPORT`). No RMA, atomics,
 //! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
 //! file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes
 //! into the transport's registered memory (a registered region is only a key), and a
 //! receive copies the message into the posted buffer (an unexpected message held in
-//! registered memory is copied out once more); a send completes when the transport took
-//! it (inject semantics), not when the peer has it. A peer that fails is not reported
-//! (its sends just stop completing at the peer). Under injected loss the tests run
-//! `fi_pingpong` through `myri proxy`, and the MPI programs through `myri proxy --mesh`
-//! (`FI_MYRI_RANK_PORTS`: each rank binds one address and names itself by its shadow
-//! address at the proxy, so every rank still sees every other at the address in its
-//! address vector).
+//! registered memory is copied out once more); a send completes once every packet of it
+//! has left (over `udp://`: RPP's windows and pacer no longer hold any back; over
+//! `shm://`: the last piece is on the ring), not when the peer has it, so a lost packet
+//! is resent only while the application keeps progressing. Messages longer than the
+//! `shm://` ring carries at once (2 MiB) go in pieces ([`wire`]). A peer that fails
+//! before a send's packets left completes that send with `FI_EIO`; later sends to it
+//! fail. Under injected loss the tests run `fi_pingpong` through `myri proxy`, and the
+//! MPI programs through `myri proxy --mesh` (`FI_MYRI_RANK_PORTS`: each rank binds one
+//! address and names itself by its shadow address at the proxy, so every rank still sees
+//! every other at the address in its address vector).
 //!
 //! # Loading it
 //!
@@ -67,7 +69,9 @@
 //! from `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `PMIX_RANK` or `SLURM_PROCID`, binds port
 //! BIND+R and gives port ADVERTISE+R, or `udp://HOST:P+R`, as its name: the shadow
 //! address of a `myri proxy --mesh` in front of the ranks; a rank is unique across hosts,
-//! as the shadow addresses at one proxy must be).
+//! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno` or
+//! `cubic`, RPP's congestion controller over `udp://`, default `cubic`) and
+//! `FI_MYRI_PACING=0` (pacing off).
 //!
 //! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
 //! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so

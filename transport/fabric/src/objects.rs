@@ -191,13 +191,23 @@ impl Drivers {
 
     /// Runs each live endpoint's progress once (and forgets closed ones).
     pub fn drive(&self) {
-        let eps: Vec<_> = {
+        // Taken out of the list's lock (binding locks an endpoint, then the list); the
+        // first few on the stack, as this runs on every poll of a queue.
+        const FEW: usize = 4;
+        let mut few: [Option<Arc<Mutex<dyn Progress>>>; FEW] = Default::default();
+        let mut rest = Vec::new();
+        {
             let mut eps = lock(&self.eps);
             eps.retain(|w| w.strong_count() > 0);
-            eps.iter().filter_map(Weak::upgrade).collect()
-        };
-        for ep in eps {
-            lock(&ep).progress();
+            for (i, ep) in eps.iter().filter_map(Weak::upgrade).enumerate() {
+                match few.get_mut(i) {
+                    Some(slot) => *slot = Some(ep),
+                    None => rest.push(ep),
+                }
+            }
+        }
+        for ep in few.iter().flatten().chain(rest.iter()) {
+            lock(ep).progress();
         }
     }
 }

@@ -5,6 +5,10 @@
 //! offset  0   1   2   3   4 .. 12   12 .. 20
 //!         'M' 'F' ver flags tag(le)  data(le)
 //! ```
+//!
+//! Flags: 1 tagged, 2 remote CQ data, 4 more: a piece of a message longer than the
+//! backend carries in one (`shm://`), with more pieces of it to follow on the same
+//! ordered link; each piece repeats the header, the last has no `more`.
 
 /// Bytes of header in front of each message.
 pub const HEADER_LEN: usize = 20;
@@ -13,6 +17,7 @@ const MAGIC: [u8; 2] = *b"MF";
 const VERSION: u8 = 1;
 const FLAG_TAGGED: u8 = 1;
 const FLAG_DATA: u8 = 2;
+const FLAG_MORE: u8 = 4;
 
 mod field {
     use core::ops::Range;
@@ -48,6 +53,12 @@ pub enum HeaderError {
 impl Header {
     /// Parses the header at the front of `msg`; the payload follows at [`HEADER_LEN`].
     pub fn parse(msg: &[u8]) -> Result<Header, HeaderError> {
+        Self::parse_piece(msg).map(|(h, _)| h)
+    }
+
+    /// Parses the header of a message or of a piece of one: the header, and whether
+    /// more pieces of its message follow.
+    pub fn parse_piece(msg: &[u8]) -> Result<(Header, bool), HeaderError> {
         if msg.len() < HEADER_LEN {
             return Err(HeaderError::Short);
         }
@@ -55,7 +66,7 @@ impl Header {
             return Err(HeaderError::Foreign);
         }
         let flags = msg[field::FLAGS];
-        if flags & !(FLAG_TAGGED | FLAG_DATA) != 0 {
+        if flags & !(FLAG_TAGGED | FLAG_DATA | FLAG_MORE) != 0 {
             return Err(HeaderError::BadFlags);
         }
         let word = |r: core::ops::Range<usize>| {
@@ -63,21 +74,28 @@ impl Header {
             b.copy_from_slice(&msg[r]);
             u64::from_le_bytes(b)
         };
-        Ok(Header {
+        let header = Header {
             tagged: flags & FLAG_TAGGED != 0,
             tag: word(field::TAG),
             data: (flags & FLAG_DATA != 0).then(|| word(field::DATA)),
-        })
+        };
+        Ok((header, flags & FLAG_MORE != 0))
     }
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `out` (which must hold
     /// them).
     pub fn emit(&self, out: &mut [u8]) {
+        self.emit_piece(out, false);
+    }
+
+    /// [`Header::emit`] for a piece of a message; `more`: more pieces follow.
+    pub fn emit_piece(&self, out: &mut [u8], more: bool) {
         let out = &mut out[..HEADER_LEN];
         out[field::MAGIC].copy_from_slice(&MAGIC);
         out[field::VERSION] = VERSION;
-        out[field::FLAGS] =
-            (u8::from(self.tagged) * FLAG_TAGGED) | (u8::from(self.data.is_some()) * FLAG_DATA);
+        out[field::FLAGS] = (u8::from(self.tagged) * FLAG_TAGGED)
+            | (u8::from(self.data.is_some()) * FLAG_DATA)
+            | (u8::from(more) * FLAG_MORE);
         out[field::TAG].copy_from_slice(&self.tag.to_le_bytes());
         out[field::DATA].copy_from_slice(&self.data.unwrap_or(0).to_le_bytes());
     }
@@ -114,7 +132,17 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(Header::parse(&bad), Err(HeaderError::Foreign));
         let mut bad = FIXTURE;
-        bad[3] = 4;
+        bad[3] = 8;
         assert_eq!(Header::parse(&bad), Err(HeaderError::BadFlags));
+    }
+
+    #[test]
+    fn pieces_say_whether_more_follow() {
+        let h = Header::parse(&FIXTURE).unwrap();
+        let mut out = [0u8; HEADER_LEN];
+        h.emit_piece(&mut out, true);
+        assert_eq!(out[3], 7);
+        assert_eq!(Header::parse_piece(&out), Ok((h, true)));
+        assert_eq!(Header::parse_piece(&FIXTURE), Ok((h, false)));
     }
 }

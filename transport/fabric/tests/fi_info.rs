@@ -76,6 +76,8 @@ fn lists_its_environment_variables() {
         "FI_MYRI_ADDR",
         "FI_MYRI_PORT",
         "FI_MYRI_RANK_PORTS",
+        "FI_MYRI_CC",
+        "FI_MYRI_PACING",
     ] {
         assert!(text.contains(var), "fi_info -e lacks {var}");
     }

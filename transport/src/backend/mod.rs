@@ -230,6 +230,8 @@ pub(crate) trait NativeReliability: Backend {
     fn take_unacked(&mut self) -> Vec<Buf>;
     /// Whether messages are sent and not yet taken.
     fn has_unacked(&self) -> bool;
+    /// Whether a message is part-way out (fragments waiting for slots to come back).
+    fn has_partial(&self) -> bool;
     /// The incarnation of the live remote process, once known.
     fn peer_incarnation(&self) -> Option<u64>;
     /// Takes back a reassembled message's memory for the next one.

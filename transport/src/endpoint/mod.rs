@@ -637,6 +637,19 @@ impl Endpoint {
         self.deliveries.len()
     }
 
+    /// Reliable mode: whether a message to `peer` has packets that have not left even
+    /// once (over RPP: held back by its windows or pacer, or refused by a full backend;
+    /// with native reliability: fragments waiting for slots): only later progress passes
+    /// send them.
+    pub fn peer_has_unsent(&self, peer: Peer) -> bool {
+        if let Some(n) = self.backend.native_ref() {
+            return n.has_partial();
+        }
+        self.peers.get(peer.0 as usize).is_some_and(|p| {
+            p.stalled.is_some() || p.conn.as_ref().is_some_and(Connection::has_unsent)
+        })
+    }
+
     /// Whether messages are still held by RPP or the backend (queued or not
     /// acknowledged). With native reliability, as of the last progress pass (which
     /// [`Endpoint::poll_completion`] runs when it has nothing to give).

@@ -431,13 +431,24 @@ fn send_common(
     if iov.iter().any(|i| i.iov_base.is_null() && i.iov_len > 0) {
         return Err(-FI_EINVAL);
     }
-    let parts: Vec<&[u8]> = iov
-        .iter()
-        .filter(|i| i.iov_len > 0)
+    let slice = |i: &iovec| {
         // SAFETY: each iovec is a buffer of the application's, valid for this call
         // (sends copy it before returning).
-        .map(|i| unsafe { std::slice::from_raw_parts(i.iov_base as *const u8, i.iov_len) })
-        .collect();
+        unsafe { std::slice::from_raw_parts(i.iov_base as *const u8, i.iov_len) }
+    };
+    // One buffer (MPI's case) needs no vector of parts.
+    let one_part: [&[u8]; 1];
+    let many: Vec<&[u8]>;
+    let parts: &[&[u8]] = match iov {
+        [i] => {
+            one_part = [if i.iov_len > 0 { slice(i) } else { &[] }];
+            &one_part
+        }
+        _ => {
+            many = iov.iter().filter(|i| i.iov_len > 0).map(slice).collect();
+            &many
+        }
+    };
     let inject = flags & FI_INJECT != 0;
     if inject && parts.iter().map(|p| p.len()).sum::<usize>() > info::INJECT_SIZE {
         return Err(-FI_EMSGSIZE);
@@ -445,7 +456,7 @@ fn send_common(
     let mut core = lock(&e.ep);
     let completion = !inject && (!core.tx_selective() || flags & FI_COMPLETION != 0);
     let header = Header { tagged, tag, data };
-    core.send(dest, header, &parts, context as usize, completion)?;
+    core.send(dest, header, parts, context as usize, completion)?;
     Ok(0)
 }
 

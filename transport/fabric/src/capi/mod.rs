@@ -41,12 +41,35 @@ fn guard_int(f: impl FnOnce() -> Result<isize, i32>) -> c_int {
     guard(f) as c_int
 }
 
-static LIVE: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+/// Live objects by address: looked up on every call from C (each `fi_cq_read` of a
+/// polling loop), so hashed by a multiply rather than SipHash (the keys are our own
+/// heap addresses, not chosen by anyone).
+type Registry = HashMap<usize, usize, std::hash::BuildHasherDefault<AddrHasher>>;
+
+static LIVE: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// The hasher of [`Registry`].
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) ^ (n as u64 >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 fn register<T>(obj: Box<T>, class: usize) -> *mut T {
     let p = Box::into_raw(obj);
     lock(&LIVE)
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(Registry::default)
         .insert(p as usize, class);
     p
 }
@@ -82,7 +105,9 @@ fn unregister<T>(p: *mut T, class: usize) -> Result<(), i32> {
             Ok(())
         }
         Some((k, c)) => {
-            lock(&LIVE).get_or_insert_with(HashMap::new).insert(k, c);
+            lock(&LIVE)
+                .get_or_insert_with(Registry::default)
+                .insert(k, c);
             Err(-FI_EINVAL)
         }
         None => Err(-FI_EINVAL),
@@ -136,7 +161,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 5] = [
+pub const PARAMS: [(&CStr, &CStr); 7] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -156,6 +181,14 @@ pub const PARAMS: [(&CStr, &CStr); 5] = [
     (
         c"rank_ports",
         c"BIND[,ADVERTISE]: the first endpoint of the process of rank R (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID) binds port BIND+R and names itself (fi_getname) port ADVERTISE+R, or udp://HOST:P+R for ADVERTISE=udp://HOST:P (a myri proxy --mesh in front of the ranks). Overrides port. Default: none",
+    ),
+    (
+        c"cc",
+        c"RPP's congestion controller over udp (FI_EP_RDM): cubic, newreno or none. Default: cubic",
+    ),
+    (
+        c"pacing",
+        c"0: RPP sends bursts unpaced over udp (FI_EP_RDM). Default: 1 (paced)",
     ),
 ];
 

@@ -995,6 +995,10 @@ impl NativeReliability for ShmBackend {
         self.native.as_ref().is_some_and(native::NativeTx::busy)
     }
 
+    fn has_partial(&self) -> bool {
+        self.native.as_ref().is_some_and(native::NativeTx::partial)
+    }
+
     fn peer_incarnation(&self) -> Option<u64> {
         self.peer_present().then_some(self.peer_incarnation)
     }

@@ -151,6 +151,11 @@ impl NativeTx {
     pub(super) fn busy(&self) -> bool {
         !self.outq.is_empty()
     }
+
+    /// Whether a message is part-way out.
+    pub(super) fn partial(&self) -> bool {
+        self.outq.back().is_some_and(Outgoing::partial)
+    }
 }
 
 impl ShmBackend {
