@@ -89,6 +89,10 @@ pub struct Stats {
     pub persistent_congestion: u64,
     /// Reductions undone because every packet they declared lost had arrived (D-SACK).
     pub congestion_undos: u64,
+    /// Timeouts found spurious: the first acknowledgement after a timeout that declared
+    /// persistent congestion echoed a transmission sent before it (the reduction was
+    /// undone, and counted in `congestion_undos` too).
+    pub spurious_timeouts: u64,
     /// Times the congestion window held a new packet back.
     pub cwnd_limited: u64,
     /// Times the pacer held a packet back.

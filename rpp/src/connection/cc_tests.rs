@@ -346,3 +346,80 @@ fn an_idle_ping_pong_keeps_its_latency_with_congestion_control_and_pacing() {
     assert_eq!(on.0, off.0, "the same virtual time for 1000 round trips");
     assert_eq!(on.1, 0, "nothing paced");
 }
+
+/// A stream over a 1 ms round trip until `a`'s window has grown, then the path from `b`
+/// held for `hold` (`late_acks`: acknowledgements wait, as behind a receiving host that
+/// did not run; otherwise data is lost, a real outage). Returns `a`'s stats before the
+/// hold and once the stream is done.
+fn stall(cc: CongestionControl, hold: Duration, late_acks: bool, seed: u64) -> (Stats, Stats) {
+    let mut pair = Pair::new(cc_config(cc, true), path(Duration::from_micros(500)), seed);
+    queue(&mut pair, 6000, 8000);
+    pair.run_until(Instant::from_nanos(8_000_000));
+    let before = pair.a.stats();
+    assert_eq!(before.rto_expirations, 0, "{before:?}");
+    if late_acks {
+        pair.b_to_a.hold_until = Some(pair.now + hold);
+    } else {
+        pair.a_to_b.clear();
+        pair.b_to_a.clear();
+        pair.a_to_b.up = false;
+        pair.b_to_a.up = false;
+    }
+    let end = pair.now + hold;
+    pair.run_until(end);
+    pair.a_to_b.up = true;
+    pair.b_to_a.up = true;
+    pair.drive();
+    assert_eq!(pair.b_messages().len(), 6000);
+    (before, pair.a.stats())
+}
+
+#[test]
+fn timeouts_for_late_acknowledgements_are_found_spurious_and_undone() {
+    for (i, cc) in [CongestionControl::Cubic, CongestionControl::NewReno]
+        .into_iter()
+        .enumerate()
+    {
+        // 20 ms without acknowledgements: the first timeout (at 1.5 round trips of a
+        // millisecond or two) probes, the second, twice as long after, declares
+        // persistent congestion.
+        let (before, after) = stall(cc, Duration::from_millis(20), true, 20 + i as u64);
+        assert!(after.rto_expirations >= 2, "{cc:?}: {after:?}");
+        assert_eq!(after.persistent_congestion, 1, "{cc:?}: {after:?}");
+        // The first acknowledgement after it echoes a transmission from before it.
+        assert_eq!(after.spurious_timeouts, 1, "{cc:?}: {after:?}");
+        assert!(after.congestion_undos >= 1, "{cc:?}: {after:?}");
+        // Only the probes went again (one, then the floor's four at each timeout), not
+        // the window the timeout had declared lost.
+        assert!(
+            after.retransmitted <= 4 * after.rto_expirations,
+            "{cc:?}: {} resent of a window of {} packets",
+            after.retransmitted,
+            before.cwnd / 8192
+        );
+        // The window is back where it was (and grew on).
+        assert!(
+            after.cwnd >= before.cwnd,
+            "{cc:?}: {before:?} then {after:?}"
+        );
+    }
+}
+
+#[test]
+fn a_real_outage_stays_persistent_congestion() {
+    for (i, cc) in [CongestionControl::Cubic, CongestionControl::NewReno]
+        .into_iter()
+        .enumerate()
+    {
+        let (before, after) = stall(cc, Duration::from_millis(20), false, 30 + i as u64);
+        assert!(after.persistent_congestion >= 1, "{cc:?}: {after:?}");
+        assert_eq!(after.spurious_timeouts, 0, "{cc:?}: {after:?}");
+        assert_eq!(after.congestion_undos, 0, "{cc:?}: {after:?}");
+        // What was on the wire was lost and went again (all but the last round trip's,
+        // which had arrived, its acknowledgements lost).
+        assert!(
+            after.retransmitted * 2 >= before.in_flight as u64,
+            "{cc:?}: {before:?} then {after:?}"
+        );
+    }
+}

@@ -277,6 +277,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if a.credit > 0 {
             self.persist_probes = 0;
         }
+        if out.newly_acked > 0
+            && let Some(mark) = self.spurious_rto_mark.take()
+        {
+            self.check_spurious_timeout(mark, a.echo);
+        }
         if out.newly_acked > 0 {
             self.stats.acks_received += 1;
             self.timeouts = 0;
@@ -340,6 +345,30 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
     }
 
+    /// The first acknowledgement of new data after a timeout that declared persistent
+    /// congestion: if it echoes a transmission sent before the timeout (`mark`), the
+    /// acknowledgements were late, not the packets lost (a peer host that did not run its
+    /// driver for a while, a queue that grew faster than the round-trip estimate): the
+    /// collapse of the window is undone and the packets the timeout declared lost and
+    /// that have not gone again are in flight again, for the acknowledgements on their
+    /// way to settle (any truly lost is found again by the usual rules). Without an echo
+    /// there is no telling, and the reduction stands.
+    #[inline(never)]
+    fn check_spurious_timeout(&mut self, mark: u64, echo: Option<u64>) {
+        if !echo.is_some_and(|e| e <= mark) {
+            return;
+        }
+        self.send.restore_lost();
+        self.send.lost_count = 0;
+        self.send.lost_bytes = 0;
+        if let Some(cc) = self.cc.as_mut() {
+            cc.on_spurious_congestion_event();
+            self.cwnd = cc.window();
+            self.stats.congestion_undos += 1;
+        }
+        self.stats.spurious_timeouts += 1;
+    }
+
     /// Tells the congestion controller of the packets the send half declared lost.
     #[inline(never)]
     fn congestion_event(&mut self, now: Instant, persistent: bool) {
@@ -396,8 +425,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 .on_timeout(now, self.rtt.rto_nanos(), self.timeouts);
             self.stats.lost += u64::from(lost);
             // The first timeout only probes (as QUIC's probe timeout, no congestion
-            // signal); a second in a row is persistent congestion.
-            if self.timeouts >= 2 {
+            // signal); a second in a row is persistent congestion. Further ones in the
+            // same silence collapse nothing more (the window is at its floor; Linux
+            // reduces ssthresh once per series too), and leave the controller's undo and
+            // the Eifel mark as the second one set them.
+            if self.timeouts == 2 {
+                self.spurious_rto_mark = Some(self.send.tx_order());
                 self.congestion_event(now, true);
             } else {
                 self.send.lost_count = 0;

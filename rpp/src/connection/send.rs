@@ -216,6 +216,26 @@ impl<B: AsRef<[u8]>> SendState<B> {
         span < send_window && span < self.peer_credit
     }
 
+    /// The latest transmission's number.
+    pub(crate) fn tx_order(&self) -> u64 {
+        self.tx_order
+    }
+
+    /// Puts every packet declared lost and not yet sent again back in flight (a timeout
+    /// that declared them lost proved spurious).
+    pub(crate) fn restore_lost(&mut self) {
+        for s in self.unacked.iter_mut() {
+            if s.lost && !s.acked {
+                s.lost = false;
+                s.in_flight = true;
+                self.in_flight += 1;
+                self.bytes_in_flight += u64::from(s.bytes);
+                self.resends_in_flight += u32::from(s.transmissions > 1);
+            }
+        }
+        self.retransmit.clear();
+    }
+
     /// The low 32 bits of the latest transmission's number, as the wire carries it.
     pub(crate) fn last_tx(&self) -> u32 {
         self.tx_order as u32
