@@ -653,6 +653,11 @@ impl Client {
                     last = (Instant::now(), acked);
                 } else if last.0.elapsed() > patience {
                     return Err(ClientError::Stalled(patience));
+                } else {
+                    // Nothing came: let the other runnable tasks have the core (the
+                    // server, the kernel's network work) rather than spin through the
+                    // time slice; on an idle host this returns at once.
+                    std::thread::yield_now();
                 }
             }
         } else {
