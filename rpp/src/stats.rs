@@ -93,6 +93,9 @@ pub struct Stats {
     /// persistent congestion echoed a transmission sent before it (the reduction was
     /// undone, and counted in `congestion_undos` too).
     pub spurious_timeouts: u64,
+    /// Spells of application-limited acknowledgements (the controller was told, and did
+    /// not grow the window for them).
+    pub app_limited: u64,
     /// Times the congestion window held a new packet back.
     pub cwnd_limited: u64,
     /// Times the pacer held a packet back.

@@ -304,6 +304,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 self.cwnd = cc.window();
             } else if !self.app_limited {
                 // Once per spell of application-limited acknowledgements.
+                self.stats.app_limited += 1;
                 cc.on_app_limited(now);
                 self.cwnd = cc.window();
             }

@@ -209,7 +209,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "congestion_events": r.congestion_events,
             "persistent_congestion": r.persistent_congestion,
             "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,
-            "cwnd_limited": r.cwnd_limited,
+            "cwnd_limited": r.cwnd_limited, "app_limited": r.app_limited,
             "paced": r.paced,
         })
     });
