@@ -93,6 +93,14 @@ pub struct Stats {
     /// persistent congestion echoed a transmission sent before it (the reduction was
     /// undone, and counted in `congestion_undos` too).
     pub spurious_timeouts: u64,
+    /// Steps the loss detection's reordering allowance took on evidence that packets it
+    /// declared lost had arrived (see `loss_packet_threshold`).
+    pub reordering_steps: u64,
+    /// The loss detection's packet threshold as of now (the configured one, or more
+    /// after reordering was seen).
+    pub loss_packet_threshold: u32,
+    /// Its time threshold, in eighths of a round trip, as of now.
+    pub loss_time_threshold_eighths: u32,
     /// Spells of application-limited acknowledgements (the controller was told, and did
     /// not grow the window for them).
     pub app_limited: u64,

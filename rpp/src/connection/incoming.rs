@@ -251,27 +251,25 @@ impl<B: AsRef<[u8]>> Connection<B> {
     #[inline]
     pub(super) fn on_ack(&mut self, a: &HeldAck, sack: &[u64]) {
         let now = a.at;
-        let threshold = self
-            .rtt
-            .time_threshold_nanos(self.config.time_threshold_eighths);
-        let out = self.send.on_ack(
-            a.ack,
-            sack,
-            a.echo,
-            now,
-            threshold,
-            self.config.packet_threshold,
-        );
+        let threshold = self.rtt.time_threshold_nanos(self.reordering.eighths);
+        let out = self
+            .send
+            .on_ack(a.ack, sack, a.echo, now, threshold, self.reordering.packets);
         if a.dsack != 0
-            && self
+            && let Some(&(_, by_timeout)) = self
                 .recently_retransmitted
-                .contains(&a.dsack.wrapping_sub(1))
+                .iter()
+                .find(|&&(seq, _)| seq == a.dsack.wrapping_sub(1))
         {
             self.stats.spurious_retransmits += 1;
             self.spurious_losses(1);
+            if !by_timeout {
+                self.reordering_seen(now);
+            }
         }
         if out.late > 0 {
             self.spurious_losses(out.late);
+            self.reordering_seen(now);
         }
         self.send.peer_credit = a.credit;
         if a.credit > 0 {
@@ -326,6 +324,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if out.newly_acked > 0 || self.send.in_flight == 0 {
             self.rto_deadline =
                 (self.send.in_flight > 0).then(|| now.add_nanos(self.rtt.rto_nanos()));
+        }
+    }
+
+    /// A packet declared lost by the acknowledgements had arrived: reordering.
+    #[inline(never)]
+    fn reordering_seen(&mut self, now: Instant) {
+        if self.reordering.evidence(now, self.rtt.srtt_nanos()) {
+            self.stats.reordering_steps += 1;
         }
     }
 
@@ -393,6 +399,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         } else if self.cwnd < before {
             self.stats.congestion_events += 1;
             self.undo_pending = count;
+            self.reordering.reduced();
         } else if self.undo_pending > 0 {
             // More losses of the same event: all must prove spurious to undo it.
             self.undo_pending += count;

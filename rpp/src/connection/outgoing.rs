@@ -100,7 +100,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let d = match self.send.next_retransmit(now) {
             Some(d) => {
                 self.stats.retransmitted += 1;
-                self.recently_retransmitted.push_back(d.0);
+                // Within a run of timeouts, the resends are the timeout's.
+                self.recently_retransmitted
+                    .push_back((d.0, self.timeouts > 0));
                 if self.recently_retransmitted.len() > 256 {
                     self.recently_retransmitted.pop_front();
                 }

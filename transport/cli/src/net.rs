@@ -210,6 +210,9 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "persistent_congestion": r.persistent_congestion,
             "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,
             "cwnd_limited": r.cwnd_limited, "app_limited": r.app_limited,
+            "reordering_steps": r.reordering_steps,
+            "loss_packet_threshold": r.loss_packet_threshold,
+            "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
             "paced": r.paced,
         })
     });
