@@ -362,7 +362,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// there is no telling, and the reduction stands.
     #[inline(never)]
     fn check_spurious_timeout(&mut self, mark: u64, echo: Option<u64>) {
-        if !echo.is_some_and(|e| e <= mark) {
+        if echo.is_none_or(|e| e > mark) {
             return;
         }
         self.send.restore_lost();
