@@ -391,6 +391,7 @@ fn timeouts_for_late_acknowledgements_are_found_spurious_and_undone() {
         // The first acknowledgement after it echoes a transmission from before it.
         assert_eq!(after.spurious_timeouts, 1, "{cc:?}: {after:?}");
         assert!(after.congestion_undos >= 1, "{cc:?}: {after:?}");
+        assert_eq!(after.reordering_steps, 0, "{cc:?}: {after:?}");
         // Only the probes went again (one, then the floor's four at each timeout), not
         // the window the timeout had declared lost.
         assert!(
@@ -417,6 +418,9 @@ fn a_real_outage_stays_persistent_congestion() {
         assert!(after.persistent_congestion >= 1, "{cc:?}: {after:?}");
         assert_eq!(after.spurious_timeouts, 0, "{cc:?}: {after:?}");
         assert_eq!(after.congestion_undos, 0, "{cc:?}: {after:?}");
+        // Packets a timeout declared lost that turn out to have arrived say nothing of
+        // reordering.
+        assert_eq!(after.reordering_steps, 0, "{cc:?}: {after:?}");
         // What was on the wire was lost and went again (all but the last round trip's,
         // which had arrived, its acknowledgements lost).
         assert!(

@@ -269,6 +269,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         if out.late > 0 {
             self.spurious_losses(out.late);
+        }
+        if out.reordered > 0 {
             self.reordering_seen(now);
         }
         self.send.peer_credit = a.credit;

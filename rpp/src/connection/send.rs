@@ -44,6 +44,8 @@ pub(crate) struct Sent {
     pub(crate) in_flight: bool,
     /// Declared lost and queued for retransmission.
     pub(crate) lost: bool,
+    /// Declared lost by a timeout (not by acknowledgements).
+    pub(crate) lost_by_timeout: bool,
 }
 
 /// What an acknowledgement did. Messages it completed are in
@@ -62,8 +64,10 @@ pub(crate) struct AckOutcome {
     /// When the latest-sent of the newly acknowledged packets was sent.
     pub(crate) acked_sent: Instant,
     /// Packets declared lost and acknowledged before they were sent again: the loss was
-    /// reordering's doing.
+    /// reordering's doing, or a timeout's.
     pub(crate) late: u32,
+    /// Of those, the ones the acknowledgements had declared lost: reordering.
+    pub(crate) reordered: u32,
 }
 
 /// An acknowledgement for packets (or transmissions) never sent.
@@ -278,6 +282,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             acked: false,
             in_flight: true,
             lost: false,
+            lost_by_timeout: false,
         });
         self.in_flight += 1;
         self.bytes_in_flight += u64::from(bytes);
@@ -308,10 +313,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
         None
     }
 
-    fn declare_lost(&mut self, i: usize) {
+    fn declare_lost(&mut self, i: usize, by_timeout: bool) {
         let s = &mut self.unacked[i];
         s.in_flight = false;
         s.lost = true;
+        s.lost_by_timeout = by_timeout;
         let resend = s.transmissions > 1;
         let (bytes, sent_at) = (u64::from(s.bytes), s.sent_at);
         self.in_flight -= 1;
@@ -346,7 +352,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 continue;
             }
             if nth > 1 && now.nanos_since(s.sent_at) >= rto {
-                self.declare_lost(i);
+                self.declare_lost(i, true);
                 lost += 1;
             } else if oldest.is_none_or(|(order, _)| s.order < order) {
                 oldest = Some((s.order, i));
@@ -355,7 +361,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         if lost == 0
             && let Some((_, i)) = oldest
         {
-            self.declare_lost(i);
+            self.declare_lost(i, true);
             lost = 1;
         }
         lost
@@ -368,6 +374,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         }
         s.acked = true;
         out.late += u32::from(s.lost);
+        out.reordered += u32::from(s.lost && !s.lost_by_timeout);
         let (was_in_flight, resend, msg_id, sent_at, order, bytes) = (
             s.in_flight,
             s.transmissions > 1,
@@ -508,7 +515,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             if largest - s.order >= u64::from(packet_threshold)
                 || now.nanos_since(s.sent_at) >= time_threshold
             {
-                self.declare_lost(i);
+                self.declare_lost(i, false);
                 lost += 1;
             }
         }
