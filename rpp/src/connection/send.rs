@@ -92,6 +92,9 @@ pub(crate) struct SendState<B> {
     overhead: u32,
     /// Bytes of the packet `next_new` or `next_retransmit` just gave out.
     pub(crate) last_bytes: u32,
+    /// Whether the resend `next_retransmit` just gave out was of a packet a timeout
+    /// declared lost.
+    pub(crate) last_resend_by_timeout: bool,
     /// Packets declared lost since the connection last took these (count, bytes, when
     /// the latest of them was sent).
     pub(crate) lost_count: u32,
@@ -126,6 +129,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             bytes_in_flight: 0,
             overhead,
             last_bytes: 0,
+            last_resend_by_timeout: false,
             lost_count: 0,
             lost_bytes: 0,
             lost_sent: Instant::ZERO,
@@ -304,6 +308,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             s.order = order;
             s.transmissions = s.transmissions.saturating_add(1);
             let (id, frag, bytes) = (s.msg_id, s.frag, s.bytes);
+            self.last_resend_by_timeout = s.lost_by_timeout;
             self.in_flight += 1;
             self.bytes_in_flight += u64::from(bytes);
             self.last_bytes = bytes;
