@@ -49,10 +49,12 @@ pub struct Config {
     pub ack_every: u32,
     /// Hold an acknowledgement at most this long.
     pub ack_delay: Duration,
-    /// A packet is lost once this many later packets are acknowledged.
+    /// A packet is lost once this many later packets are acknowledged (at the start:
+    /// the threshold grows on evidence of reordering, see `Stats::loss_packet_threshold`).
     pub packet_threshold: u32,
     /// A packet is lost once a later one is acknowledged and this many eighths of the
-    /// round-trip time have passed since it was sent (RFC 9002 uses 9/8).
+    /// round-trip time have passed since it was sent (RFC 9002 uses 9/8; it too grows on
+    /// evidence of reordering, to two round trips at most).
     pub time_threshold_eighths: u32,
     /// Probe a silent peer after this long.
     pub keepalive: Duration,

@@ -1,7 +1,8 @@
 //! Round-trip time estimation and the retransmission timeout (RFC 6298).
 //!
 //! `srtt` and `rttvar` follow RFC 6298 §2 (alpha = 1/8, beta = 1/4), the timeout is
-//! `srtt + max(G, 4 * rttvar) + max_ack_delay` clamped to a configured floor and ceiling, and every
+//! `srtt + max(G, 4 * rttvar, srtt / 2) + max_ack_delay` clamped to a configured floor and
+//! ceiling, and every
 //! expiry doubles it (§5.5) until a new sample arrives (Karn's algorithm keeps the
 //! backed-off value until then). Samples come only from packets sent once (Karn's rule:
 //! the caller checks), and the peer's reported
@@ -12,6 +13,16 @@ use std::time::Duration;
 /// Clock granularity G of RFC 6298, in nanoseconds: this implementation's timers are
 /// exact.
 const GRANULARITY: u64 = 1_000;
+
+/// The timeout's variation term is at least `srtt / SRTT_MARGIN_DIVISOR`: the timeout is
+/// never shorter than 1.5 round trips (RFC 8985's probe timeout waits two). Behind a
+/// steady queue every sample is the same and `rttvar` decays to nothing, so that
+/// `srtt + 4 * rttvar` is the round trip itself: measured behind a 200 Mbit/s token
+/// bucket with a 10 ms queue (`integration/netns/shaped.sh`), a peer host that ran its
+/// driver a millisecond late then fired a timeout about every 20 ms, 185 of 224 of them
+/// spurious, and two in a row collapsed the window (persistent congestion). On a
+/// microsecond round trip the configured floor (`rto_min`) is the larger anyway.
+const SRTT_MARGIN_DIVISOR: u64 = 2;
 
 fn nanos(d: Duration) -> u64 {
     d.as_secs()
@@ -67,7 +78,12 @@ impl RttEstimator {
         let base = match self.srtt {
             None => self.initial,
             Some(srtt) => srtt
-                .saturating_add(self.rttvar.saturating_mul(4).max(GRANULARITY))
+                .saturating_add(
+                    self.rttvar
+                        .saturating_mul(4)
+                        .max(GRANULARITY)
+                        .max(srtt / SRTT_MARGIN_DIVISOR),
+                )
                 .saturating_add(self.max_ack_delay),
         };
         let base = base.clamp(self.floor, self.ceiling);
@@ -216,6 +232,20 @@ mod tests {
         let mut r = RttEstimator::new(us(1000), us(10), us(1_000_000)).with_max_ack_delay(us(25));
         r.sample(us(100), Duration::ZERO);
         assert_eq!(r.rto(), us(325));
+    }
+
+    #[test]
+    fn a_steady_round_trip_still_leaves_half_a_round_trip_of_margin() {
+        // Behind a steady queue every sample is the same: rttvar decays to nothing.
+        let mut r = RttEstimator::new(us(1000), us(50), us(1_000_000));
+        for _ in 0..200 {
+            r.sample(us(8000), Duration::ZERO);
+        }
+        assert!(r.rttvar() < us(1), "{:?}", r.rttvar());
+        assert_eq!(r.rto(), us(12_000), "srtt + srtt / 2");
+        // Where the variation is the larger, it rules as before.
+        r.sample(us(16_000), Duration::ZERO);
+        assert_eq!(r.rto(), r.srtt() + r.rttvar() * 4);
     }
 
     #[test]

@@ -89,6 +89,21 @@ pub struct Stats {
     pub persistent_congestion: u64,
     /// Reductions undone because every packet they declared lost had arrived (D-SACK).
     pub congestion_undos: u64,
+    /// Timeouts found spurious: the first acknowledgement after a timeout that declared
+    /// persistent congestion echoed a transmission sent before it (the reduction was
+    /// undone, and counted in `congestion_undos` too).
+    pub spurious_timeouts: u64,
+    /// Steps the loss detection's reordering allowance took on evidence that packets it
+    /// declared lost had arrived (see `loss_packet_threshold`).
+    pub reordering_steps: u64,
+    /// The loss detection's packet threshold as of now (the configured one, or more
+    /// after reordering was seen).
+    pub loss_packet_threshold: u32,
+    /// Its time threshold, in eighths of a round trip, as of now.
+    pub loss_time_threshold_eighths: u32,
+    /// Spells of application-limited acknowledgements (the controller was told, and did
+    /// not grow the window for them).
+    pub app_limited: u64,
     /// Times the congestion window held a new packet back.
     pub cwnd_limited: u64,
     /// Times the pacer held a packet back.

@@ -142,6 +142,10 @@ pub struct Link {
     in_burst: bool,
     /// Set to false to cut the link: everything offered is dropped (not counted as loss).
     pub up: bool,
+    /// Holds everything on the wire until this instant, then lets it out at once (a
+    /// receiving host that did not run its driver for a while: the packets wait in its
+    /// socket buffer).
+    pub hold_until: Option<Instant>,
     trace: u64,
     pool: Vec<Vec<u8>>,
 }
@@ -163,6 +167,7 @@ impl Link {
             busy_until: Instant::ZERO,
             in_burst: false,
             up: true,
+            hold_until: None,
             trace: 0xcbf2_9ce4_8422_2325,
             pool: Vec::new(),
         }
@@ -261,7 +266,8 @@ impl Link {
 
     /// When the next packet comes out.
     pub fn next_delivery(&self) -> Option<Instant> {
-        self.queue.peek().map(|Reverse(p)| p.at)
+        let at = self.queue.peek().map(|Reverse(p)| p.at)?;
+        Some(self.hold_until.map_or(at, |h| at.max(h)))
     }
 
     /// The next packet due at `now`, if any.

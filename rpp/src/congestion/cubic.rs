@@ -121,7 +121,6 @@ impl Controller for Cubic {
         let reduced = ((window * BETA) as u64).max(self.sizes.minimum);
         self.ssthresh = reduced;
         if persistent {
-            self.undo = Undo::default();
             self.window = self.sizes.minimum;
         } else {
             self.window = reduced;

@@ -20,13 +20,18 @@
 //! * [`Controller::on_congestion_event`] when packets are declared lost, with when the
 //!   latest of them was sent: loss judged by the RACK-style rules of the send half (a
 //!   packet is lost once `packet_threshold` later transmissions or 9/8 of the round trip
-//!   have passed it), so reordering within those bounds is no congestion. A controller
-//!   keeps a recovery period: losses of packets sent before it began belong to the same
-//!   event and reduce the window once. A second retransmission timeout in a row (the
-//!   first only probes) is persistent congestion;
+//!   have passed it, bounds that grow, as RFC 8985's reordering window does, once the
+//!   path shows packets declared lost that had arrived), so reordering within those
+//!   bounds is no congestion. A controller keeps a recovery period: losses of packets
+//!   sent before it began belong to the same event and reduce the window once. A second
+//!   retransmission timeout in a row (the first only probes) is persistent congestion,
+//!   once per silence;
 //! * [`Controller::on_spurious_congestion_event`] when the peer reports (D-SACK) that
 //!   every packet the last event declared lost had in fact arrived: the reduction was
-//!   reordering's doing and is undone, as Linux's undo does.
+//!   reordering's doing and is undone, as Linux's undo does; or when the first
+//!   acknowledgement after a persistent-congestion timeout echoes a transmission sent
+//!   before it (RFC 3522's Eifel detection): the acknowledgements were late, not the
+//!   packets lost, and the collapse is undone.
 //!
 //! # Controllers
 //!

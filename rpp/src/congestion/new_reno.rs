@@ -58,7 +58,11 @@ impl Controller for NewReno {
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, _lost: u64) {
         if persistent {
-            self.undo = Undo::default();
+            // Kept: a timeout the connection later finds spurious is undone.
+            self.undo = Undo {
+                window: self.window,
+                ssthresh: self.ssthresh,
+            };
             self.ssthresh = (self.window / 2).max(self.sizes.minimum);
             self.window = self.sizes.minimum;
             self.recovery_start = Some(now);

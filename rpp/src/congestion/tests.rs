@@ -70,7 +70,7 @@ fn being_application_limited_does_not_grow_the_window() {
 }
 
 #[test]
-fn persistent_congestion_collapses_the_window_and_a_spurious_event_is_undone() {
+fn persistent_congestion_collapses_the_window_and_either_event_can_be_undone() {
     for mut c in both() {
         c.on_ack(at(100), at(0), 30 * MSS, RTT);
         let before = c.window();
@@ -80,12 +80,11 @@ fn persistent_congestion_collapses_the_window_and_a_spurious_event_is_undone() {
         assert_eq!(c.window(), before, "undone: {c:?}");
         c.on_congestion_event(at(300), at(250), true, 10 * MSS);
         assert_eq!(c.window(), MINIMUM_WINDOW_PACKETS * MSS, "{c:?}");
+        // A timeout the connection finds spurious (its Eifel check) is undone too.
         c.on_spurious_congestion_event();
-        assert_eq!(
-            c.window(),
-            MINIMUM_WINDOW_PACKETS * MSS,
-            "persistent congestion is not undone"
-        );
+        assert_eq!(c.window(), before, "persistent congestion undone: {c:?}");
+        c.on_spurious_congestion_event();
+        assert_eq!(c.window(), before, "an undo once: {c:?}");
     }
 }
 

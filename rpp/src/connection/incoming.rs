@@ -251,31 +251,36 @@ impl<B: AsRef<[u8]>> Connection<B> {
     #[inline]
     pub(super) fn on_ack(&mut self, a: &HeldAck, sack: &[u64]) {
         let now = a.at;
-        let threshold = self
-            .rtt
-            .time_threshold_nanos(self.config.time_threshold_eighths);
-        let out = self.send.on_ack(
-            a.ack,
-            sack,
-            a.echo,
-            now,
-            threshold,
-            self.config.packet_threshold,
-        );
+        let threshold = self.rtt.time_threshold_nanos(self.reordering.eighths);
+        let out = self
+            .send
+            .on_ack(a.ack, sack, a.echo, now, threshold, self.reordering.packets);
         if a.dsack != 0
-            && self
+            && let Some(&(_, by_timeout)) = self
                 .recently_retransmitted
-                .contains(&a.dsack.wrapping_sub(1))
+                .iter()
+                .find(|&&(seq, _)| seq == a.dsack.wrapping_sub(1))
         {
             self.stats.spurious_retransmits += 1;
             self.spurious_losses(1);
+            if !by_timeout {
+                self.reordering_seen(now);
+            }
         }
         if out.late > 0 {
             self.spurious_losses(out.late);
         }
+        if out.reordered > 0 {
+            self.reordering_seen(now);
+        }
         self.send.peer_credit = a.credit;
         if a.credit > 0 {
             self.persist_probes = 0;
+        }
+        if out.newly_acked > 0
+            && let Some(mark) = self.spurious_rto_mark.take()
+        {
+            self.check_spurious_timeout(mark, a.echo);
         }
         if out.newly_acked > 0 {
             self.stats.acks_received += 1;
@@ -299,6 +304,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 self.cwnd = cc.window();
             } else if !self.app_limited {
                 // Once per spell of application-limited acknowledgements.
+                self.stats.app_limited += 1;
                 cc.on_app_limited(now);
                 self.cwnd = cc.window();
             }
@@ -323,6 +329,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
     }
 
+    /// A packet declared lost by the acknowledgements had arrived: reordering.
+    #[inline(never)]
+    fn reordering_seen(&mut self, now: Instant) {
+        if self.reordering.evidence(now, self.rtt.srtt_nanos()) {
+            self.stats.reordering_steps += 1;
+        }
+    }
+
     /// `n` packets declared lost turned out to have arrived (D-SACK, or acknowledged
     /// before their resend): once every loss of the last congestion event has, the
     /// event was reordering's doing and its reduction is undone.
@@ -338,6 +352,30 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.cwnd = cc.window();
             self.stats.congestion_undos += 1;
         }
+    }
+
+    /// The first acknowledgement of new data after a timeout that declared persistent
+    /// congestion: if it echoes a transmission sent before the timeout (`mark`), the
+    /// acknowledgements were late, not the packets lost (a peer host that did not run its
+    /// driver for a while, a queue that grew faster than the round-trip estimate): the
+    /// collapse of the window is undone and the packets the timeout declared lost and
+    /// that have not gone again are in flight again, for the acknowledgements on their
+    /// way to settle (any truly lost is found again by the usual rules). Without an echo
+    /// there is no telling, and the reduction stands.
+    #[inline(never)]
+    fn check_spurious_timeout(&mut self, mark: u64, echo: Option<u64>) {
+        if echo.is_none_or(|e| e > mark) {
+            return;
+        }
+        self.send.restore_lost();
+        self.send.lost_count = 0;
+        self.send.lost_bytes = 0;
+        if let Some(cc) = self.cc.as_mut() {
+            cc.on_spurious_congestion_event();
+            self.cwnd = cc.window();
+            self.stats.congestion_undos += 1;
+        }
+        self.stats.spurious_timeouts += 1;
     }
 
     /// Tells the congestion controller of the packets the send half declared lost.
@@ -363,6 +401,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         } else if self.cwnd < before {
             self.stats.congestion_events += 1;
             self.undo_pending = count;
+            self.reordering.reduced();
         } else if self.undo_pending > 0 {
             // More losses of the same event: all must prove spurious to undo it.
             self.undo_pending += count;
@@ -396,8 +435,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 .on_timeout(now, self.rtt.rto_nanos(), self.timeouts);
             self.stats.lost += u64::from(lost);
             // The first timeout only probes (as QUIC's probe timeout, no congestion
-            // signal); a second in a row is persistent congestion.
-            if self.timeouts >= 2 {
+            // signal); a second in a row is persistent congestion. Further ones in the
+            // same silence collapse nothing more (the window is at its floor; Linux
+            // reduces ssthresh once per series too), and leave the controller's undo and
+            // the Eifel mark as the second one set them.
+            if self.timeouts == 2 {
+                self.spurious_rto_mark = Some(self.send.tx_order());
                 self.congestion_event(now, true);
             } else {
                 self.send.lost_count = 0;

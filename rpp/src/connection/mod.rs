@@ -270,7 +270,12 @@ pub struct Connection<B = Vec<u8>> {
     probes_unanswered: u32,
     /// Persist probes sent while the peer's credit stayed closed (they back off).
     persist_probes: u32,
-    recently_retransmitted: VecDeque<u32>,
+    /// Sequence numbers of the latest resends, and whether a timeout sent each (its
+    /// D-SACK is no evidence of reordering).
+    recently_retransmitted: VecDeque<(u32, bool)>,
+    /// The loss detection's reordering allowance (RFC 8985's adaptive reordering
+    /// window), see [`Reordering`].
+    reordering: Reordering,
     /// The acknowledgement the last data packet carried, not yet applied.
     held_ack: Option<HeldAck>,
     stalled: bool,
@@ -294,6 +299,11 @@ pub struct Connection<B = Vec<u8>> {
     /// Packets the last congestion event declared lost that the peer has not yet shown
     /// (D-SACK) to have arrived: at zero the event is undone.
     undo_pending: u32,
+    /// The number of the latest transmission when a timeout last declared persistent
+    /// congestion, until the next acknowledgement of new data: if that acknowledgement
+    /// echoes a transmission no later than this, it was sent before the timeout and the
+    /// timeout was spurious (the Eifel detection of RFC 3522, the echo as its timestamp).
+    spurious_rto_mark: Option<u64>,
     /// Messages the last data packet completed (kept to reuse its allocation).
     delivered: Vec<Vec<u8>>,
     /// This side closed: answer anything the peer still sends with CLOSE.
@@ -318,6 +328,78 @@ impl Timers {
             keepalive: nanos(config.keepalive),
             rto_max: nanos(config.rto_max),
             peer_timeout: nanos(config.peer_timeout),
+        }
+    }
+}
+
+/// How much reordering the loss detection allows, adapted to what the path showed, as
+/// RFC 8985 adapts RACK's reordering window: it starts at the configured thresholds (a
+/// packet is lost once `packet_threshold` later transmissions arrived, or once a later
+/// one arrived and it has been out `time_threshold_eighths` / 8 of a round trip). Each
+/// round trip in which a packet declared lost turns out to have arrived (acknowledged
+/// before its resend, or reported twice by D-SACK for a resend that no timeout sent)
+/// takes a step: the packet threshold doubles (at most [`Reordering::MAX_PACKETS`]) and
+/// the time threshold grows by a quarter of a round trip (at most two round trips: a
+/// reordering window of one round trip, RACK's cap). After
+/// [`Reordering::PERSIST`] reductions of the window with no such evidence, it returns
+/// to the configured thresholds (RACK's `reo_wnd_persist`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reordering {
+    packets: u32,
+    eighths: u32,
+    base_packets: u32,
+    base_eighths: u32,
+    /// When the last step was taken (one per round trip).
+    stepped_at: Option<Instant>,
+    /// Reductions since the last evidence.
+    quiet: u32,
+}
+
+impl Reordering {
+    /// The packet threshold grows at most to this.
+    pub(crate) const MAX_PACKETS: u32 = 64;
+    /// The time threshold grows at most to this many eighths of a round trip.
+    pub(crate) const MAX_EIGHTHS: u32 = 16;
+    /// Reductions without evidence before the thresholds return to the configured ones.
+    pub(crate) const PERSIST: u32 = 16;
+
+    fn new(config: &Config) -> Reordering {
+        Reordering {
+            packets: config.packet_threshold,
+            eighths: config.time_threshold_eighths,
+            base_packets: config.packet_threshold,
+            base_eighths: config.time_threshold_eighths,
+            stepped_at: None,
+            quiet: 0,
+        }
+    }
+
+    /// A packet declared lost had arrived at `now`; `srtt` in nanoseconds. Returns
+    /// whether the allowance grew.
+    fn evidence(&mut self, now: Instant, srtt: u64) -> bool {
+        self.quiet = 0;
+        if self.stepped_at.is_some_and(|t| now.nanos_since(t) < srtt) {
+            return false;
+        }
+        let packets =
+            (self.packets.saturating_mul(2)).min(Self::MAX_PACKETS.max(self.base_packets));
+        let eighths = (self.eighths + 2).min(Self::MAX_EIGHTHS.max(self.base_eighths));
+        if (packets, eighths) == (self.packets, self.eighths) {
+            return false;
+        }
+        self.stepped_at = Some(now);
+        (self.packets, self.eighths) = (packets, eighths);
+        true
+    }
+
+    /// The window was reduced for a loss.
+    fn reduced(&mut self) {
+        self.quiet += 1;
+        if self.quiet >= Self::PERSIST {
+            self.quiet = 0;
+            self.packets = self.base_packets;
+            self.eighths = self.base_eighths;
+            self.stepped_at = None;
         }
     }
 }
@@ -355,6 +437,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             flight_high: 0,
             max_packet: config.mtu as u64,
             undo_pending: 0,
+            spurious_rto_mark: None,
             recv: RecvState::new(
                 config.recv_window,
                 config.recv_buffer_bytes,
@@ -386,6 +469,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             probes_unanswered: 0,
             persist_probes: 0,
             recently_retransmitted: VecDeque::new(),
+            reordering: Reordering::new(&config),
             held_ack: None,
             stalled: false,
             delivered: Vec::new(),
@@ -429,6 +513,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             peer_credit: self.send.peer_credit,
             bytes_in_flight: self.send.bytes_in_flight,
             cwnd: self.cwnd,
+            loss_packet_threshold: self.reordering.packets,
+            loss_time_threshold_eighths: self.reordering.eighths,
             ssthresh: self.cc.as_ref().map_or(u64::MAX, |c| c.ssthresh()),
             pacing_rate: if self.pacer.is_some() {
                 let (window, srtt, slow_start) = self.pacing_inputs();

@@ -100,7 +100,10 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let d = match self.send.next_retransmit(now) {
             Some(d) => {
                 self.stats.retransmitted += 1;
-                self.recently_retransmitted.push_back(d.0);
+                // A timeout's resend (whenever it goes): its D-SACK says nothing of
+                // reordering.
+                self.recently_retransmitted
+                    .push_back((d.0, self.send.last_resend_by_timeout));
                 if self.recently_retransmitted.len() > 256 {
                     self.recently_retransmitted.pop_front();
                 }

@@ -44,6 +44,8 @@ pub(crate) struct Sent {
     pub(crate) in_flight: bool,
     /// Declared lost and queued for retransmission.
     pub(crate) lost: bool,
+    /// Declared lost by a timeout (not by acknowledgements).
+    pub(crate) lost_by_timeout: bool,
 }
 
 /// What an acknowledgement did. Messages it completed are in
@@ -62,8 +64,10 @@ pub(crate) struct AckOutcome {
     /// When the latest-sent of the newly acknowledged packets was sent.
     pub(crate) acked_sent: Instant,
     /// Packets declared lost and acknowledged before they were sent again: the loss was
-    /// reordering's doing.
+    /// reordering's doing, or a timeout's.
     pub(crate) late: u32,
+    /// Of those, the ones the acknowledgements had declared lost: reordering.
+    pub(crate) reordered: u32,
 }
 
 /// An acknowledgement for packets (or transmissions) never sent.
@@ -88,6 +92,9 @@ pub(crate) struct SendState<B> {
     overhead: u32,
     /// Bytes of the packet `next_new` or `next_retransmit` just gave out.
     pub(crate) last_bytes: u32,
+    /// Whether the resend `next_retransmit` just gave out was of a packet a timeout
+    /// declared lost.
+    pub(crate) last_resend_by_timeout: bool,
     /// Packets declared lost since the connection last took these (count, bytes, when
     /// the latest of them was sent).
     pub(crate) lost_count: u32,
@@ -122,6 +129,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             bytes_in_flight: 0,
             overhead,
             last_bytes: 0,
+            last_resend_by_timeout: false,
             lost_count: 0,
             lost_bytes: 0,
             lost_sent: Instant::ZERO,
@@ -216,6 +224,26 @@ impl<B: AsRef<[u8]>> SendState<B> {
         span < send_window && span < self.peer_credit
     }
 
+    /// The latest transmission's number.
+    pub(crate) fn tx_order(&self) -> u64 {
+        self.tx_order
+    }
+
+    /// Puts every packet declared lost and not yet sent again back in flight (a timeout
+    /// that declared them lost proved spurious).
+    pub(crate) fn restore_lost(&mut self) {
+        for s in self.unacked.iter_mut() {
+            if s.lost && !s.acked {
+                s.lost = false;
+                s.in_flight = true;
+                self.in_flight += 1;
+                self.bytes_in_flight += u64::from(s.bytes);
+                self.resends_in_flight += u32::from(s.transmissions > 1);
+            }
+        }
+        self.retransmit.clear();
+    }
+
     /// The low 32 bits of the latest transmission's number, as the wire carries it.
     pub(crate) fn last_tx(&self) -> u32 {
         self.tx_order as u32
@@ -258,6 +286,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             acked: false,
             in_flight: true,
             lost: false,
+            lost_by_timeout: false,
         });
         self.in_flight += 1;
         self.bytes_in_flight += u64::from(bytes);
@@ -279,6 +308,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             s.order = order;
             s.transmissions = s.transmissions.saturating_add(1);
             let (id, frag, bytes) = (s.msg_id, s.frag, s.bytes);
+            self.last_resend_by_timeout = s.lost_by_timeout;
             self.in_flight += 1;
             self.bytes_in_flight += u64::from(bytes);
             self.last_bytes = bytes;
@@ -288,10 +318,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
         None
     }
 
-    fn declare_lost(&mut self, i: usize) {
+    fn declare_lost(&mut self, i: usize, by_timeout: bool) {
         let s = &mut self.unacked[i];
         s.in_flight = false;
         s.lost = true;
+        s.lost_by_timeout = by_timeout;
         let resend = s.transmissions > 1;
         let (bytes, sent_at) = (u64::from(s.bytes), s.sent_at);
         self.in_flight -= 1;
@@ -326,7 +357,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 continue;
             }
             if nth > 1 && now.nanos_since(s.sent_at) >= rto {
-                self.declare_lost(i);
+                self.declare_lost(i, true);
                 lost += 1;
             } else if oldest.is_none_or(|(order, _)| s.order < order) {
                 oldest = Some((s.order, i));
@@ -335,7 +366,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         if lost == 0
             && let Some((_, i)) = oldest
         {
-            self.declare_lost(i);
+            self.declare_lost(i, true);
             lost = 1;
         }
         lost
@@ -348,6 +379,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         }
         s.acked = true;
         out.late += u32::from(s.lost);
+        out.reordered += u32::from(s.lost && !s.lost_by_timeout);
         let (was_in_flight, resend, msg_id, sent_at, order, bytes) = (
             s.in_flight,
             s.transmissions > 1,
@@ -488,7 +520,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             if largest - s.order >= u64::from(packet_threshold)
                 || now.nanos_since(s.sent_at) >= time_threshold
             {
-                self.declare_lost(i);
+                self.declare_lost(i, false);
                 lost += 1;
             }
         }

@@ -201,7 +201,19 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "packets_received": r.packets_received, "dup_packets": r.dup_packets,
             "lost": r.lost, "rto_expirations": r.rto_expirations,
             "messages_sent": r.messages_sent, "messages_delivered": r.messages_delivered,
-            "srtt_us": r.srtt.as_secs_f64() * 1e6,
+            "srtt_us": r.srtt.as_secs_f64() * 1e6, "rttvar_us": r.rttvar.as_secs_f64() * 1e6,
+            "rto_us": r.rto.as_secs_f64() * 1e6,
+            "spurious_retransmits": r.spurious_retransmits, "credit_stalls": r.credit_stalls,
+            "peer_credit": r.peer_credit, "beyond_window": r.beyond_window,
+            "cwnd": r.cwnd, "ssthresh": r.ssthresh, "pacing_rate": r.pacing_rate,
+            "congestion_events": r.congestion_events,
+            "persistent_congestion": r.persistent_congestion,
+            "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,
+            "cwnd_limited": r.cwnd_limited, "app_limited": r.app_limited,
+            "reordering_steps": r.reordering_steps,
+            "loss_packet_threshold": r.loss_packet_threshold,
+            "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
+            "paced": r.paced,
         })
     });
     json!({
