@@ -35,6 +35,7 @@ use myri_mcp::{
     Api, ApiError, ChanRequest, Channel, InitOptions, McpConfig, McpRunner, Mode, RouteId,
     RouteSlot, Unit,
 };
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -393,7 +394,9 @@ pub(crate) struct SimBackend {
     name: String,
     api: Api,
     chan: Channel,
-    routes: HashMap<u16, RouteId>,
+    /// The route to each port of the world, once added to the board (indexed by port: a
+    /// send looks it up with one load).
+    routes: [Option<RouteId>; WORLD_PORTS],
     header: [u8; HEADER_LEN],
     counters: BackendCounters,
     /// Sends the board may not have finished: the board's count when last asked, plus
@@ -401,6 +404,10 @@ pub(crate) struct SimBackend {
     pending: usize,
     /// The time of the last progress call, and the calls that found the board quiet.
     last_now: u64,
+    /// The latest reading of a real clock by [`Backend::now`] (a `Cell`: `now` takes
+    /// `&self`), which [`Backend::kick`] steps the board at rather than read the clock
+    /// again: the endpoint reads the time for a send just before it kicks the board.
+    last_read: Cell<u64>,
     quiet_calls: u32,
     /// Drop (and count) every datagram whose board checksums differ
     /// ([`crate::Integrity::Dma`]).
@@ -469,30 +476,37 @@ impl SimBackend {
             name,
             api,
             chan,
-            routes: HashMap::new(),
+            routes: [None; WORLD_PORTS],
             header,
             counters: BackendCounters::default(),
             pending: 0,
             last_now: START_NANOS,
+            last_read: Cell::new(START_NANOS),
             quiet_calls: 0,
             check_dma,
         })
     }
 
     fn route(&mut self, port: u16) -> Result<RouteId, RouteError> {
-        if let Some(&r) = self.routes.get(&port) {
+        if let Some(&Some(r)) = self.routes.get(usize::from(port)) {
             return Ok(r);
         }
         let w = &self.world;
+        let to = *w
+            .ports
+            .get(usize::from(port))
+            .ok_or(RouteError::NoRoute(port))?;
         let route = w
             .fabric
-            .route(w.ports[usize::from(self.index)], w.ports[usize::from(port)])
+            .route(w.ports[usize::from(self.index)], to)
             .ok_or(RouteError::NoRoute(port))?;
         let id = self
             .api
             .add_route(RouteSlot::Next, &route)
             .map_err(RouteError::Board)?;
-        self.routes.insert(port, id);
+        if let Some(slot) = self.routes.get_mut(usize::from(port)) {
+            *slot = Some(id);
+        }
         Ok(id)
     }
 
@@ -595,7 +609,9 @@ impl Backend for SimBackend {
     }
 
     fn now(&self) -> u64 {
-        self.world.now()
+        let now = self.world.now();
+        self.last_read.set(now);
+        now
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -753,8 +769,18 @@ impl Backend for SimBackend {
         }
     }
 
+    /// Steps the board for what was just posted. On a real clock, at the latest time
+    /// already read (the send's, by [`Backend::now`], or the last progress call's) rather
+    /// than at a new reading: the board takes the packet now either way, and its timers
+    /// see the time the next progress call reads. Virtual clocks step as
+    /// [`Backend::progress`] does (a ticking world advances a tick), so a run in virtual
+    /// time is unchanged.
     fn kick(&mut self) -> bool {
-        self.progress()
+        if self.world.config.clock != SimClock::Real {
+            return self.progress();
+        }
+        self.last_now = self.last_now.max(self.last_read.get());
+        self.api.progress(Time::from_nanos(self.last_now))
     }
 
     /// Steps the board. On a real clock, while the board is quiet (nothing arrived,
