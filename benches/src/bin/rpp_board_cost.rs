@@ -142,12 +142,11 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
     let mut boards = Boards::new();
     let what = match which {
         Which::RawPingPong => boards.raw_pingpong(count),
-        Which::RppPingPong => {
-            Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.pingpong(count))
-        }
+        Which::RppPingPong => Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.pingpong(count)),
         Which::RawStream | Which::RawStreamFit => boards.raw_stream(count, which.stream_size()),
-        Which::RppStream | Which::RppStreamFit => Endpoints::new(Integrity::Crc32c)
-            .and_then(|mut e| e.stream(count, which.stream_size())),
+        Which::RppStream | Which::RppStreamFit => {
+            Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.stream(count, which.stream_size()))
+        }
         Which::RppStreamDma => {
             Endpoints::new(Integrity::Dma).and_then(|mut e| e.stream(count, which.stream_size()))
         }
