@@ -885,7 +885,7 @@ impl Lending for SimBackend {
         dst[..HEADER_LEN].copy_from_slice(&self.header);
         dst[HEADER_LEN..].copy_from_slice(header);
         self.api
-            .send_lent(
+            .send_lent_untracked(
                 CHAN,
                 route,
                 &inline[..inline_len],
