@@ -26,6 +26,9 @@
 //!   goes inline, the payload by DMA from the lent buffer) and reused once its completion
 //!   hands it back; each packet is checked end to end with CRC-32C on both sides. The run
 //!   prints how many acknowledgements the receiver sent.
+//! * `rpp-stream-dma` (messages): `rpp-stream` with `integrity=dma`: each packet is
+//!   checked by the boards' DMA checksums (a comparison at the receiver) instead of a
+//!   CRC-32C computed at both ends.
 //! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
 //!   largest payload per packet.
 //!
@@ -41,15 +44,15 @@ use myri_board_bench::reliable::{fit_payload, rpp_config};
 use myri_device::time::Time;
 use myri_mcp::{Api, Channel, RouteId};
 use myri_transport::sim::{SimWorld, WorldConfig};
-use myri_transport::{Buf, Completion, Endpoint, Options, Peer};
+use myri_transport::{Buf, Completion, Endpoint, Integrity, Options, Peer};
 use std::collections::VecDeque;
 use std::time::Duration;
 use thiserror::Error;
 
 const USAGE: &str = "usage: rpp_board_cost MODE COUNT\n       \
                      rpp_board_cost compare [SMALL LARGE]\n\
-                     modes: raw-pingpong rpp-pingpong raw-stream rpp-stream raw-stream-fit \
-                     rpp-stream-fit";
+                     modes: raw-pingpong rpp-pingpong raw-stream rpp-stream rpp-stream-dma \
+                     raw-stream-fit rpp-stream-fit";
 
 /// What went wrong.
 #[derive(Debug, Error)]
@@ -69,16 +72,18 @@ enum Which {
     RppPingPong,
     RawStream,
     RppStream,
+    RppStreamDma,
     RawStreamFit,
     RppStreamFit,
 }
 
 impl Which {
-    const ALL: [Which; 6] = [
+    const ALL: [Which; 7] = [
         Which::RawPingPong,
         Which::RppPingPong,
         Which::RawStream,
         Which::RppStream,
+        Which::RppStreamDma,
         Which::RawStreamFit,
         Which::RppStreamFit,
     ];
@@ -89,6 +94,7 @@ impl Which {
             Which::RppPingPong => "rpp-pingpong",
             Which::RawStream => "raw-stream",
             Which::RppStream => "rpp-stream",
+            Which::RppStreamDma => "rpp-stream-dma",
             Which::RawStreamFit => "raw-stream-fit",
             Which::RppStreamFit => "rpp-stream-fit",
         }
@@ -136,10 +142,13 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
     let mut boards = Boards::new();
     let what = match which {
         Which::RawPingPong => boards.raw_pingpong(count),
-        Which::RppPingPong => Endpoints::new().and_then(|mut e| e.pingpong(count)),
+        Which::RppPingPong => Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.pingpong(count)),
         Which::RawStream | Which::RawStreamFit => boards.raw_stream(count, which.stream_size()),
         Which::RppStream | Which::RppStreamFit => {
-            Endpoints::new().and_then(|mut e| e.stream(count, which.stream_size()))
+            Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.stream(count, which.stream_size()))
+        }
+        Which::RppStreamDma => {
+            Endpoints::new(Integrity::Dma).and_then(|mut e| e.stream(count, which.stream_size()))
         }
     }
     .map_err(|why| CostError::Run(which.name(), why))?;
@@ -169,9 +178,16 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         );
         per.push(cost);
     }
-    for pair in per.chunks(2) {
-        if let [raw, rpp] = pair {
-            println!("  rpp / raw = {:.2}", rpp / raw);
+    // Each RPP mode against the raw mode of its benchmark.
+    let cost_of = |w: Which| Which::ALL.iter().position(|&x| x == w).map(|i| per[i]);
+    for (raw, rpp) in [
+        (Which::RawPingPong, Which::RppPingPong),
+        (Which::RawStream, Which::RppStream),
+        (Which::RawStream, Which::RppStreamDma),
+        (Which::RawStreamFit, Which::RppStreamFit),
+    ] {
+        if let (Some(a), Some(b)) = (cost_of(raw), cost_of(rpp)) {
+            println!("  {:<15} / {:<15} = {:.2}", rpp.name(), raw.name(), b / a);
         }
     }
     Ok(())
@@ -319,10 +335,12 @@ struct Endpoints {
 }
 
 impl Endpoints {
-    fn new() -> Result<Endpoints, String> {
+    fn new(integrity: Integrity) -> Result<Endpoints, String> {
         let world = SimWorld::create("rpp-board-cost", WorldConfig::default())
             .map_err(|e| e.to_string())?;
-        let options = Options::default().with_rpp(rpp_config());
+        let options = Options::default()
+            .with_rpp(rpp_config())
+            .with_integrity(integrity);
         let open = |n: &str| {
             Endpoint::open_with(&format!("sim://{n}?world=rpp-board-cost"), options.clone())
                 .map_err(|e| e.to_string())

@@ -276,8 +276,13 @@ struct HostPort {
     waker: Mutex<Option<std::thread::Thread>>,
 }
 
-/// Spare packet buffers kept per port.
+/// Spare packet buffers a port keeps of the packets it received.
 const SPARES: usize = 16;
+/// Spare packet buffers a port keeps in all, given back by the ports it sent them to: as
+/// many as a sender may have on their way (a window of packets waiting in the receiver's
+/// port queue), so that a stream reuses its buffers rather than allocating a new one per
+/// packet while the receiver's board catches up, freeing as many after.
+const SENDER_SPARES: usize = 64;
 
 /// A port's spare packet buffers, the last given back on top.
 #[derive(Default)]
@@ -682,13 +687,13 @@ impl Fabric {
     /// receiver's thread).
     pub fn recycle(&self, at: PortId, from: PortId, mut buf: Vec<u8>) {
         buf.clear();
-        for port in [at, from] {
+        for (port, keep) in [(at, SPARES), (from, SENDER_SPARES)] {
             if let Some(h) = self.hosts.get(port.0 as usize) {
-                if h.spare.len.load(Ordering::Relaxed) >= SPARES {
+                if h.spare.len.load(Ordering::Relaxed) >= keep {
                     continue;
                 }
                 let mut bufs = lock(&h.spare.bufs);
-                if bufs.len() < SPARES {
+                if bufs.len() < keep {
                     bufs.push(buf);
                     h.spare.len.store(bufs.len(), Ordering::Relaxed);
                     return;

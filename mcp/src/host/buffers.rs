@@ -23,7 +23,11 @@ use std::sync::Arc;
 pub struct SendBuf {
     pub(crate) id: u16,
     pub(crate) host: Option<HostBuf>,
-    pub(crate) unit: Arc<Unit>,
+    /// Always `Some` while the handle lives: taken only when the handle turns into
+    /// another ([`SendBuf::lend`], [`LentSendBuf::try_unlend`]), which so moves the
+    /// unit's `Arc` instead of cloning it and dropping the original (two atomic
+    /// read-modify-writes a message saved on a lending stream's path).
+    pub(crate) unit: Option<Arc<Unit>>,
 }
 
 impl SendBuf {
@@ -58,15 +62,20 @@ impl SendBuf {
         LentSendBuf {
             id: self.id,
             lent: Some(host.lend()),
-            unit: self.unit.clone(),
+            unit: self.unit.take(),
         }
+    }
+
+    /// Whether the buffer is `unit`'s.
+    pub(crate) fn is_of(&self, unit: &Arc<Unit>) -> bool {
+        self.unit.as_ref().is_some_and(|u| Arc::ptr_eq(u, unit))
     }
 }
 
 impl Drop for SendBuf {
     fn drop(&mut self) {
-        if let Some(host) = self.host.take() {
-            self.unit.locked().st.free_send.push((self.id, host));
+        if let (Some(host), Some(unit)) = (self.host.take(), &self.unit) {
+            unit.locked().st.free_send.push((self.id, host));
         }
     }
 }
@@ -78,7 +87,8 @@ impl Drop for SendBuf {
 pub struct LentSendBuf {
     pub(crate) id: u16,
     pub(crate) lent: Option<LentBuf>,
-    pub(crate) unit: Arc<Unit>,
+    /// Always `Some` while the handle lives (see [`SendBuf`]'s).
+    pub(crate) unit: Option<Arc<Unit>>,
 }
 
 impl LentSendBuf {
@@ -97,6 +107,11 @@ impl LentSendBuf {
         self.lent.as_ref().map_or(0, LentBuf::bus_addr)
     }
 
+    /// Whether the buffer is `unit`'s.
+    pub(crate) fn is_of(&self, unit: &Arc<Unit>) -> bool {
+        self.unit.as_ref().is_some_and(|u| Arc::ptr_eq(u, unit))
+    }
+
     /// Whether a send of the board's still reads it.
     pub fn is_read_by_board(&self) -> bool {
         self.lent.as_ref().is_some_and(|l| l.readers() > 0)
@@ -113,7 +128,7 @@ impl LentSendBuf {
             Ok(host) => Ok(SendBuf {
                 id: self.id,
                 host: Some(host),
-                unit: self.unit.clone(),
+                unit: self.unit.take(),
             }),
             Err(lent) => {
                 self.lent = Some(lent);
@@ -125,8 +140,10 @@ impl LentSendBuf {
 
 impl Drop for LentSendBuf {
     fn drop(&mut self) {
-        let Some(lent) = self.lent.take() else { return };
-        let mut g = self.unit.locked();
+        let (Some(lent), Some(unit)) = (self.lent.take(), &self.unit) else {
+            return;
+        };
+        let mut g = unit.locked();
         match lent.try_unlend() {
             Ok(host) => g.st.free_send.push((self.id, host)),
             // The board still reads it: it goes back when a later reap finds it done.

@@ -617,7 +617,7 @@ impl Api {
         len: usize,
     ) -> Result<Ticket, DirectedSendError> {
         let checks = (|| {
-            if !Arc::ptr_eq(&buf.unit, &self.unit) {
+            if !buf.is_of(&self.unit) {
                 return Err(GmError::Api(ApiError::ForeignBuffer));
             }
             window.check(offset, len)?;

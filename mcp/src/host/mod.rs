@@ -557,7 +557,7 @@ impl Api {
                 return Ok(SendBuf {
                     id,
                     host: Some(host),
-                    unit: unit.clone(),
+                    unit: Some(unit.clone()),
                 });
             }
             unit.reap_locked(sh);
@@ -566,7 +566,7 @@ impl Api {
             Some((id, host)) => Ok(SendBuf {
                 id,
                 host: Some(host),
-                unit: unit.clone(),
+                unit: Some(unit.clone()),
             }),
             None => {
                 drop(g);
@@ -669,7 +669,37 @@ impl Api {
         buf: &LentSendBuf,
         range: core::ops::Range<usize>,
     ) -> Result<Ticket, ApiError> {
-        if !Arc::ptr_eq(&buf.unit, &self.unit) {
+        let seq = self.enqueue_lent(chan, route, header, buf, range)?;
+        Ok(Ticket {
+            seq,
+            unit: self.unit.clone(),
+            live: false,
+        })
+    }
+
+    /// Like [`Api::send_lent`], with no ticket, for a caller that learns the board is done
+    /// with the buffer from [`LentSendBuf::try_unlend`] alone (the ticket of a lent send
+    /// holds nothing; making one costs two atomic operations on the unit's count).
+    pub fn send_lent_untracked(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        buf: &LentSendBuf,
+        range: core::ops::Range<usize>,
+    ) -> Result<(), ApiError> {
+        self.enqueue_lent(chan, route, header, buf, range).map(drop)
+    }
+
+    fn enqueue_lent(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        buf: &LentSendBuf,
+        range: core::ops::Range<usize>,
+    ) -> Result<u32, ApiError> {
+        if !buf.is_of(&self.unit) {
             return self.error(ApiError::ForeignBuffer);
         }
         let Some(lent) = buf.lent.as_ref() else {
@@ -683,23 +713,17 @@ impl Api {
         }
         self.check_send(chan, route, header.len() + range.len())?;
         let payload = Payload::Lent(lent, range.start);
-        let seq = self
-            .enqueue(
-                crate::frame::SUBTYPE_DATA,
-                chan,
-                route,
-                header,
-                payload,
-                range.len(),
-                Origin::Lent,
-                true,
-            )
-            .map_err(|(e, _)| e)?;
-        Ok(Ticket {
-            seq,
-            unit: self.unit.clone(),
-            live: false,
-        })
+        self.enqueue(
+            crate::frame::SUBTYPE_DATA,
+            chan,
+            route,
+            header,
+            payload,
+            range.len(),
+            Origin::Lent,
+            true,
+        )
+        .map_err(|(e, _)| e)
     }
 
     fn ticket(&self, seq: u32) -> Ticket {
@@ -719,7 +743,7 @@ impl Api {
         len: usize,
         released: bool,
     ) -> Result<u32, SendError<SendBuf>> {
-        if !Arc::ptr_eq(&buf.unit, &self.unit) {
+        if !buf.is_of(&self.unit) {
             return Err(SendError {
                 error: self.error::<()>(ApiError::ForeignBuffer).unwrap_err(),
                 buf,
@@ -984,7 +1008,7 @@ impl Api {
             (Origin::Send(id), Some(h)) => Reclaimed::Send(SendBuf {
                 id,
                 host: Some(h),
-                unit: unit.clone(),
+                unit: Some(unit.clone()),
             }),
             (Origin::Recv(c, i), Some(h)) => Reclaimed::Recv(RecvBuf {
                 chan: c,

@@ -35,6 +35,7 @@ use myri_mcp::{
     Api, ApiError, ChanRequest, Channel, InitOptions, McpConfig, McpRunner, Mode, RouteId,
     RouteSlot, Unit,
 };
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -393,7 +394,9 @@ pub(crate) struct SimBackend {
     name: String,
     api: Api,
     chan: Channel,
-    routes: HashMap<u16, RouteId>,
+    /// The route to each port of the world, once added to the board (indexed by port: a
+    /// send looks it up with one load).
+    routes: [Option<RouteId>; WORLD_PORTS],
     header: [u8; HEADER_LEN],
     counters: BackendCounters,
     /// Sends the board may not have finished: the board's count when last asked, plus
@@ -401,7 +404,14 @@ pub(crate) struct SimBackend {
     pending: usize,
     /// The time of the last progress call, and the calls that found the board quiet.
     last_now: u64,
+    /// The latest reading of a real clock by [`Backend::now`] (a `Cell`: `now` takes
+    /// `&self`), which [`Backend::kick`] steps the board at rather than read the clock
+    /// again: the endpoint reads the time for a send just before it kicks the board.
+    last_read: Cell<u64>,
     quiet_calls: u32,
+    /// A [`Backend::kick`] has stepped the board since the last progress call: the
+    /// packets posted after it wait for that call (see `kick`).
+    kicked: bool,
     /// Drop (and count) every datagram whose board checksums differ
     /// ([`crate::Integrity::Dma`]).
     check_dma: bool,
@@ -469,30 +479,38 @@ impl SimBackend {
             name,
             api,
             chan,
-            routes: HashMap::new(),
+            routes: [None; WORLD_PORTS],
             header,
             counters: BackendCounters::default(),
             pending: 0,
             last_now: START_NANOS,
+            last_read: Cell::new(START_NANOS),
             quiet_calls: 0,
+            kicked: false,
             check_dma,
         })
     }
 
     fn route(&mut self, port: u16) -> Result<RouteId, RouteError> {
-        if let Some(&r) = self.routes.get(&port) {
+        if let Some(&Some(r)) = self.routes.get(usize::from(port)) {
             return Ok(r);
         }
         let w = &self.world;
+        let to = *w
+            .ports
+            .get(usize::from(port))
+            .ok_or(RouteError::NoRoute(port))?;
         let route = w
             .fabric
-            .route(w.ports[usize::from(self.index)], w.ports[usize::from(port)])
+            .route(w.ports[usize::from(self.index)], to)
             .ok_or(RouteError::NoRoute(port))?;
         let id = self
             .api
             .add_route(RouteSlot::Next, &route)
             .map_err(RouteError::Board)?;
-        self.routes.insert(port, id);
+        if let Some(slot) = self.routes.get_mut(usize::from(port)) {
+            *slot = Some(id);
+        }
         Ok(id)
     }
 
@@ -595,7 +613,9 @@ impl Backend for SimBackend {
     }
 
     fn now(&self) -> u64 {
-        self.world.now()
+        let now = self.world.now();
+        self.last_read.set(now);
+        now
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -753,8 +773,33 @@ impl Backend for SimBackend {
         }
     }
 
+    /// Steps the board for what was just posted, once between two progress calls: the
+    /// first send after a progress call (an answer, the head of a burst) leaves at once,
+    /// while the rest of a burst waits for the next progress call, which the board takes
+    /// all at once in one step rather than in one step each (a step of the inline board
+    /// costs the host about as much as 500 instructions of fixed work).
+    ///
+    /// On a real clock the board is stepped at the latest time already read (the send's,
+    /// by [`Backend::now`], or the last progress call's) rather than at a new reading:
+    /// the board takes the packet now either way, and its timers see the time the next
+    /// progress call reads. A ticking world advances a tick as [`Backend::progress`]
+    /// does. A driven world's board is stepped at every kick, as before: there the driver
+    /// decides when the next progress call comes, in virtual time.
     fn kick(&mut self) -> bool {
-        self.progress()
+        match self.world.config.clock {
+            SimClock::Driven => self.progress(),
+            _ if self.kicked => false,
+            SimClock::Ticks => {
+                let worked = self.progress();
+                self.kicked = true;
+                worked
+            }
+            SimClock::Real => {
+                self.kicked = true;
+                self.last_now = self.last_now.max(self.last_read.get());
+                self.api.progress(Time::from_nanos(self.last_now))
+            }
+        }
     }
 
     /// Steps the board. On a real clock, while the board is quiet (nothing arrived,
@@ -762,6 +807,7 @@ impl Backend for SimBackend {
     /// [`QUIET_READS`] calls, so that a host spinning on `progress` for a packet does
     /// not pay a clock reading each turn while timers still see time pass.
     fn progress(&mut self) -> bool {
+        self.kicked = false;
         if self.world.config.clock == SimClock::Real && self.api.is_quiet() {
             self.quiet_calls = self.quiet_calls.wrapping_add(1);
             if self.quiet_calls.is_multiple_of(QUIET_READS) {
@@ -839,7 +885,7 @@ impl Lending for SimBackend {
         dst[..HEADER_LEN].copy_from_slice(&self.header);
         dst[HEADER_LEN..].copy_from_slice(header);
         self.api
-            .send_lent(
+            .send_lent_untracked(
                 CHAN,
                 route,
                 &inline[..inline_len],
