@@ -790,8 +790,7 @@ impl Endpoint {
     /// [`Endpoint::alloc`] would hand out, or `None` where `alloc` would fall back to the
     /// heap: for a sender that would rather wait for a slot than copy twice.
     pub fn alloc_registered(&mut self, len: usize) -> Option<Buf> {
-        if !self.native && self.reliable && self.backend.gather_copies() && !self.backend.lends()
-        {
+        if !self.native && self.reliable && self.backend.gather_copies() && !self.backend.lends() {
             return None;
         }
         self.backend.alloc(len)
