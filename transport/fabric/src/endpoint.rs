@@ -31,8 +31,13 @@ use std::collections::{HashMap, VecDeque};
 pub trait RecvTarget: Send {
     /// Bytes the buffers hold.
     fn capacity(&self) -> usize;
+    /// Copies `data` into the buffers from byte `offset` of them on, in order
+    /// (`offset + data.len()` is at most [`RecvTarget::capacity`]).
+    fn write_at(&mut self, offset: usize, data: &[u8]);
     /// Copies `data` (at most [`RecvTarget::capacity`] bytes) into the buffers, in order.
-    fn write(&mut self, data: &[u8]);
+    fn write(&mut self, data: &[u8]) {
+        self.write_at(0, data);
+    }
     /// The first buffer's address (for the completion's `buf`).
     fn first(&self) -> usize;
 }
@@ -156,9 +161,29 @@ pub struct FabricEndpoint {
     /// send order: their transmit completion and counter bump wait (see
     /// [`FabricEndpoint::send`]).
     untransmitted: HashMap<(usize, Peer), VecDeque<PendingTx>>,
-    /// Messages arriving in pieces (`shm://`), by link and peer: the first piece's
-    /// header and the payload so far.
-    reassembly: HashMap<(usize, Peer), (Header, Vec<u8>)>,
+    /// Messages arriving in pieces (`shm://`), by link and peer.
+    reassembly: HashMap<(usize, Peer), Assembly>,
+}
+
+/// A message arriving in pieces.
+enum Assembly {
+    /// Matched a posted receive when its first piece came: each piece is copied straight
+    /// into the receive's buffers (as much as they hold).
+    Posted {
+        /// The receive, out of the posted queue.
+        posted: Posted,
+        /// The first piece's header.
+        header: Header,
+        /// The sender.
+        src: FiAddr,
+        /// Bytes written into the buffers.
+        written: usize,
+        /// Bytes of the message so far.
+        len: usize,
+    },
+    /// Matched none: the first piece's header and the payload so far, to wait in the
+    /// unexpected queue once whole.
+    Unexpected(Header, Vec<u8>),
 }
 
 /// A send whose completion waits for its packets to leave.
@@ -192,29 +217,77 @@ impl Link {
     /// Hands the transport what pieces of the queued messages it takes now.
     fn push_pieces(&mut self) -> Result<(), (Peer, SendErrorKind)> {
         while let Some(m) = self.outq.front_mut() {
-            let n = (m.data.len() - m.at).min(crate::info::SHM_PIECE);
-            let more = m.at + n < m.data.len();
-            let mut buf = self.transport.alloc(HEADER_LEN + n);
-            m.header.emit_piece(&mut buf, more);
-            buf[HEADER_LEN..].copy_from_slice(&m.data[m.at..m.at + n]);
-            match self.transport.send(m.peer, buf) {
-                Ok(_) => m.at += n,
-                Err(e) if e.error.is_would_block() => return Ok(()),
-                Err(e) => {
-                    let peer = m.peer;
-                    self.outq.pop_front();
-                    return Err((peer, e.error));
-                }
+            let sent = push_pieces(&mut self.transport, m.peer, m.header, &[&m.data], m.at)
+                .map_err(|e| (m.peer, e))?;
+            m.at = sent;
+            if sent < m.data.len() {
+                return Ok(());
             }
-            if !more {
-                self.outq.pop_front();
-            }
+            self.outq.pop_front();
         }
         Ok(())
     }
 }
 
-/// A message longer than the backend carries at once, going out in pieces.
+/// Sends the concatenation of `parts` from byte `at` on to `peer` in pieces of
+/// [`SHM_PIECE`](crate::info::SHM_PIECE) bytes, each built in a free slot of the region
+/// (the one copy on this side), as long as slots and ring room last. Returns how far it
+/// got: `parts`' whole length once the last piece is out.
+fn push_pieces(
+    transport: &mut Endpoint,
+    peer: Peer,
+    header: Header,
+    parts: &[&[u8]],
+    mut at: usize,
+) -> Result<usize, SendErrorKind> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let piece = piece_len(len);
+    while at < len {
+        let n = (len - at).min(piece);
+        let more = at + n < len;
+        // A slot or nothing: a heap buffer would be copied into a slot anyway.
+        let Some(mut buf) = transport.alloc_registered(HEADER_LEN + n) else {
+            return Ok(at);
+        };
+        header.emit_piece(&mut buf, more);
+        gather(parts, at, &mut buf[HEADER_LEN..]);
+        match transport.send(peer, buf) {
+            Ok(_) => at += n,
+            Err(e) if e.error.is_would_block() => return Ok(at),
+            Err(e) => return Err(e.error),
+        }
+    }
+    Ok(at)
+}
+
+/// The payload of each piece (the last may be shorter) of a message of `len` bytes: as
+/// many pieces as [`SHM_PIECE`](crate::info::SHM_PIECE) makes, of equal length, so that
+/// no piece is a short tail.
+fn piece_len(len: usize) -> usize {
+    len.div_ceil(len.div_ceil(crate::info::SHM_PIECE).max(1))
+        .max(1)
+}
+
+/// Copies the bytes of the concatenation of `parts` from `at` on into `dst` (as many as
+/// `dst` holds).
+fn gather(parts: &[&[u8]], mut at: usize, mut dst: &mut [u8]) {
+    for p in parts {
+        if dst.is_empty() {
+            return;
+        }
+        if at >= p.len() {
+            at -= p.len();
+            continue;
+        }
+        let n = (p.len() - at).min(dst.len());
+        dst[..n].copy_from_slice(&p[at..at + n]);
+        dst = &mut dst[n..];
+        at = 0;
+    }
+}
+
+/// A message longer than the backend carries at once, going out in pieces: the bytes
+/// that did not fit the free slots when it was sent.
 struct OutMsg {
     peer: Peer,
     header: Header,
@@ -440,17 +513,32 @@ impl FabricEndpoint {
             };
             let l = &mut self.links[link];
             if l.transport.is_native() && (len > crate::info::SHM_PIECE || !l.outq.is_empty()) {
-                // Longer than the transport carries at once (or behind such a message):
-                // in pieces, as the ring takes them.
-                let mut data = Vec::with_capacity(len);
-                parts.iter().for_each(|p| data.extend_from_slice(p));
-                l.outq.push_back(OutMsg {
-                    peer,
-                    header,
-                    data,
-                    at: 0,
-                });
-                self.push_pieces(link);
+                // Longer than a slot holds (or behind such a message): in pieces of a
+                // slot each, as many as there are free slots now straight from the
+                // application's buffers; the rest is copied to go as slots come back.
+                let sent = if l.outq.is_empty() {
+                    match push_pieces(&mut l.transport, peer, header, parts, 0) {
+                        Ok(sent) => sent,
+                        Err(SendErrorKind::TooLarge { .. }) => return Err(-FI_EMSGSIZE),
+                        Err(_) => return Err(-FI_EIO),
+                    }
+                } else {
+                    0
+                };
+                if sent < len {
+                    let mut data = Vec::with_capacity(len - sent);
+                    let mut skip = sent;
+                    for p in parts {
+                        data.extend_from_slice(&p[skip.min(p.len())..]);
+                        skip = skip.saturating_sub(p.len());
+                    }
+                    l.outq.push_back(OutMsg {
+                        peer,
+                        header,
+                        data,
+                        at: 0,
+                    });
+                }
             } else {
                 let transport = &mut l.transport;
                 let total = HEADER_LEN + len;
@@ -558,6 +646,10 @@ impl FabricEndpoint {
 
     /// Completes the sends waiting on `key` (with `err`: as failed), in send order.
     fn settle_sends(&mut self, key: (usize, Peer), err: Option<i32>) {
+        if self.untransmitted.is_empty() {
+            // The common case (shm://, or udp:// sends that left at once): no hashing.
+            return;
+        }
         if let Some(q) = self.untransmitted.remove(&key) {
             for p in q {
                 self.complete_send(p.context, p.flags, p.completion, err);
@@ -602,6 +694,7 @@ impl FabricEndpoint {
             | Completion::PeerClosed { peer, .. }
             | Completion::PeerRestarted { peer, .. } => {
                 self.settle_sends((link, peer), Some(FI_EIO));
+                self.abandon_pieces(link, peer);
             }
             _ => {}
         }
@@ -654,9 +747,28 @@ impl FabricEndpoint {
         let room = p.target.capacity();
         let n = payload.len().min(room);
         p.target.write(&payload[..n]);
-        let entry = self.recv_entry(p.context, msg, n, p.target.first());
-        if n < payload.len() {
-            self.recv_error(entry, payload.len() - n, FI_ETRUNC);
+        self.finish_recv(&p, msg.src, msg.header, n, payload.len());
+    }
+
+    /// Writes the completion of `p`, which took `n` bytes of a message of `len` (or
+    /// `FI_ETRUNC` when they are fewer).
+    fn finish_recv(&mut self, p: &Posted, src: FiAddr, header: Header, n: usize, len: usize) {
+        let data_flag = if header.data.is_some() {
+            FI_REMOTE_CQ_DATA
+        } else {
+            0
+        };
+        let entry = Entry {
+            context: p.context,
+            flags: FI_RECV | kind_flags(header.tagged) | data_flag,
+            len: n,
+            buf: p.target.first(),
+            data: header.data.unwrap_or(0),
+            tag: header.tag,
+            src,
+        };
+        if n < len {
+            self.recv_error(entry, len - n, FI_ETRUNC);
         } else {
             if let Some(c) = &self.bind.recv_cntr {
                 c.bump();
@@ -793,30 +905,92 @@ impl FabricEndpoint {
             }
         };
         let key = (link, peer);
-        if more {
-            let (_, so_far) = self
-                .reassembly
-                .entry(key)
-                .or_insert_with(|| (header, Vec::new()));
-            so_far.extend_from_slice(&data[HEADER_LEN..]);
+        if more || self.reassembly.contains_key(&key) {
+            self.take_piece(link, peer, header, more, &data[HEADER_LEN..]);
             return;
         }
         let src = self.source_of(link, peer);
-        match self.reassembly.remove(&key) {
-            Some((first, mut whole)) => {
-                whole.extend_from_slice(&data[HEADER_LEN..]);
-                let _ = self.incoming(src, first, Payload::Owned(whole));
-            }
+        // A message the transport assembled in heap memory goes back to it as the next
+        // one's buffer (no allocation and page faults per message). Over shm:// that is
+        // one longer than a slot: a short one came inline in the ring record, and making
+        // a vector of it to recycle would cost an allocation per message.
+        let native = self.links[link].transport.is_native();
+        if let Some(Payload::View(data)) = self.incoming(src, header, Payload::View(data))
+            && !data.is_registered()
+            && (!native || data.len() > myri_transport::SHM_SLOT_LEN)
+        {
+            let delivery = myri_transport::Delivery { peer, data };
+            self.links[link].transport.recycle(delivery);
+        }
+    }
+
+    /// Takes a piece of a message (`more`: not its last) from `link`'s `peer`: the first
+    /// is matched against the posted receives (as a whole message would be), and each is
+    /// copied straight into the receive it matched, or, matching none, into a buffer
+    /// that waits in the unexpected queue once the message is whole.
+    fn take_piece(&mut self, link: usize, peer: Peer, header: Header, more: bool, piece: &[u8]) {
+        let key = (link, peer);
+        let mut a = match self.reassembly.remove(&key) {
+            Some(a) => a,
             None => {
-                // A message the transport assembled in heap memory goes back to it as
-                // the next one's buffer (no allocation and page faults per message).
-                if let Some(Payload::View(data)) = self.incoming(src, header, Payload::View(data))
-                    && !data.is_registered()
-                {
-                    let delivery = myri_transport::Delivery { peer, data };
-                    self.links[link].transport.recycle(delivery);
+                let src = self.source_of(link, peer);
+                let k = usize::from(header.tagged);
+                let found = (0..self.posted[k].len())
+                    .find(|&i| self.matches(&self.posted[k][i], header.tagged, src, header.tag));
+                match found.and_then(|i| self.posted[k].remove(i)) {
+                    Some(posted) => Assembly::Posted {
+                        posted,
+                        header,
+                        src,
+                        written: 0,
+                        len: 0,
+                    },
+                    None => Assembly::Unexpected(header, Vec::new()),
                 }
             }
+        };
+        match &mut a {
+            Assembly::Posted {
+                posted,
+                written,
+                len,
+                ..
+            } => {
+                let n = piece.len().min(posted.target.capacity() - *written);
+                if n > 0 {
+                    posted.target.write_at(*written, &piece[..n]);
+                    *written += n;
+                }
+                *len += piece.len();
+            }
+            Assembly::Unexpected(_, so_far) => so_far.extend_from_slice(piece),
+        }
+        if more {
+            self.reassembly.insert(key, a);
+            return;
+        }
+        match a {
+            Assembly::Posted {
+                posted,
+                header,
+                src,
+                written,
+                len,
+            } => self.finish_recv(&posted, src, header, written, len),
+            Assembly::Unexpected(header, whole) => {
+                let src = self.source_of(link, peer);
+                let _ = self.incoming(src, header, Payload::Owned(whole));
+            }
+        }
+    }
+
+    /// The peer of `link` failed, closed or restarted: a message it was sending in
+    /// pieces will not be finished. A receive it had matched goes back to the front of
+    /// the posted queue (it completed nothing), a partial unexpected one is dropped.
+    fn abandon_pieces(&mut self, link: usize, peer: Peer) {
+        if let Some(Assembly::Posted { posted, header, .. }) = self.reassembly.remove(&(link, peer))
+        {
+            self.posted[usize::from(header.tagged)].push_front(posted);
         }
     }
 }
@@ -846,8 +1020,10 @@ impl Progress for FabricEndpoint {
             // Sends completed when they were taken; what comes back here is the
             // transport's bookkeeping (acknowledged buffers going back to their pool,
             // peers learned). Polling it runs a pass when it is empty, so only every
-            // few passes, and always when sends are outstanding on shm (few slots).
-            if drain || self.links[i].transport.is_native() || !self.untransmitted.is_empty() {
+            // few passes, and always when sends are outstanding on shm (few slots: the
+            // acknowledged come back this way).
+            let t = &self.links[i].transport;
+            if drain || (t.is_native() && t.has_unacked()) || !self.untransmitted.is_empty() {
                 while let Some(c) = self.links[i].transport.poll_completion() {
                     self.take_completion(i, c);
                 }
@@ -919,7 +1095,7 @@ mod tests {
         fn capacity(&self) -> usize {
             self.1
         }
-        fn write(&mut self, data: &[u8]) {
+        fn write_at(&mut self, _offset: usize, data: &[u8]) {
             lock(&self.0).extend_from_slice(data);
         }
         fn first(&self) -> usize {
@@ -993,7 +1169,7 @@ mod cc_tests {
         fn capacity(&self) -> usize {
             4 << 20
         }
-        fn write(&mut self, data: &[u8]) {
+        fn write_at(&mut self, _offset: usize, data: &[u8]) {
             lock(&self.0).extend_from_slice(data);
         }
         fn first(&self) -> usize {
@@ -1080,7 +1256,7 @@ mod shm_tests {
         fn capacity(&self) -> usize {
             1 << 20
         }
-        fn write(&mut self, data: &[u8]) {
+        fn write_at(&mut self, _offset: usize, data: &[u8]) {
             lock(&self.0).extend_from_slice(data);
         }
         fn first(&self) -> usize {
@@ -1138,8 +1314,14 @@ mod shm_tests {
         fn capacity(&self) -> usize {
             self.1
         }
-        fn write(&mut self, data: &[u8]) {
-            lock(&self.0).extend_from_slice(data);
+        fn write_at(&mut self, offset: usize, data: &[u8]) {
+            let mut v = lock(&self.0);
+            let end = offset + data.len();
+            assert!(end <= self.1, "written past the posted buffer");
+            if v.len() < end {
+                v.resize(end, 0);
+            }
+            v[offset..end].copy_from_slice(data);
         }
         fn first(&self) -> usize {
             0
@@ -1228,5 +1410,202 @@ mod shm_tests {
         lock(&tx_cq.queue).take(16, &mut sent).unwrap();
         let contexts: Vec<_> = sent.iter().map(|e| e.context).collect();
         assert_eq!(contexts, (0..msgs.len()).collect::<Vec<_>>());
+    }
+
+    /// A target that counts its writes and checks each lands inside it.
+    struct Counted(Arc<Mutex<(Vec<u8>, usize)>>, usize);
+
+    impl RecvTarget for Counted {
+        fn capacity(&self) -> usize {
+            self.1
+        }
+        fn write_at(&mut self, offset: usize, data: &[u8]) {
+            let mut g = lock(&self.0);
+            let end = offset + data.len();
+            assert!(end <= self.1, "written past the posted buffer");
+            if g.0.len() < end {
+                g.0.resize(end, 0);
+            }
+            g.0[offset..end].copy_from_slice(data);
+            g.1 += 1;
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    fn pair(name: &str) -> ([FabricEndpoint; 2], [FiAddr; 2], Cq, Cq) {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let [tx_cq, rx_cq]: [Cq; 2] = Default::default();
+        let token = |s: &str| format!("{name}{}{s}", std::process::id());
+        let eps = [token("a"), token("b")].map(|t| {
+            let mut ep = FabricEndpoint::new_shm(EpType::Rdm, &t, crate::info::SHM_RDM_MAX_MSG);
+            ep.bind.av = Some(av.clone());
+            ep.bind.tx_cq = Some((tx_cq.clone(), false));
+            ep.bind.rx_cq = Some((rx_cq.clone(), false));
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        (eps, addrs, tx_cq, rx_cq)
+    }
+
+    fn posted(context: usize, target: Counted) -> Posted {
+        Posted {
+            context,
+            src: FI_ADDR_UNSPEC,
+            tag: 0,
+            ignore: 0,
+            target: Box::new(target),
+            completion: true,
+        }
+    }
+
+    /// A message of several slots lands in the receive posted for it piece by piece, at
+    /// its offsets (one write per piece, no reassembly buffer), intact at sizes around
+    /// the slot boundaries, odd ones and one of more slots than the region has; one
+    /// that came before its receive was posted waits whole and is written once; a
+    /// receive too short takes what fits and gets FI_ETRUNC with the rest's length.
+    #[test]
+    fn shm_pieces_land_in_the_posted_buffer() {
+        let (mut eps, addrs, tx_cq, rx_cq) = pair("q");
+        let piece = crate::info::SHM_PIECE;
+        let sizes = [
+            piece - 1,
+            piece,
+            piece + 1,
+            2 * piece,
+            2 * piece + 1,
+            3 * piece - 7,
+            1_000_003,
+            (4 << 20) + 7,
+            70 * piece + 13,
+        ];
+        let pieces = |n: usize| n.div_ceil(piece);
+        let mut context = 0;
+        for (k, &n) in sizes.iter().enumerate() {
+            let msg: Vec<u8> = (0..n).map(|i| ((i * 13 + k) % 251) as u8).collect();
+            // Posted first, then posted after the message came, then posted too short.
+            for case in 0..3 {
+                context += 1;
+                let room = if case == 2 { n - n / 3 } else { n };
+                let got = Arc::new(Mutex::new((Vec::new(), 0)));
+                let target = || Counted(got.clone(), room);
+                if case != 1 {
+                    eps[1]
+                        .post_recv(false, posted(context, target()), Probe::None)
+                        .unwrap();
+                }
+                let before = lock(&tx_cq.queue).len();
+                while let Err(e) = eps[0].send(addrs[1], Header::default(), &[&msg], context, true)
+                {
+                    assert_eq!(e, -FI_EAGAIN);
+                    eps[1].progress();
+                }
+                let mut turns = 0;
+                while lock(&tx_cq.queue).len() == before {
+                    eps[0].progress();
+                    eps[1].progress();
+                    turns += 1;
+                    assert!(turns < 1_000_000, "size {n}: the send never completed");
+                }
+                if case == 1 {
+                    // Whole, unexpected, before the receive.
+                    while eps[1].unexpected[0].is_empty() {
+                        eps[1].progress();
+                    }
+                    eps[1]
+                        .post_recv(false, posted(context, target()), Probe::None)
+                        .unwrap();
+                }
+                let mut turns = 0;
+                while lock(&rx_cq.queue).is_empty() {
+                    eps[1].progress();
+                    turns += 1;
+                    assert!(turns < 1_000_000, "size {n}: never arrived");
+                }
+                let (bytes, writes) = lock(&got).clone();
+                assert!(
+                    bytes[..] == msg[..room],
+                    "size {n}, case {case}: bytes differ"
+                );
+                // Pieces of equal length (no short tail), as many as SHM_PIECE makes.
+                let each = n.div_ceil(pieces(n));
+                let writes_wanted = match case {
+                    1 => 1,
+                    _ if n <= piece => 1,
+                    2 => room.div_ceil(each),
+                    _ => pieces(n),
+                };
+                assert_eq!(writes, writes_wanted, "size {n}, case {case}");
+                if case == 2 {
+                    let err = lock(&rx_cq.queue).take_err().unwrap();
+                    assert_eq!(
+                        (err.err, err.olen, err.entry.len, err.entry.context),
+                        (FI_ETRUNC, n - room, room, context)
+                    );
+                } else {
+                    let mut done = Vec::new();
+                    lock(&rx_cq.queue).take(4, &mut done).unwrap();
+                    let got: Vec<_> = done.iter().map(|e| (e.context, e.len)).collect();
+                    assert_eq!(got, [(context, n)], "size {n}, case {case}");
+                }
+                let mut sent = Vec::new();
+                lock(&tx_cq.queue).take(4, &mut sent).unwrap();
+                assert_eq!(
+                    sent.iter().map(|e| e.context).collect::<Vec<_>>(),
+                    [context]
+                );
+            }
+        }
+        assert!(eps[1].reassembly.is_empty());
+    }
+
+    /// The sender dies part-way through a message of many slots that matched a posted
+    /// receive: the receive completes nothing and goes back to the posted queue, where
+    /// the next message (from the sender's successor) lands whole.
+    #[test]
+    fn shm_peer_dying_mid_message_gives_the_receive_back() {
+        let (mut eps, addrs, _tx_cq, rx_cq) = pair("d");
+        let piece = crate::info::SHM_PIECE;
+        let n = 200 * piece + 5;
+        let msg: Vec<u8> = (0..n).map(|i| (i % 241) as u8).collect();
+        let got = Arc::new(Mutex::new((Vec::new(), 0)));
+        eps[1]
+            .post_recv(false, posted(7, Counted(got.clone(), n)), Probe::None)
+            .unwrap();
+        while let Err(e) = eps[0].send(addrs[1], Header::default(), &[&msg], 1, true) {
+            assert_eq!(e, -FI_EAGAIN);
+            eps[1].progress();
+        }
+        // Until the receiver took a first batch of pieces (the region has fewer slots
+        // than the message).
+        let mut turns = 0;
+        while lock(&got).1 == 0 {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000, "no piece arrived");
+        }
+        assert!(
+            !eps[0].links[0].outq.is_empty(),
+            "the message is part-way out"
+        );
+        let [a, mut b] = eps;
+        drop(a);
+        let start = std::time::Instant::now();
+        while !b.reassembly.is_empty() {
+            b.progress();
+            assert!(
+                start.elapsed().as_secs() < 20,
+                "the death was never noticed"
+            );
+        }
+        let writes = lock(&got).1;
+        assert!(writes > 0 && writes < n.div_ceil(piece), "{writes} pieces");
+        assert!(lock(&rx_cq.queue).is_empty(), "nothing completed");
+        assert_eq!(b.posted[0].len(), 1, "the receive is posted again");
+        assert_eq!(b.posted[0][0].context, 7);
     }
 }

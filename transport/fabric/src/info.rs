@@ -20,14 +20,15 @@ pub const OP_FLAGS: u64 = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPL
 /// Largest message of an RDM endpoint: 64 MiB (the transport's, less the header).
 pub const RDM_MAX_MSG: usize = 64 << 20;
 /// Largest message of an RDM endpoint over `shm://`: as over `udp://`. The transport
-/// carries at most half the region's slots in one message; the provider sends a longer
+/// carries at most one slot without copying it twice; the provider sends a longer
 /// one in pieces of [`SHM_PIECE`] bytes (see [`crate::wire`]).
 pub const SHM_RDM_MAX_MSG: usize = RDM_MAX_MSG;
-/// Payload of one piece of a long message over `shm://`: half of what the transport
-/// takes in one message, so that the next piece can go while the peer copies one out.
-/// (Pieces of one slot each were slower in MPI's ping-pong: 101 to 106 us against 66 to
-/// 74 at 128 KiB, the same at 64 KiB.)
-pub const SHM_PIECE: usize = myri_transport::SHM_SLOTS * myri_transport::SHM_SLOT_LEN / 4;
+/// Payload of one piece of a long message over `shm://`: what one slot holds after the
+/// header, so that each piece is built in a slot straight from the application's buffer
+/// and reaches the receiver as a view of that slot, which the provider copies straight
+/// into the posted receive: one copy each way. (Pieces of half the transport's largest
+/// message, reassembled by the transport, cost four copies.)
+pub const SHM_PIECE: usize = myri_transport::SHM_SLOT_LEN - crate::wire::HEADER_LEN;
 
 /// Largest message of a DGRAM endpoint: one unfragmented UDP datagram on Ethernet.
 pub const DGRAM_MAX_MSG: usize = 1472 - HEADER_LEN;

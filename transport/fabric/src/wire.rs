@@ -6,9 +6,9 @@
 //!         'M' 'F' ver flags tag(le)  data(le)
 //! ```
 //!
-//! Flags: 1 tagged, 2 remote CQ data, 4 more: a piece of a message longer than the
-//! backend carries in one (`shm://`), with more pieces of it to follow on the same
-//! ordered link; each piece repeats the header, the last has no `more`.
+//! Flags: 1 tagged, 2 remote CQ data, 4 more: a piece of a message longer than one
+//! `shm://` slot holds (see [`crate::info::SHM_PIECE`]), with more pieces of it to follow
+//! on the same ordered link; each piece repeats the header, the last has no `more`.
 
 /// Bytes of header in front of each message.
 pub const HEADER_LEN: usize = 20;

@@ -786,6 +786,16 @@ impl Endpoint {
         })
     }
 
+    /// A buffer of `len` bytes in registered memory (a free shm slot, ...), as
+    /// [`Endpoint::alloc`] would hand out, or `None` where `alloc` would fall back to the
+    /// heap: for a sender that would rather wait for a slot than copy twice.
+    pub fn alloc_registered(&mut self, len: usize) -> Option<Buf> {
+        if !self.native && self.reliable && self.backend.gather_copies() && !self.backend.lends() {
+            return None;
+        }
+        self.backend.alloc(len)
+    }
+
     fn slot(&self, peer: Peer) -> Result<&PeerSlot, SendErrorKind> {
         let p = self
             .peers

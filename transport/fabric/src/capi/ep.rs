@@ -366,13 +366,20 @@ impl RecvTarget for IovTarget {
         self.iov.iter().map(|&(_, l)| l).sum()
     }
 
-    fn write(&mut self, mut data: &[u8]) {
+    fn write_at(&mut self, mut offset: usize, mut data: &[u8]) {
         for &(base, len) in &self.iov {
-            let n = len.min(data.len());
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let n = (len - offset).min(data.len());
             // SAFETY: each (base, len) is a buffer the application posted and keeps
-            // valid until the receive completes; `n <= len` bytes are written, so
-            // nothing lands past it.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base as *mut u8, n) };
+            // valid until the receive completes; `offset + n <= len` bytes are written,
+            // so nothing lands past it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), (base as *mut u8).add(offset), n)
+            };
+            offset = 0;
             data = &data[n..];
             if data.is_empty() {
                 break;
