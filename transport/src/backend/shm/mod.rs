@@ -19,7 +19,11 @@
 //! dead). Whoever opens a region checks the owners: a side whose process is gone (or that
 //! was closed) is taken over; when both are live the open fails with
 //! [`crate::OpenError::AddrInUse`]. Every attach bumps the side's epoch, and every descriptor carries
-//! the sender's epoch and the epoch of the receiver it was meant for: a newcomer skips
+//! the sender's epoch and the epoch of the receiver it was meant for. An owner claims its
+//! side (the owner word) before it bumps the epoch, so it says when it is done: its
+//! [`layout::READY`] word, the owner word again, stored after the bump. The other side
+//! takes it for its peer only then (else it would name the epoch before, and the
+//! newcomer would skip its first messages: the MPI start-up hang). A newcomer skips
 //! (without touching) what was meant for the dead owner of its side, the survivor drops
 //! what the dead process sent once it knows of the death, and takes back its slots the
 //! dead process held or never read. Nothing here waits without a bound: a region that
@@ -77,8 +81,9 @@ pub mod layout {
     /// Format version.
     pub const VERSION_AT: usize = 8;
     /// The version this crate writes (3: descriptors carry epochs, a fragment flag and
-    /// an inline flag; the receiver publishes how far it took inline messages).
-    pub const VERSION: u64 = 3;
+    /// an inline flag; the receiver publishes how far it took inline messages; 4: a
+    /// side's [`READY`] word).
+    pub const VERSION: u64 = 4;
     /// Bytes of a slot.
     pub const SLOT_LEN_AT: usize = 16;
     /// Slots per side.
@@ -98,6 +103,11 @@ pub mod layout {
     /// In a side record: how the owner runs: [`MODE_RAW`], [`MODE_RPP`] or
     /// [`MODE_NATIVE`].
     pub const MODE: usize = 24;
+    /// In a side record: the owner word again, stored once the owner finished attaching
+    /// (its epoch bumped), 0 while it has not or after it closed. The owner word alone
+    /// is claimed before the epoch is bumped: a peer that took a live owner for attached
+    /// then would name the epoch before, and the newcomer would skip its messages.
+    pub const READY: usize = 32;
     /// Mode word: raw datagrams.
     pub const MODE_RAW: u64 = 1;
     /// Mode word: RPP over the rings.
@@ -328,6 +338,7 @@ impl ShmBackend {
                     put(&mut region, layout::INCARNATION, incarnation);
                     put(&mut region, layout::MODE, mode.word());
                     put(&mut region, layout::EPOCH, 1);
+                    put(&mut region, layout::READY, owner);
                     let region = Arc::new(region);
                     region
                         .word(layout::MAGIC_AT)
@@ -456,6 +467,16 @@ impl ShmBackend {
             .word(side_word(self.side, layout::EPOCH))
             .fetch_add(1, Ordering::Release)
             .wrapping_add(1);
+        // Release: the epoch is bumped before the peer may take this owner as attached.
+        self.word(side_word(self.side, layout::READY))
+            .store(me.owner, Ordering::Release);
+    }
+
+    /// Whether `owner`, the other side's owner word as read after `ready` (its
+    /// [`layout::READY`] word, read first with Acquire), is a live process that finished
+    /// attaching: then the epoch read after `ready` is its own, not its predecessor's.
+    fn attached(ready: u64, owner: u64) -> bool {
+        owner != 0 && ready == owner && alive(owner)
     }
 
     fn state(&self, side: usize, slot: usize) -> &AtomicU64 {
@@ -472,6 +493,10 @@ impl ShmBackend {
     /// came).
     fn adopt_peer(&mut self) {
         let other = 1 - self.side;
+        // Acquire, and first: an owner found attached bumped the epoch read below.
+        let ready = self
+            .word(side_word(other, layout::READY))
+            .load(Ordering::Acquire);
         self.peer_epoch = self
             .word(side_word(other, layout::EPOCH))
             .load(Ordering::Acquire);
@@ -484,7 +509,7 @@ impl ShmBackend {
         self.peer_mode = self
             .word(side_word(other, layout::MODE))
             .load(Ordering::Relaxed);
-        self.peer_seen = alive(self.peer_owner);
+        self.peer_seen = ShmBackend::attached(ready, self.peer_owner);
         self.peer_reported_gone = false;
         self.assembling = None;
         self.skipping = false;
@@ -511,6 +536,10 @@ impl ShmBackend {
     /// is adopted (reported as a replacement when there was one before).
     fn check_peer(&mut self) {
         let other = 1 - self.side;
+        // Acquire, and first: an owner found attached bumped the epoch read below.
+        let ready = self
+            .word(side_word(other, layout::READY))
+            .load(Ordering::Acquire);
         let epoch = self
             .word(side_word(other, layout::EPOCH))
             .load(Ordering::Acquire);
@@ -537,9 +566,12 @@ impl ShmBackend {
             return;
         }
         if !self.peer_seen {
-            // An owner that attached in this epoch and is alive (at open it may have been
-            // half-way through attaching).
-            self.peer_seen = owner != 0 && alive(owner);
+            // An owner that finished attaching in this epoch and is alive (at open, or
+            // when its epoch was seen, it may have been half-way through attaching). A
+            // live owner that has claimed the side but not bumped its epoch yet is not
+            // the peer: what was sent to it now would name the epoch before, and it
+            // would skip that as meant for its predecessor.
+            self.peer_seen = ShmBackend::attached(ready, owner);
             self.peer_owner = owner;
             return;
         }
@@ -701,6 +733,11 @@ fn existing(file: &File, name: &str) -> Result<Option<Region>, OpenError> {
 
 impl Drop for ShmBackend {
     fn drop(&mut self) {
+        // Before the owner word: this process may claim the side again, and must not
+        // look attached before its new epoch.
+        let _ = self
+            .word(side_word(self.side, layout::READY))
+            .compare_exchange(self.owner, 0, Ordering::AcqRel, Ordering::Relaxed);
         let mine = self.word(side_word(self.side, layout::OWNER));
         let _ = mine.compare_exchange(self.owner, 0, Ordering::AcqRel, Ordering::Relaxed);
         let other = self

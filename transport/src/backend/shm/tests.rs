@@ -78,3 +78,113 @@ fn inline_descriptors_carry_their_bytes_and_name_no_slot() {
     long[4..8].copy_from_slice(&200u32.to_le_bytes());
     assert_eq!(descriptor(&long), None, "longer than an inline message");
 }
+
+/// A second process attaching to a region, stopped between its two steps: it has claimed
+/// side 1 (the owner word) but not yet bumped the side's epoch. Driven in this order in
+/// one process, as the MPI start-up hang ran it between two.
+struct HalfAttached {
+    name: String,
+    region: Arc<Region>,
+    me: Opener,
+}
+
+impl HalfAttached {
+    /// Claims side 1 of region `name` the way `open` does, and stops there.
+    fn claim(name: &str) -> HalfAttached {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(region_path(name))
+            .expect("the region exists");
+        let region = Arc::new(existing(&file, name).unwrap().expect("initialized"));
+        let owner = region.word(side_word(1, layout::OWNER)).expect("in bounds");
+        // This process stands for the newcomer: alive, and not side 0's owner word in
+        // the eyes of `alive`, which is all the peer looks at.
+        owner
+            .compare_exchange(0, my_owner(), Ordering::AcqRel, Ordering::Acquire)
+            .expect("side 1 was free");
+        let me = Opener {
+            owner: my_owner(),
+            incarnation: 2,
+            mode: ShmMode::Native {
+                max_message: 1 << 20,
+            },
+        };
+        HalfAttached {
+            name: name.to_owned(),
+            region,
+            me,
+        }
+    }
+
+    /// The rest of `open`: bumps the epoch, adopts the peer.
+    fn finish(self) -> ShmBackend {
+        let path = region_path(&self.name);
+        ShmBackend::attach(&self.name, path, self.region, 1, self.me, false).expect("attach")
+    }
+}
+
+fn unique_name(what: &str) -> String {
+    format!("unit-{what}-{}", std::process::id())
+}
+
+/// The start-up hang of MPI over `shm://`: the first side looked at the region while the
+/// second had claimed its side but not bumped its epoch, took it for its peer, and sent
+/// its first message naming the epoch before; the newcomer then skipped that message as
+/// meant for its predecessor, and both waited for ever.
+#[test]
+fn a_message_sent_while_the_peer_is_half_attached_is_not_lost() {
+    let name = unique_name("half-attached");
+    let _ = std::fs::remove_file(region_path(&name));
+    let mode = ShmMode::Native {
+        max_message: 1 << 20,
+    };
+    let mut a = ShmBackend::open(&name, 1, mode).expect("create");
+    assert_eq!(a.side, 0);
+    let half = HalfAttached::claim(&name);
+    // The first side looks at the peer (its idle pass does this every 2 ms).
+    a.check_peer();
+    let sent = a.send_reliable(&RemoteAddr::Shm, Buf::copy_of(b"x"), 7);
+    let mut pending = match sent {
+        Ok(_) => None,
+        Err(e) => {
+            assert!(
+                matches!(e.error, SendErrorKind::WouldBlock),
+                "{:?}",
+                e.error
+            );
+            Some(e.buf)
+        }
+    };
+    let mut b = half.finish();
+    assert_eq!(b.side, 1);
+    // Both sides run their passes until the message arrives (bounded; nothing timed).
+    let mut got = None;
+    for _ in 0..1000 {
+        if let Some(buf) = pending.take() {
+            a.check_peer();
+            if let Err(e) = a.send_reliable(&RemoteAddr::Shm, buf, 7) {
+                pending = Some(e.buf);
+            }
+        }
+        a.progress();
+        b.progress();
+        if let Some(inc) = b.recv() {
+            got = Some(inc.data.into_vec());
+            break;
+        }
+    }
+    assert_eq!(
+        b.counters().stale,
+        0,
+        "the first message was skipped as stale"
+    );
+    assert_eq!(
+        got.as_deref(),
+        Some(&b"x"[..]),
+        "the first message was lost"
+    );
+    drop(b);
+    drop(a);
+    let _ = std::fs::remove_file(region_path(&name));
+}
