@@ -88,8 +88,13 @@ struct HalfAttached {
     me: Opener,
 }
 
+const NATIVE: ShmMode = ShmMode::Native {
+    max_message: 1 << 20,
+};
+
 impl HalfAttached {
-    /// Claims side 1 of region `name` the way `open` does, and stops there.
+    /// Claims side 1 of region `name` the way `open` does (vacant, or its owner gone),
+    /// and stops there.
     fn claim(name: &str) -> HalfAttached {
         let file = OpenOptions::new()
             .read(true)
@@ -98,17 +103,16 @@ impl HalfAttached {
             .expect("the region exists");
         let region = Arc::new(existing(&file, name).unwrap().expect("initialized"));
         let owner = region.word(side_word(1, layout::OWNER)).expect("in bounds");
-        // This process stands for the newcomer: alive, and not side 0's owner word in
-        // the eyes of `alive`, which is all the peer looks at.
+        let cur = owner.load(Ordering::Acquire);
+        assert!(!alive(cur), "side 1 is free");
+        // This process stands for the newcomer: alive, which is all the peer looks at.
         owner
-            .compare_exchange(0, my_owner(), Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(cur, my_owner(), Ordering::AcqRel, Ordering::Acquire)
             .expect("side 1 was free");
         let me = Opener {
             owner: my_owner(),
             incarnation: 2,
-            mode: ShmMode::Native {
-                max_message: 1 << 20,
-            },
+            mode: NATIVE,
         };
         HalfAttached {
             name: name.to_owned(),
@@ -125,40 +129,26 @@ impl HalfAttached {
 }
 
 fn unique_name(what: &str) -> String {
-    format!("unit-{what}-{}", std::process::id())
+    let name = format!("unit-{what}-{}", std::process::id());
+    let _ = std::fs::remove_file(region_path(&name));
+    name
 }
 
-/// The start-up hang of MPI over `shm://`: the first side looked at the region while the
-/// second had claimed its side but not bumped its epoch, took it for its peer, and sent
-/// its first message naming the epoch before; the newcomer then skipped that message as
-/// meant for its predecessor, and both waited for ever.
-#[test]
-fn a_message_sent_while_the_peer_is_half_attached_is_not_lost() {
-    let name = unique_name("half-attached");
-    let _ = std::fs::remove_file(region_path(&name));
-    let mode = ShmMode::Native {
-        max_message: 1 << 20,
-    };
-    let mut a = ShmBackend::open(&name, 1, mode).expect("create");
-    assert_eq!(a.side, 0);
-    let half = HalfAttached::claim(&name);
-    // The first side looks at the peer (its idle pass does this every 2 ms).
-    a.check_peer();
+/// `a` sends one message while `half` is half-way through attaching, then `half`
+/// finishes and both run their passes until it arrives (bounded; nothing timed): what
+/// `b` received and how many records it skipped as stale.
+fn first_message(a: &mut ShmBackend, half: HalfAttached) -> (Option<Vec<u8>>, u64) {
     let sent = a.send_reliable(&RemoteAddr::Shm, Buf::copy_of(b"x"), 7);
     let mut pending = match sent {
         Ok(_) => None,
         Err(e) => {
-            assert!(
-                matches!(e.error, SendErrorKind::WouldBlock),
-                "{:?}",
-                e.error
-            );
+            let would_block = matches!(e.error, SendErrorKind::WouldBlock);
+            assert!(would_block, "{:?}", e.error);
             Some(e.buf)
         }
     };
     let mut b = half.finish();
     assert_eq!(b.side, 1);
-    // Both sides run their passes until the message arrives (bounded; nothing timed).
     let mut got = None;
     for _ in 0..1000 {
         if let Some(buf) = pending.take() {
@@ -174,17 +164,61 @@ fn a_message_sent_while_the_peer_is_half_attached_is_not_lost() {
             break;
         }
     }
-    assert_eq!(
-        b.counters().stale,
-        0,
-        "the first message was skipped as stale"
-    );
+    (got, b.counters().stale)
+}
+
+/// The start-up hang of MPI over `shm://`: the first side looked at the region while the
+/// second had claimed its side but not bumped its epoch, took it for its peer, and sent
+/// its first message naming the epoch before; the newcomer then skipped that message as
+/// meant for its predecessor, and both waited for ever.
+#[test]
+fn a_message_sent_while_the_peer_is_half_attached_is_not_lost() {
+    let name = unique_name("half-attached");
+    let mut a = ShmBackend::open(&name, 1, NATIVE).expect("create");
+    assert_eq!(a.side, 0);
+    let half = HalfAttached::claim(&name);
+    // The first side looks at the peer (its idle pass does this every 2 ms).
+    a.check_peer();
+    let (got, stale) = first_message(&mut a, half);
+    assert_eq!(stale, 0, "the first message was skipped as stale");
     assert_eq!(
         got.as_deref(),
         Some(&b"x"[..]),
         "the first message was lost"
     );
-    drop(b);
+    drop(a);
+    let _ = std::fs::remove_file(region_path(&name));
+}
+
+/// The same race met at attach: both sides of a region are taken over from processes
+/// that died, and the one that attaches second finds the other half-way.
+#[test]
+fn a_newcomer_does_not_adopt_a_half_attached_peer() {
+    let name = unique_name("both-new");
+    // A pair that died left the region: both owner (and ready) words name a process
+    // that is gone, each side in epoch 1.
+    let x = ShmBackend::open(&name, 1, NATIVE).expect("create");
+    let y = ShmBackend::open(&name, 1, NATIVE).expect("attach");
+    let dead = |side: u64| (0x7fff_fff0_u64 << 32) | (1 + side);
+    for side in 0..2 {
+        for field in [layout::OWNER, layout::READY] {
+            x.word(side_word(side, field))
+                .store(dead(side as u64), Ordering::Release);
+        }
+    }
+    // Dropped as a crash would leave them: nothing written, the region kept.
+    std::mem::forget(x);
+    std::mem::forget(y);
+    let half = HalfAttached::claim(&name);
+    let mut a = ShmBackend::open(&name, 1, NATIVE).expect("take side 0 over");
+    assert_eq!(a.side, 0);
+    let (got, stale) = first_message(&mut a, half);
+    assert_eq!(stale, 0, "the first message was skipped as stale");
+    assert_eq!(
+        got.as_deref(),
+        Some(&b"x"[..]),
+        "the first message was lost"
+    );
     drop(a);
     let _ = std::fs::remove_file(region_path(&name));
 }
