@@ -1028,6 +1028,12 @@ impl Endpoint {
             }
             self.drain_events(peer);
         }
+        if drained && !worked && self.unsettled.is_empty() && now.as_nanos() < self.idle_until {
+            // Nothing arrived (a socket has no cheaper test than the receive just made),
+            // nothing is due and nothing waits to be sent: the rest of the pass, a visit
+            // to every peer's timers, would find nothing either.
+            return false;
+        }
         if delivered && drained && !self.deferred {
             // Messages for the application, and everything that arrived taken: the rest
             // of the pass (held acknowledgements, timers, what RPP has to send) waits for
