@@ -439,26 +439,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
             eprintln!("myri proxy: {line}");
         }
     });
-    if live {
-        eprintln!();
-    }
-    let reason = result.map_err(|e| {
-        if e.is_setup() {
-            Failure::usage(e.to_string())
-        } else {
-            Failure::check(e.to_string())
-        }
-    })?;
-    let stats = proxy.stats();
-    if args.json {
-        let mut v = serde_json::to_value(&stats).unwrap_or_default();
-        v["event"] = json!("final");
-        v["reason"] = json!(reason_text(reason));
-        print_json(&v);
-    } else {
-        print_summary(&stats, reason);
-    }
-    Ok(())
+    finish(result, live, args.json, || proxy.stats(), print_summary)
 }
 
 fn mesh_status_line(s: &MeshStats) -> String {
@@ -557,6 +538,24 @@ fn run_mesh(args: &ProxyArgs, n: usize) -> Result<(), Failure> {
             let _ = std::io::stderr().flush();
         }
     });
+    finish(
+        result,
+        live,
+        args.json,
+        || proxy.stats(),
+        print_mesh_summary,
+    )
+}
+
+/// The end of a run, plain or mesh: why it stopped, then its final counters (a JSON line
+/// with `--json`, else the summary).
+fn finish<S: serde::Serialize>(
+    result: Result<StopReason, myri_proxy::ProxyError>,
+    live: bool,
+    json: bool,
+    stats: impl FnOnce() -> S,
+    summary: impl FnOnce(&S, StopReason),
+) -> Result<(), Failure> {
     if live {
         eprintln!();
     }
@@ -567,14 +566,14 @@ fn run_mesh(args: &ProxyArgs, n: usize) -> Result<(), Failure> {
             Failure::check(e.to_string())
         }
     })?;
-    let stats = proxy.stats();
-    if args.json {
+    let stats = stats();
+    if json {
         let mut v = serde_json::to_value(&stats).unwrap_or_default();
         v["event"] = json!("final");
         v["reason"] = json!(reason_text(reason));
         print_json(&v);
     } else {
-        print_mesh_summary(&stats, reason);
+        summary(&stats, reason);
     }
     Ok(())
 }

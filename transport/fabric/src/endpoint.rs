@@ -1157,13 +1157,14 @@ mod tests {
     }
 }
 
+/// What the in-process tests receive into.
 #[cfg(test)]
-mod cc_tests {
+mod test_sink {
     use super::*;
-    use crate::objects::AddressVector;
     use std::sync::{Arc, Mutex};
 
-    struct Sink(Arc<Mutex<Vec<u8>>>);
+    /// A posted receive that appends what lands in it (up to 4 MiB).
+    pub(super) struct Sink(pub(super) Arc<Mutex<Vec<u8>>>);
 
     impl RecvTarget for Sink {
         fn capacity(&self) -> usize {
@@ -1176,6 +1177,14 @@ mod cc_tests {
             0
         }
     }
+}
+
+#[cfg(test)]
+mod cc_tests {
+    use super::test_sink::Sink;
+    use super::*;
+    use crate::objects::AddressVector;
+    use std::sync::{Arc, Mutex};
 
     /// Issue 16's stall: a 2 MiB message is more than RPP's initial
     /// congestion window. Its transmit completion used to be written when `send` took
@@ -1246,23 +1255,10 @@ mod cc_tests {
 
 #[cfg(test)]
 mod shm_tests {
+    use super::test_sink::Sink;
     use super::*;
     use crate::objects::{AddressVector, CompletionQueue};
     use std::sync::{Arc, Mutex};
-
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-
-    impl RecvTarget for Sink {
-        fn capacity(&self) -> usize {
-            1 << 20
-        }
-        fn write_at(&mut self, _offset: usize, data: &[u8]) {
-            lock(&self.0).extend_from_slice(data);
-        }
-        fn first(&self) -> usize {
-            0
-        }
-    }
 
     #[test]
     fn shm_pingpong_in_one_process() {
@@ -1278,7 +1274,6 @@ mod shm_tests {
         let addrs = eps
             .each_ref()
             .map(|e| lock(&av).insert(e.local_url().to_owned()));
-        let start = std::time::Instant::now();
         for i in 0..200 {
             let (s, r) = (i % 2, 1 - i % 2);
             let got = Arc::new(Mutex::new(Vec::new()));
@@ -1304,7 +1299,6 @@ mod shm_tests {
                 assert!(turns < 1_000_000, "message {i} never arrived");
             }
         }
-        eprintln!("200 hops in {:?}", start.elapsed());
         assert_eq!(lock(&cq.queue).len(), 200);
     }
 
@@ -1594,13 +1588,13 @@ mod shm_tests {
         );
         let [a, mut b] = eps;
         drop(a);
-        let start = std::time::Instant::now();
+        // The backend looks at its peer every few milliseconds: a bound in turns (each a
+        // progress pass) far beyond that, reached only by a broken build.
+        let mut turns = 0;
         while !b.reassembly.is_empty() {
             b.progress();
-            assert!(
-                start.elapsed().as_secs() < 20,
-                "the death was never noticed"
-            );
+            turns += 1;
+            assert!(turns < 50_000_000, "the death was never noticed");
         }
         let writes = lock(&got).1;
         assert!(writes > 0 && writes < n.div_ceil(piece), "{writes} pieces");

@@ -20,7 +20,7 @@ use super::pipe::{FaultPipe, PipeConfig, PipeCounters};
 use super::stats::DirectionStats;
 use super::udp::{
     KERNEL_DROPS_EVERY, Limits, MAX_DATAGRAM, ProxyError, ProxyHandle, StopReason, is_refused,
-    time_since,
+    poll_timeout, time_since,
 };
 use super::url::udp_url;
 use mio::net::UdpSocket;
@@ -359,15 +359,7 @@ impl MeshProxy {
                 .filter_map(|&l| self.pipes[l].poll_timeout())
                 .chain([end, next_report].into_iter().flatten())
                 .min();
-            let timeout = deadline.map(|d| {
-                let left = d.saturating_since(now);
-                // epoll rounds up to whole milliseconds: sleep short of the deadline, then poll.
-                if left < Duration::from_millis(2) {
-                    Duration::ZERO
-                } else {
-                    left - Duration::from_millis(1)
-                }
-            });
+            let timeout = deadline.map(|d| poll_timeout(d, now));
             if timeout != Some(Duration::ZERO)
                 || now.saturating_since(published) >= Duration::from_millis(1)
             {

@@ -515,15 +515,7 @@ impl UdpProxy {
             .into_iter()
             .flatten()
             .min();
-            let timeout = deadline.map(|d| {
-                let left = d.saturating_since(now);
-                // epoll rounds up to whole milliseconds: sleep short of the deadline, then poll.
-                if left < Duration::from_millis(2) {
-                    Duration::ZERO
-                } else {
-                    left - Duration::from_millis(1)
-                }
-            });
+            let timeout = deadline.map(|d| poll_timeout(d, now));
             // Other threads see the counters before the loop sleeps, and at least every
             // millisecond while it is busy.
             if timeout != Some(Duration::ZERO)
@@ -861,4 +853,16 @@ impl UdpProxy {
 /// The proxy's clock: time since it started, as the pipes take it.
 pub(crate) fn time_since(start: Instant) -> Time {
     Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// How long an event loop may sleep in epoll to wake at `deadline`: epoll rounds up to
+/// whole milliseconds, so it sleeps a millisecond short of the deadline (not at all under
+/// two) and polls the rest.
+pub(crate) fn poll_timeout(deadline: Time, now: Time) -> Duration {
+    let left = deadline.saturating_since(now);
+    if left < Duration::from_millis(2) {
+        Duration::ZERO
+    } else {
+        left - Duration::from_millis(1)
+    }
 }
