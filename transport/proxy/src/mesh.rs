@@ -19,15 +19,14 @@ use super::kernel;
 use super::pipe::{FaultPipe, PipeConfig, PipeCounters};
 use super::stats::DirectionStats;
 use super::udp::{
-    KERNEL_DROPS_EVERY, Limits, MAX_DATAGRAM, ProxyError, ProxyHandle, StopReason, is_refused,
-    poll_timeout, time_since,
+    KERNEL_DROPS_EVERY, Limits, MAX_DATAGRAM, ProxyError, ProxyHandle, StopReason, StopSignals,
+    is_refused, poll_timeout, time_since,
 };
 use super::url::udp_url;
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
 use myri_device::Time;
 use serde::Serialize;
-use signal_hook_mio::v1_0::Signals;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -198,8 +197,7 @@ pub struct MeshProxy {
     poll: Poll,
     stats: MeshStats,
     shared: ProxyHandle<MeshStats>,
-    signals: Option<Signals>,
-    signal: Option<i32>,
+    signals: StopSignals,
     start: Instant,
     buf: Vec<u8>,
     drops_read_at: Option<Time>,
@@ -266,8 +264,7 @@ impl MeshProxy {
                 stats: Arc::new(Mutex::new(stats.clone())),
             },
             stats,
-            signals: None,
-            signal: None,
+            signals: StopSignals::default(),
             start: Instant::now(),
             buf: vec![0; MAX_DATAGRAM],
             drops_read_at: None,
@@ -286,14 +283,7 @@ impl MeshProxy {
 
     /// Makes SIGINT and SIGTERM stop the run (with [`StopReason::Signal`]).
     pub fn stop_on_signals(&mut self) -> Result<(), ProxyError> {
-        let mut signals =
-            Signals::new([libc::SIGINT, libc::SIGTERM]).map_err(ProxyError::Signals)?;
-        self.poll
-            .registry()
-            .register(&mut signals, SIGNALS, Interest::READABLE)
-            .map_err(ProxyError::Signals)?;
-        self.signals = Some(signals);
-        Ok(())
+        self.signals.register(&self.poll, SIGNALS)
     }
 
     /// The counters now.
@@ -340,7 +330,7 @@ impl MeshProxy {
                 on_report(&self.stats);
                 next_report = report_every.map(|d| (at + d).max(now));
             }
-            if let Some(signal) = self.signal {
+            if let Some(signal) = self.signals.caught() {
                 break StopReason::Signal(signal);
             }
             if self.shared.stop.load(Ordering::Acquire) {
@@ -374,7 +364,7 @@ impl MeshProxy {
             for event in events.iter() {
                 match event.token() {
                     WAKER => {}
-                    SIGNALS => self.read_signals(),
+                    SIGNALS => self.signals.read(),
                     Token(t) => self.read_peer(t - FIRST_PEER, limits.packets)?,
                 }
             }
@@ -387,14 +377,6 @@ impl MeshProxy {
         let now = self.now();
         self.publish_at(now);
         Ok(reason)
-    }
-
-    fn read_signals(&mut self) {
-        if let Some(signals) = self.signals.as_mut() {
-            for signal in signals.pending() {
-                self.signal.get_or_insert(signal);
-            }
-        }
     }
 
     /// Reads the datagrams that arrived at peer `to`'s shadow socket.

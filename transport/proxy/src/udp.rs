@@ -299,8 +299,7 @@ pub struct UdpProxy {
     to_client: FaultPipe<u64>,
     stats: ProxyStats,
     send_failed: [u64; 2],
-    signals: Option<Signals>,
-    signal: Option<i32>,
+    signals: StopSignals,
     shared: ProxyHandle,
     start: Instant,
     buf: Vec<u8>,
@@ -392,8 +391,7 @@ impl UdpProxy {
             },
             stats,
             send_failed: [0; 2],
-            signals: None,
-            signal: None,
+            signals: StopSignals::default(),
             start: Instant::now(),
             buf: vec![0; MAX_DATAGRAM],
             listen_inode,
@@ -443,14 +441,7 @@ impl UdpProxy {
     /// Makes SIGINT and SIGTERM stop the run (with [`StopReason::Signal`]) instead of the
     /// process, so the counters can be printed.
     pub fn stop_on_signals(&mut self) -> Result<(), ProxyError> {
-        let mut signals =
-            Signals::new([libc::SIGINT, libc::SIGTERM]).map_err(ProxyError::Signals)?;
-        self.poll
-            .registry()
-            .register(&mut signals, SIGNALS, Interest::READABLE)
-            .map_err(ProxyError::Signals)?;
-        self.signals = Some(signals);
-        Ok(())
+        self.signals.register(&self.poll, SIGNALS)
     }
 
     /// The counters now.
@@ -492,7 +483,7 @@ impl UdpProxy {
                 on_event(ProxyEvent::Report(&self.stats));
                 next_report = report_every.map(|d| (at + d).max(now));
             }
-            if let Some(signal) = self.signal {
+            if let Some(signal) = self.signals.caught() {
                 break StopReason::Signal(signal);
             }
             if self.shared.stop.load(Ordering::Acquire) {
@@ -533,7 +524,7 @@ impl UdpProxy {
                 match event.token() {
                     LISTEN => self.read_clients(limits.packets, &mut on_event)?,
                     WAKER => {}
-                    SIGNALS => self.read_signals(),
+                    SIGNALS => self.signals.read(),
                     Token(t) => self.read_server(t - FIRST_SESSION, limits.packets, &mut on_event),
                 }
             }
@@ -547,14 +538,6 @@ impl UdpProxy {
 
     fn received(&self) -> u64 {
         self.to_server.counters().received + self.to_client.counters().received
-    }
-
-    fn read_signals(&mut self) {
-        if let Some(signals) = self.signals.as_mut() {
-            for signal in signals.pending() {
-                self.signal.get_or_insert(signal);
-            }
-        }
     }
 
     fn read_clients(
@@ -853,6 +836,41 @@ impl UdpProxy {
 /// The proxy's clock: time since it started, as the pipes take it.
 pub(crate) fn time_since(start: Instant) -> Time {
     Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// SIGINT and SIGTERM as a reason to stop an event loop (once asked for), rather than
+/// the end of the process: the run then stops and its counters can be printed.
+#[derive(Default)]
+pub(crate) struct StopSignals {
+    signals: Option<Signals>,
+    caught: Option<i32>,
+}
+
+impl StopSignals {
+    /// Registers SIGINT and SIGTERM with `poll` under `token`.
+    pub(crate) fn register(&mut self, poll: &Poll, token: Token) -> Result<(), ProxyError> {
+        let mut signals =
+            Signals::new([libc::SIGINT, libc::SIGTERM]).map_err(ProxyError::Signals)?;
+        poll.registry()
+            .register(&mut signals, token, Interest::READABLE)
+            .map_err(ProxyError::Signals)?;
+        self.signals = Some(signals);
+        Ok(())
+    }
+
+    /// Takes the signals that arrived (the first one is kept).
+    pub(crate) fn read(&mut self) {
+        if let Some(signals) = self.signals.as_mut() {
+            for signal in signals.pending() {
+                self.caught.get_or_insert(signal);
+            }
+        }
+    }
+
+    /// The first signal caught, if any.
+    pub(crate) fn caught(&self) -> Option<i32> {
+        self.caught
+    }
 }
 
 /// How long an event loop may sleep in epoll to wake at `deadline`: epoll rounds up to
