@@ -108,6 +108,10 @@ pub struct Stats {
     pub cwnd_limited: u64,
     /// Times the pacer held a packet back.
     pub paced: u64,
+    /// Packets the driver's network stack dropped on their way out, as the driver told
+    /// [`Connection::on_local_congestion`](crate::Connection::on_local_congestion) (each a
+    /// congestion signal; those that reduced the window count in `congestion_events`).
+    pub local_congestion: u64,
 }
 
 /// What happened, in a traced protocol event.

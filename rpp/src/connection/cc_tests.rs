@@ -541,3 +541,61 @@ fn the_reordering_allowance_steps_once_a_round_trip_and_returns() {
     r.reduced();
     assert_eq!((r.packets, r.eighths), (3, 9));
 }
+
+#[test]
+fn a_local_drop_reduces_the_window_at_once_and_once_per_round_trip() {
+    for cc in [CongestionControl::NewReno, CongestionControl::Cubic] {
+        let mut pair = Pair::new(cc_config(cc, false), path(Duration::from_micros(500)), 3);
+        queue(&mut pair, 3000, 8000);
+        pair.run_until(Instant::from_nanos(4_000_000));
+        assert_eq!(pair.a.stats().congestion_events, 0, "{cc:?}");
+        // The driver's queue drops what `a` sends at one instant, and says so.
+        for _ in 0..1_000_000 {
+            pair.a_to_b.up = false;
+            let before = pair.a.stats().data_sent;
+            pair.run_now();
+            if pair.a.stats().data_sent > before {
+                break;
+            }
+            pair.a_to_b.up = true;
+            assert!(pair.advance());
+        }
+        let window = pair.a.stats().cwnd;
+        let at = pair.now;
+        pair.a.on_local_congestion(at);
+        pair.a_to_b.up = true;
+        let s = pair.a.stats();
+        assert_eq!((s.local_congestion, s.congestion_events), (1, 1), "{cc:?}");
+        assert!(s.cwnd < window * 3 / 4, "{cc:?}: {} from {window}", s.cwnd);
+        // More drops within the round trip are the same event.
+        pair.run_until(at + Duration::from_micros(300));
+        pair.a.on_local_congestion(pair.now);
+        let s = pair.a.stats();
+        assert_eq!((s.local_congestion, s.congestion_events), (2, 1), "{cc:?}");
+        // The dropped packets, found lost a round trip later, are the same event too.
+        pair.run_until(at + Duration::from_millis(3));
+        let s = pair.a.stats();
+        assert!(s.lost > 0, "{cc:?}: {s:?}");
+        assert_eq!(s.congestion_events, 1, "{cc:?}: {s:?}");
+        // A drop a round trip after the reduction is a new event.
+        pair.a.on_local_congestion(pair.now);
+        assert_eq!(pair.a.stats().congestion_events, 2, "{cc:?}");
+        pair.drive();
+        assert_eq!(pair.b_messages().len(), 3000, "{cc:?}");
+    }
+}
+
+#[test]
+fn a_local_drop_without_congestion_control_is_only_counted() {
+    let mut pair = Pair::new(
+        cc_config(CongestionControl::None, false),
+        path(Duration::from_micros(500)),
+        4,
+    );
+    queue(&mut pair, 100, 8000);
+    pair.run_until(Instant::from_nanos(2_000_000));
+    pair.a.on_local_congestion(pair.now);
+    let s = pair.a.stats();
+    assert_eq!((s.local_congestion, s.congestion_events), (1, 0));
+    assert_eq!(s.cwnd, u64::MAX);
+}

@@ -378,6 +378,32 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.stats.spurious_timeouts += 1;
     }
 
+    /// The driver's network stack dropped a packet of this connection on its way out: its
+    /// queue to the first hop was full (a UDP send failing with `ENOBUFS` under
+    /// `IP_RECVERR`). That is congestion at this host, and Linux tells TCP of it at once
+    /// (`tcp_enter_cwr`); a protocol that learned of it only from the loss a round trip
+    /// later would keep filling the queue, and take more than its share from a TCP flow
+    /// through it. The window is reduced as for a loss, at most once per round trip (a
+    /// drop within a round trip of the last reduction belongs to the same event) and for
+    /// good (no undo); the packet itself is found lost and sent again by the usual rules.
+    pub fn on_local_congestion(&mut self, now: Instant) {
+        self.stats.local_congestion += 1;
+        let Some(cc) = self.cc.as_mut() else {
+            return;
+        };
+        let before = self.cwnd;
+        // As if the lost packet had been sent a round trip ago: the controller's recovery
+        // period then covers the round trip after its last reduction.
+        let sent = Instant::from_nanos(now.as_nanos().saturating_sub(self.rtt.srtt_nanos()));
+        cc.on_congestion_event(now, sent, false, 0);
+        self.cwnd = cc.window();
+        if self.cwnd < before {
+            self.stats.congestion_events += 1;
+            self.undo_pending = 0;
+            self.trace.record(now, TraceKind::Lost, 0);
+        }
+    }
+
     /// Tells the congestion controller of the packets the send half declared lost.
     #[inline(never)]
     fn congestion_event(&mut self, now: Instant, persistent: bool) {
