@@ -50,9 +50,18 @@ grep -q '"delivered":400' "$WORK/fragmented.out" || fail "the stream without off
 client random.out stream --random-sizes 1048576 --count 300 --rounds 1 --verify
 grep -q '"delivered":300' "$WORK/random.out" || fail "the random-size stream lost messages"
 
+# A bottleneck on the client's own device with a short queue: datagrams it drops fail
+# their sends (ENOBUFS), which the endpoint counts and RPP takes as congestion at once.
+ip netns exec "$NS_CLIENT" tc qdisc replace dev "$VETH_CLIENT" root tbf rate 100mbit burst 8kb latency 2ms
+client shaped.out stream --size 65536 --count 300 --rounds 1 --verify
+ip netns exec "$NS_CLIENT" tc qdisc del dev "$VETH_CLIENT" root
+grep -q '"delivered":300' "$WORK/shaped.out" || fail "the shaped stream lost messages"
+grep -Eq '"local_drops":[1-9]' "$WORK/shaped.out" || fail "no local drops counted behind a full queue"
+grep -Eq '"local_congestion":[1-9]' "$WORK/shaped.out" || fail "RPP was not told of the local drops"
+
 stop_server
 cat "$WORK/serve.out"
 grep -q '"event":"final"' "$WORK/serve.out" || fail "no final counters from the server"
-grep -q '"sessions_ended":4' "$WORK/serve.out" || fail "the server did not see four sessions end"
+grep -q '"sessions_ended":5' "$WORK/serve.out" || fail "the server did not see five sessions end"
 grep -q "\"addr\":\"udp://$CLIENT_IP:" "$WORK/serve.out" || fail "the sessions did not come from the other namespace"
 say "passed"

@@ -263,6 +263,50 @@ pub(crate) fn set_gro(socket: &impl AsRawFd, on: bool) -> io::Result<()> {
     set_int_option(socket, libc::SOL_UDP, UDP_GRO, libc::c_int::from(on))
 }
 
+/// Asks the kernel to report the send errors it otherwise swallows for UDP (`IP_RECVERR`,
+/// or `IPV6_RECVERR` on an IPv6 socket; `ip(7)`, `ipv6(7)`): a datagram dropped by a full
+/// queue on its way out then fails its send with `ENOBUFS`. ICMP errors for the socket's
+/// sends are then queued on its error queue too, which [`drain_errors`] empties.
+pub(crate) fn set_recv_err(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        set_int_option(socket, libc::IPPROTO_IPV6, libc::IPV6_RECVERR, 1)
+    } else {
+        set_int_option(socket, libc::IPPROTO_IP, libc::IP_RECVERR, 1)
+    }
+}
+
+/// Empties the socket's error queue (`MSG_ERRQUEUE`; filled under [`set_recv_err`] by ICMP
+/// errors, whose queued messages count against the receive buffer until read). Returns
+/// how many it held, at most `max`.
+pub(crate) fn drain_errors(socket: &impl AsRawFd, max: usize) -> usize {
+    let mut drained = 0;
+    let mut byte = [0u8; 1];
+    while drained < max {
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: byte.len(),
+        };
+        // SAFETY: an all-zero `msghdr` is valid (no name, no control); it points at one
+        // iovec on this frame covering `byte`, which outlives the call. The kernel writes
+        // at most one byte there (the rest of the queued message is cut, MSG_TRUNC).
+        let r = unsafe {
+            let mut msg: libc::msghdr = MaybeUninit::zeroed().assume_init();
+            msg.msg_iov = &raw mut iov;
+            msg.msg_iovlen = 1;
+            libc::recvmsg(
+                socket.as_raw_fd(),
+                &raw mut msg,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            break;
+        }
+        drained += 1;
+    }
+    drained
+}
+
 /// Turns off UDP checksums on sends (`SO_NO_CHECK`): the kernel then refuses
 /// segmentation offload with `EINVAL`, which tests use to check the fallback.
 #[cfg(test)]

@@ -213,7 +213,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "reordering_steps": r.reordering_steps,
             "loss_packet_threshold": r.loss_packet_threshold,
             "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
-            "paced": r.paced,
+            "paced": r.paced, "local_congestion": r.local_congestion,
         })
     });
     json!({
@@ -228,6 +228,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "rpp_dropped": s.rpp_dropped, "io_errors": s.io_errors,
             "gso_sends": s.gso_sends, "gso_segments": s.gso_segments,
             "gso_fallbacks": s.gso_fallbacks, "gro_buffers": s.gro_buffers,
+            "local_drops": s.local_drops,
             "gro_segments": s.gro_segments,
         },
         "rpp": rpp,

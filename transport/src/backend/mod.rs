@@ -109,6 +109,9 @@ pub(crate) struct BackendCounters {
     /// `udp://`: receiving system calls made, and those that found the socket empty.
     pub(crate) recv_calls: u64,
     pub(crate) recv_calls_empty: u64,
+    /// `udp://`: datagrams the host's own network stack dropped on their way out (a
+    /// full queue to the first hop: the send failed with `ENOBUFS`).
+    pub(crate) local_drops: u64,
 }
 
 /// The datagram core every backend has: the provider interface (see the module
@@ -388,6 +391,16 @@ impl AnyBackend {
     #[inline]
     pub(crate) fn keeps_refused(&self) -> bool {
         matches!(self, AnyBackend::Sim(_))
+    }
+
+    /// Datagrams this host's network stack dropped on their way out so far (`udp://`;
+    /// none elsewhere): each a congestion signal for the connection that sent it.
+    #[inline]
+    pub(crate) fn local_drops(&self) -> u64 {
+        match self {
+            AnyBackend::Udp(b) => b.local_drops(),
+            _ => 0,
+        }
     }
 
     /// Whether the backend lends ([`Lending`]).

@@ -174,6 +174,54 @@ fn send_datagram(
     }
 }
 
+/// Sends `header` and `payload` as one datagram to `to`, gathered by the kernel.
+fn send_vectored(
+    socket: &UdpSocket,
+    connected: Option<SocketAddr>,
+    to: SocketAddr,
+    header: &[u8],
+    payload: &[u8],
+    counters: &mut BackendCounters,
+) -> std::io::Result<usize> {
+    let iov = [IoSlice::new(header), IoSlice::new(payload)];
+    let sock = socket2::SockRef::from(socket);
+    send_past_icmp(socket, counters, || {
+        if connected == Some(to) {
+            sock.send_vectored(&iov)
+        } else {
+            sock.send_to_vectored(&iov, &to.into())
+        }
+    })
+}
+
+/// Makes a send through `socket`. Under `IP_RECVERR` the kernel keeps the error of an
+/// ICMP message about an earlier datagram (a peer's closed port, an unreachable host)
+/// and fails the socket's next call with it, whatever that call sends and to whom,
+/// without sending: such an error is counted, the error queue emptied, and the send
+/// made once more.
+fn send_past_icmp<T>(
+    socket: &UdpSocket,
+    counters: &mut BackendCounters,
+    mut send: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    match send() {
+        Err(e) if reported_by_icmp(&e) => {
+            counters.io_errors += 1;
+            sys::drain_errors(socket, 64);
+            send()
+        }
+        r => r,
+    }
+}
+
+/// Whether `e` is what an ICMP error for an earlier datagram turns into (`ip(7)`).
+fn reported_by_icmp(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN)
+    )
+}
+
 /// A buffer a batch is received into.
 enum RxBuf {
     /// A slab slot (the datagram is handed out as a view of it).
@@ -275,6 +323,10 @@ impl UdpBackend {
         let _ = sock.set_recv_buffer_size(4 << 20);
         let _ = sock.set_send_buffer_size(4 << 20);
         let gso_ok = gso != Some(false) && sys::gso_supported(&socket);
+        // A datagram the host's own queue drops is then a failed send, counted and
+        // passed on to congestion control, rather than a silent loss found a round trip
+        // later (see `Backend::local_drops`).
+        let _ = sys::set_recv_err(&socket, local.is_ipv6());
         let mut backend = UdpBackend {
             socket,
             local,
@@ -325,10 +377,22 @@ impl UdpBackend {
         }
     }
 
+    /// Datagrams the host's network stack dropped on their way out so far.
+    pub(crate) fn local_drops(&self) -> u64 {
+        self.counters.local_drops
+    }
+
     fn sent(&mut self, r: std::io::Result<usize>) -> Result<Sent, SendErrorKind> {
         match r {
             Ok(_) => Ok(Sent { copied: false }),
             Err(e) if e.kind() == ErrorKind::WouldBlock => Err(SendErrorKind::WouldBlock),
+            // A full queue on the way out dropped it (the kernel says so under
+            // `IP_RECVERR`): lost in the network, as a datagram may be, and counted as
+            // congestion, not as an error.
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                self.counters.local_drops += 1;
+                Ok(Sent { copied: false })
+            }
             Err(e) => {
                 self.counters.io_errors += 1;
                 Err(SendErrorKind::Io {
@@ -499,13 +563,14 @@ impl UdpBackend {
             self.send_staged()?;
         }
         if !self.gso_ok || len > MAX_STAGED_DATAGRAM {
-            let iov = [IoSlice::new(header), IoSlice::new(payload)];
-            let socket = socket2::SockRef::from(&self.socket);
-            let r = if self.connected == Some(to) {
-                socket.send_vectored(&iov)
-            } else {
-                socket.send_to_vectored(&iov, &to.into())
-            };
+            let r = send_vectored(
+                &self.socket,
+                self.connected,
+                to,
+                header,
+                payload,
+                &mut self.counters,
+            );
             return self.sent(r);
         }
         self.staging.push(to, header, payload);
@@ -537,7 +602,11 @@ impl UdpBackend {
         let dest = (self.connected != Some(to)).then_some(to);
         let segment = u16::try_from(self.staging.segment).unwrap_or(u16::MAX);
         loop {
-            match sys::send_segments(&self.socket, dest, &self.staging.bytes, segment) {
+            let (socket, bytes) = (&self.socket, &self.staging.bytes);
+            let r = send_past_icmp(socket, &mut self.counters, || {
+                sys::send_segments(socket, dest, bytes, segment)
+            });
+            match r {
                 Ok(_) => {
                     self.counters.gso_sends += 1;
                     self.counters.gso_segments += self.staging.count as u64;
@@ -567,7 +636,11 @@ impl UdpBackend {
         let mut first_error = Ok(());
         while self.staging.count > 0 {
             let len = self.staging.segment.min(self.staging.bytes.len());
-            let r = send_datagram(&self.socket, self.connected, to, &self.staging.bytes[..len]);
+            let (socket, bytes) = (&self.socket, &self.staging.bytes[..len]);
+            let connected = self.connected;
+            let r = send_past_icmp(socket, &mut self.counters, || {
+                send_datagram(socket, connected, to, bytes)
+            });
             match r {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -667,7 +740,10 @@ impl Backend for UdpBackend {
             }
             // Datagrams staged before this one leave before it.
             self.send_staged()?;
-            let r = send_datagram(&self.socket, self.connected, a, &buf);
+            let (socket, connected) = (&self.socket, self.connected);
+            let r = send_past_icmp(socket, &mut self.counters, || {
+                send_datagram(socket, connected, a, &buf)
+            });
             self.sent(r)
         });
         match r {
@@ -698,16 +774,20 @@ impl Backend for UdpBackend {
             let mut packet = [0u8; SMALL_SEND];
             packet[..header.len()].copy_from_slice(header);
             packet[header.len()..len].copy_from_slice(payload);
-            let r = send_datagram(&self.socket, self.connected, a, &packet[..len]);
+            let (socket, connected) = (&self.socket, self.connected);
+            let r = send_past_icmp(socket, &mut self.counters, || {
+                send_datagram(socket, connected, a, &packet[..len])
+            });
             return self.sent(r);
         }
-        let iov = [IoSlice::new(header), IoSlice::new(payload)];
-        let socket = socket2::SockRef::from(&self.socket);
-        let r = if self.connected == Some(a) {
-            socket.send_vectored(&iov)
-        } else {
-            socket.send_to_vectored(&iov, &a.into())
-        };
+        let r = send_vectored(
+            &self.socket,
+            self.connected,
+            a,
+            header,
+            payload,
+            &mut self.counters,
+        );
         self.sent(r)
     }
 
@@ -759,7 +839,10 @@ impl Backend for UdpBackend {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => {
                     // An ICMP error for an earlier send (port unreachable): not fatal.
+                    // Its copy on the error queue goes too, or the queue would hold
+                    // receive-buffer memory.
                     self.counters.io_errors += 1;
+                    sys::drain_errors(&self.socket, 64);
                     continue;
                 }
             }

@@ -338,6 +338,10 @@ pub struct Stats {
     /// Reliable mode: packets the backend refused for want of room (no free send buffer,
     /// a full socket) and that waited whole for the next transmit pass.
     pub transmit_stalls: u64,
+    /// `udp://`: datagrams this host's network stack dropped on their way out (a full
+    /// queue to the first hop, `ENOBUFS`). In reliable mode each is a congestion signal
+    /// to the connection that sent it, and RPP sends the datagram again.
+    pub local_drops: u64,
 }
 
 struct PeerSlot {
@@ -392,6 +396,9 @@ pub struct Endpoint {
     idle_until: u64,
     /// The last transmit pass stopped before RPP ran out of packets.
     transmit_blocked: bool,
+    /// The backend's count of datagrams the host dropped on their way out, as of the
+    /// last transmit pass (`udp://`).
+    local_drops: u64,
     /// The last progress pass handed messages to the application and left the rest of
     /// its work (timers, acknowledgements) to this one.
     deferred: bool,
@@ -520,6 +527,7 @@ impl Endpoint {
             next_raw_id: 0,
             idle_until: 0,
             transmit_blocked: false,
+            local_drops: 0,
             deferred: false,
             header: vec![0; myri_rpp::wire::MAX_HEADER_LEN],
             options,
@@ -588,6 +596,7 @@ impl Endpoint {
             recv_syscalls_empty: b.recv_calls_empty,
             gro_segments: b.gro_segments,
             bad_dma_checksum: b.bad_dma_checksum,
+            local_drops: b.local_drops,
             ..self.stats
         }
     }
@@ -1122,6 +1131,7 @@ impl Endpoint {
             header,
             stats,
             transmit_blocked: blocked,
+            local_drops,
             ..
         } = self;
         let slot = &mut peers[i];
@@ -1193,6 +1203,13 @@ impl Endpoint {
         // the next pass; other errors the backend counted).
         if sent {
             let _ = backend.flush();
+            // Datagrams this host's queue dropped (udp://) were this connection's: it
+            // learns of the congestion now rather than from their loss.
+            let drops = backend.local_drops();
+            if drops != *local_drops {
+                *local_drops = drops;
+                conn.on_local_congestion(now);
+            }
         }
         sent
     }

@@ -283,3 +283,48 @@ fn the_path_decides_the_datagram_size_unless_the_url_does() {
     assert_eq!(rx.recv(&mut buf).unwrap(), 1000);
     assert_eq!(off.counters.gso_sends, 0);
 }
+
+#[test]
+fn icmp_errors_under_recverr_are_counted_and_their_queue_emptied() {
+    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    // A port nobody listens on: each datagram to it brings back an ICMP port-unreachable,
+    // which (under IP_RECVERR) fails the next receive and waits on the error queue.
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = closed.local_addr().unwrap();
+    drop(closed);
+    let listener = burst(b.local, 0, 0);
+    for i in 0..5u8 {
+        let (h, p) = numbered(9, i, 40);
+        b.send_gather(&RemoteAddr::Udp(to), &h, &p).unwrap();
+        b.flush().unwrap();
+    }
+    // A send to a live peer goes, whatever errors the dead one left pending.
+    let live = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (h, p) = numbered(9, 7, 40);
+    b.send_gather(&RemoteAddr::Udp(live.local_addr().unwrap()), &h, &p)
+        .unwrap();
+    b.flush().unwrap();
+    let mut got = [0u8; 64];
+    live.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let n = live.recv(&mut got).unwrap();
+    assert!(is_numbered(&got[..n], 9, 7, 40));
+    // The errors fail receives, are counted, and their queue is emptied as they are.
+    for _ in 0..5 {
+        pass(&mut b);
+    }
+    assert!(b.counters.io_errors >= 1, "{:?}", b.counters);
+    assert_eq!(
+        sys::drain_errors(&b.socket, 64),
+        0,
+        "the error queue was left full"
+    );
+    assert_eq!(
+        b.counters.local_drops, 0,
+        "loopback has no queue to drop from"
+    );
+    // The socket still receives.
+    let tx = burst(b.local, 1, 1);
+    assert_eq!(pass(&mut b), vec![(1, 40, tx.local_addr().unwrap())]);
+    drop(listener);
+}
