@@ -1,31 +1,51 @@
 #!/usr/bin/env bash
-# RPP on a shared bottleneck: two network namespaces joined by a veth pair whose client
-# side is shaped with a token bucket (`tc ... tbf`: 200 Mbit/s with a 10 ms queue, then
-# 1 Gbit/s), `myri serve` in one namespace and the flows in the other. Each line it prints
-# is a benchmark with its ratios from the same run:
+# RPP on a shared bottleneck: a client and a server namespace joined through a router
+# namespace whose link toward the server is shaped with a token bucket (`tc ... tbf`:
+# 200 Mbit/s with a 10 ms queue, then 1 Gbit/s), `myri serve` in the server's namespace
+# and the flows in the client's. Each line it prints is a benchmark with its ratios from
+# the same run:
 #
 #   one RPP flow       goodput against TCP's over the same bottleneck (interleaved rounds,
 #                      `myri stream --baseline`) and the share of RPP's data packets sent
 #                      again (target: >= 0.95x TCP, <= 1% retransmitted)
 #   two RPP flows      at once: each one's goodput against the other's and their
 #                      retransmissions (target: within 20% of each other, <= 2%)
-#   RPP and TCP        at once: each one's share of the link (target: >= 1/3 each)
+#   RPP and TCP        started together, each measured over the RPP flow's time: each
+#                      one's share of the link (target: >= 1/3 each), once with the TCP
+#                      congestion control of the namespace and once with CUBIC when that
+#                      is another; then the two TCPs together, the control
+#
+# Where the queue is matters. With ROUTER=0 the tbf is on the client's own device, as a
+# bottleneck at the sending host: there TCP keeps at most about a millisecond of its rate
+# in the local queue (TCP Small Queues) while a UDP sender has no such bound, so RPP
+# holds most of that queue and TCP's share falls short of a third however fair the
+# controllers; a queue in the network (the router) is where flows meet on equal terms.
 #
 # Usage: integration/netns/shaped.sh [PATH-TO-MYRI]   (default: $MYRI, else `myri`)
-# Environment: CC=cubic|newreno|off (RPP's controller, default cubic), RATES="200mbit 1gbit".
+# Environment: CC=cubic|newreno|off (RPP's controller, default cubic), RATES="200mbit 1gbit",
+# ROUTER=1|0 (the bottleneck at the router, the default, or at the sender's device),
+# URL_EXTRA (more URL parameters for the RPP flows, e.g. "&pacing=0"), KEEP=DIR (copy the
+# runs' JSON there).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
 
 MYRI=${1:-${MYRI:-myri}}
 NAME=shaped
+ROUTER=${ROUTER:-1}
+if [[ $ROUTER == 1 ]]; then WHERE="the router"; else WHERE="the sender's own device"; fi
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || { say "python3 is not installed"; exit 2; }
 CC=${CC:-cubic}
 RATES=${RATES:-"200mbit 1gbit"}
 TCP_PORT=7100
-URL="udp://$SERVER_IP:$PORT?cc=$CC"
+# The TCP references' congestion control: the namespace's default, and CUBIC beside it
+# when that is another (RPP beside each, and the two TCPs beside each other).
+TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_control)
+TCP_CCS=("$TCP_DEFAULT")
+[[ $TCP_DEFAULT == cubic ]] || TCP_CCS+=(cubic)
+URL="udp://$SERVER_IP:$PORT?cc=$CC${URL_EXTRA:-}"
 start_server
 
 # json FILE EXPR: evaluates a Python expression over the last JSON line with "test" (t)
@@ -61,39 +81,68 @@ stream() {
     fi
 }
 
-# A TCP flow for SECONDS: a sink in the server's namespace, a source in the client's;
-# prints the source's goodput in MB/s.
-tcp_flow() {
-    local seconds=$1
+# A TCP flow with congestion control CC to PORT until it is stopped (SIGTERM): a sink in
+# the server's namespace, a source in the client's that appends "TIME BYTES-SO-FAR" to
+# LOG every 50 ms (TIME in seconds, the clock `date +%s.%N` reads). Runs in the
+# background; its source's process id is in TCP_PID.
+tcp_flow_start() {
+    local cc=$1 port=$2 log=$3
     ip netns exec "$NS_SERVER" python3 -c "
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('$SERVER_IP', $TCP_PORT)); s.listen(1); c, _ = s.accept()
+s.bind(('$SERVER_IP', $port)); s.listen(1); c, _ = s.accept()
 while c.recv(1 << 20): pass
 " &
-    local sink=$!
-    EXTRA_PIDS+=("$sink")
-    sleep 0.3
+    EXTRA_PIDS+=("$!")
+    for _ in $(seq 100); do
+        ip netns exec "$NS_SERVER" ss -ltn "sport = :$port" | grep -q LISTEN && break
+        sleep 0.02
+    done
     ip netns exec "$NS_CLIENT" python3 -c "
-import socket, time
-c = socket.create_connection(('$SERVER_IP', $TCP_PORT))
-buf = bytes(1 << 16); sent = 0; t0 = time.monotonic()
-while time.monotonic() - t0 < $seconds:
-    c.sendall(buf); sent += len(buf)
-el = time.monotonic() - t0; c.close()
-print(f'{sent / el / 1e6:.2f}')
-"
-    wait "$sink" || true
+import signal, socket, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+c = socket.socket()
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b'$cc')
+c.connect(('$SERVER_IP', $port))
+buf = bytes(1 << 16); sent = 0; last = 0.0
+with open('$log', 'w', buffering=1) as log:
+    log.write(f'{time.time():.6f} 0\\n')
+    while True:
+        c.sendall(buf); sent += len(buf)
+        now = time.time()
+        if now - last >= 0.05:
+            log.write(f'{now:.6f} {sent}\\n'); last = now
+" &
+    TCP_PID=$!
+    EXTRA_PIDS+=("$TCP_PID")
+}
+
+# tcp_rate LOG FROM TO: a logged TCP flow's goodput in MB/s between two times.
+tcp_rate() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys
+log, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+pts = [tuple(map(float, l.split())) for l in open(log) if len(l.split()) == 2]
+def at(t):
+    # Bytes sent by time t, interpolated between the logged points.
+    if not pts or t <= pts[0][0]:
+        return pts[0][1] if pts else 0.0
+    for a, b in zip(pts, pts[1:]):
+        if b[0] >= t:
+            return a[1] + (t - a[0]) / max(1e-9, b[0] - a[0]) * (b[1] - a[1])
+    return pts[-1][1]
+print(f"{(at(t1) - at(t0)) / max(1e-9, t1 - t0) / 1e6:.2f}")
+PY
 }
 
 for rate in $RATES; do
-    ip -n "$NS_CLIENT" link set "$VETH_CLIENT" up
-    ip netns exec "$NS_CLIENT" tc qdisc replace dev "$VETH_CLIENT" root tbf rate "$rate" burst 32kb latency 10ms \
+    ip netns exec "$SHAPED_NS" tc qdisc replace dev "$SHAPED_DEV" root tbf rate "$rate" burst 32kb latency 10ms \
         || { say "tc tbf is not available"; exit 2; }
     link_mb=$(python3 -c "r='$rate'; print({'mbit':1e6,'gbit':1e9}[r[-4:]] * float(r[:-4]) / 8e6)")
     # Messages for about four seconds of the whole link.
     count=$(python3 -c "print(max(200, int($link_mb * 4 / 0.065536)))")
-    say "link $rate (${link_mb} MB/s), queue 10 ms, rpp cc=$CC, $count x 64 KiB per flow"
+    half=$((count / 2))
+    say "link $rate (${link_mb} MB/s), queue 10 ms at $WHERE, rpp cc=$CC, $count x 64 KiB per flow"
 
     # Interleaved with TCP and bare-UDP reference rounds of about a second each (the
     # endpoint is not progressed while a reference runs: longer rounds could outlast
@@ -109,11 +158,32 @@ for rate in $RATES; do
     xa=$(json "$WORK/two-a.out" "100*retrans"); xb=$(json "$WORK/two-b.out" "100*retrans")
     say "  two RPP flows at once: $(python3 -c "a,b=$ra,$rb; print(f'{a:.1f} and {b:.1f} MB/s: the slower {min(a,b)/max(a,b):.2f}x the faster (target >= 0.8)')"); retransmitted $(printf '%.2f' "$xa")% and $(printf '%.2f' "$xb")% (target <= 2%)"
 
-    stream with-tcp.out "$count" 1 & r=$!
-    tcp=$(tcp_flow 4)
-    wait "$r" || fail "the RPP flow beside TCP failed"
-    rr=$(json "$WORK/with-tcp.out" "t['mb_per_s']")
-    say "  RPP and TCP at once: RPP $(printf '%.1f' "$rr") MB/s, TCP $tcp MB/s: $(python3 -c "l=$link_mb; print(f'{$rr/l:.2f} and {$tcp/l:.2f} of the link (target >= 0.33 each)')")"
+    # RPP beside TCP, the two started together and each measured over the RPP flow's
+    # time, with each TCP controller to compare: the namespace's default (the "TCP" of
+    # the lines above) and CUBIC, Linux's own default. Then the control: the two TCPs
+    # beside each other, measured alike (over the first one's time).
+    for tcc in "${TCP_CCS[@]}"; do
+        tcp_flow_start "$tcc" "$TCP_PORT" "$WORK/tcp-$tcc.log"
+        t0=$(date +%s.%N)
+        stream "with-$tcc.out" "$half" 1
+        t1=$(date +%s.%N)
+        kill -TERM "$TCP_PID"; wait "$TCP_PID" || true
+        rr=$(json "$WORK/with-$tcc.out" "t['mb_per_s']")
+        tcp=$(tcp_rate "$WORK/tcp-$tcc.log" "$t0" "$t1")
+        say "  RPP and TCP ($tcc) at once: RPP $(printf '%.1f' "$rr") MB/s, TCP $tcp MB/s: $(python3 -c "l=$link_mb; print(f'{$rr/l:.2f} and {$tcp/l:.2f} of the link (target >= 0.33 each)')")"
+    done
+    if [[ ${#TCP_CCS[@]} -gt 1 ]]; then
+        tcp_flow_start "${TCP_CCS[0]}" "$TCP_PORT" "$WORK/tcp-a.log"; ta=$TCP_PID
+        tcp_flow_start "${TCP_CCS[1]}" $((TCP_PORT + 1)) "$WORK/tcp-b.log"; tb=$TCP_PID
+        t0=$(date +%s.%N)
+        sleep "$(python3 -c "print($half * 0.065536 / $link_mb * 2)")"
+        t1=$(date +%s.%N)
+        kill -TERM "$ta" "$tb"; wait "$ta" "$tb" || true
+        first=$(tcp_rate "$WORK/tcp-a.log" "$t0" "$t1")
+        second=$(tcp_rate "$WORK/tcp-b.log" "$t0" "$t1")
+        say "  TCP (${TCP_CCS[0]}) and TCP (${TCP_CCS[1]}) at once (control): $first and $second MB/s: $(python3 -c "l=$link_mb; print(f'{$first/l:.2f} and {$second/l:.2f} of the link')")"
+    fi
 done
+[[ -n ${KEEP:-} ]] && cp "$WORK"/*.out "$KEEP"/
 stop_server
 say "done"
