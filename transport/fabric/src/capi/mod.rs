@@ -161,7 +161,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 7] = [
+pub const PARAMS: [(&CStr, &CStr); 9] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -189,6 +189,14 @@ pub const PARAMS: [(&CStr, &CStr); 7] = [
     (
         c"pacing",
         c"0: RPP sends bursts unpaced over udp (FI_EP_RDM). Default: 1 (paced)",
+    ),
+    (
+        c"shm",
+        c"0: a udp RDM endpoint talks to peers of this host over udp too. Default: 1 (over a shared-memory region once the peer's provider opened its side; always off with via or rank_ports)",
+    ),
+    (
+        c"stats",
+        c"1: each endpoint prints to stderr, when closed, how many messages it sent and received over udp and over shm. Default: 0",
     ),
 ];
 
@@ -242,6 +250,13 @@ fn via() -> HashMap<String, String> {
             Some((a.trim().to_owned(), b.trim().to_owned()))
         })
         .collect()
+}
+
+/// Whether `udp://` RDM endpoints reach peers of this host over shared memory
+/// (`FI_MYRI_SHM`, on unless `0`; off whenever `FI_MYRI_VIA` or `FI_MYRI_RANK_PORTS`
+/// route traffic through a proxy).
+fn auto_shm() -> bool {
+    env("shm").as_deref() != Some("0") && env("via").is_none() && env("rank_ports").is_none()
 }
 
 fn backend() -> Result<Backend, i32> {
