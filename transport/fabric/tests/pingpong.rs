@@ -1,6 +1,7 @@
 //! `fi_pingpong -p myri` between two processes on loopback, data checked, for RDM and
 //! DGRAM endpoints and untagged and tagged messages over `udp://`, and RDM over `shm://`
 //! (`FI_MYRI_TRANSPORT=shm`; `FI_PROVIDER=^ofi_rxd` keeps libfabric's rxd layer out).
+//! `FI_MYRI_SHM=0`: the two processes of this host talk UDP, not over auto-shm's region.
 
 mod common;
 
@@ -22,6 +23,7 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
     ];
     let server = common::fi_command("fi_pingpong")
         .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_MYRI_SHM", "0")
         .env("FI_PROVIDER", "^ofi_rxd")
         .args(args)
         .args(["-B", &port])
@@ -32,6 +34,7 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
     common::wait_listening(port.parse().unwrap(), Duration::from_secs(20));
     let client = common::fi_command("fi_pingpong")
         .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_MYRI_SHM", "0")
         .env("FI_PROVIDER", "^ofi_rxd")
         .args(args)
         .args(["-P", &port, "127.0.0.1"])
