@@ -45,6 +45,9 @@
 //!   unexpected) before any later one that came over the region from the same peer.
 //!
 //! Several address-vector entries for one peer share its region and switch together.
+//! Once some peer is on a region, a `udp://` link with nothing to do for 64 passes is
+//! passed only every 8th pass until it has work again (an idle socket's receive is a
+//! system call, dearer than a look at every region).
 //!
 //! # Matching
 //!
@@ -208,6 +211,10 @@ pub struct FabricEndpoint {
     pub counts: PathCounts,
     /// Print [`FabricEndpoint::counts`] to stderr when dropped (`FI_MYRI_STATS=1`).
     pub report: bool,
+    /// Auto-shm: some peer is reached over a region.
+    shm_active: bool,
+    /// Progress passes in a row in which the `udp://` link had nothing to do.
+    udp_quiet: u32,
 }
 
 /// Messages sent and received over `udp://` and over `shm://` regions (long messages in
@@ -482,6 +489,8 @@ impl FabricEndpoint {
             switch: HashMap::new(),
             counts: PathCounts::default(),
             report: false,
+            shm_active: false,
+            udp_quiet: 0,
         }
     }
 
@@ -574,6 +583,7 @@ impl FabricEndpoint {
             self.switch.remove(&a);
             self.peers.insert(a, (link, peer));
         }
+        self.shm_active = true;
         self.sources.entry((link, peer)).or_insert(dest);
     }
 
@@ -830,6 +840,7 @@ impl FabricEndpoint {
                 self.counts.shm_sent += 1;
             } else {
                 self.counts.udp_sent += 1;
+                self.udp_quiet = 0;
             }
             let key = (link, peer);
             let flags = FI_SEND | kind_flags(header.tagged);
@@ -1262,9 +1273,24 @@ impl Progress for FabricEndpoint {
             if t.is_native() {
                 self.take_native(i);
             } else {
+                // Auto-shm, with peers on regions: a `udp://` link that had nothing to do
+                // for a while is passed only every few passes (an idle socket costs a
+                // system call a pass, more than looking at every region). Anything it
+                // does puts it back on every pass.
+                if self.shm_active
+                    && self.udp_quiet >= UDP_QUIET_PASSES
+                    && !self.passes.is_multiple_of(UDP_QUIET_PERIOD)
+                {
+                    continue;
+                }
                 // One pass, then what it delivered: `recv` on an empty queue would run
                 // another pass.
-                t.progress();
+                let worked = t.progress() || t.pending_deliveries() > 0;
+                self.udp_quiet = if worked {
+                    0
+                } else {
+                    self.udp_quiet.saturating_add(1)
+                };
                 while self.links[i].transport.pending_deliveries() > 0 {
                     if let Some(d) = self.links[i].transport.recv() {
                         self.take_delivery(i, d.peer, d.data);
@@ -1289,6 +1315,13 @@ impl Progress for FabricEndpoint {
         }
     }
 }
+
+/// Auto-shm: passes without work after which an idle `udp://` link is passed only every
+/// [`UDP_QUIET_PERIOD`] passes (once some peer is on a region).
+const UDP_QUIET_PASSES: u32 = 64;
+/// Auto-shm: how often a quiet `udp://` link is passed (a divisor of
+/// [`COMPLETION_DRAIN_PERIOD`]: its completions are still drained on time).
+const UDP_QUIET_PERIOD: u64 = 8;
 
 /// How long a closing endpoint keeps progressing for its messages to be acknowledged.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
@@ -1344,6 +1377,7 @@ impl FabricEndpoint {
         self.untransmitted.clear();
         self.reassembly.clear();
         self.switch.clear();
+        self.shm_active = false;
         if self.auto.is_some() {
             self.enable_auto_shm();
         }
@@ -2087,6 +2121,72 @@ mod auto_shm_tests {
         take_in_order(&mut eps[1], &cq, addrs[0], 2);
         assert_eq!(eps[1].counts.udp_received, 1);
         assert_eq!(eps[1].counts.shm_received, 1);
+    }
+
+    /// One endpoint with a peer on its region and another that stays on udp:// (the
+    /// udp:// link then goes quiet between messages, passed every few passes only):
+    /// both directions with both peers, interleaved, arrive whole and in order.
+    #[test]
+    fn auto_shm_with_one_peer_on_shm_and_one_on_udp() {
+        let (mut eps, addrs, cq) = pair([true, true]);
+        let av = eps[0].bind.av.clone().unwrap();
+        let t = Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
+        let mut c = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
+        c.bind.av = Some(av.clone());
+        c.bind.rx_cq = Some((cq.clone(), false));
+        c.directed_recv = true;
+        let c_addr = lock(&av).insert(c.local_url().to_owned());
+        let mut warm = 0;
+        while !eps[0].on_shm(addrs[1]) {
+            send(&mut eps[0], addrs[1], warm);
+            warm += 1;
+            for _ in 0..50 {
+                eps[0].progress();
+                eps[1].progress();
+            }
+            assert!(warm < 100_000, "never switched");
+        }
+        let [a, b] = &mut eps;
+        let mut turns = 0;
+        while (b.unexpected[TAGGED].len() as u64) < warm {
+            a.progress();
+            b.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "warm-up messages lost");
+        }
+        take_in_order(b, &cq, addrs[0], warm);
+        for seq in 0..100 {
+            send(a, addrs[1], seq);
+            send(a, c_addr, seq);
+            send(b, addrs[0], seq);
+            send(&mut c, addrs[0], seq);
+            for _ in 0..(seq % 7) * 40 {
+                a.progress();
+                b.progress();
+                c.progress();
+            }
+        }
+        take_in_order(b, &cq, addrs[0], 100);
+        take_in_order(&mut c, &cq, addrs[0], 100);
+        // a's unexpected queue holds both peers' messages: each in order, by source.
+        let mut turns = 0;
+        while a.unexpected[TAGGED].len() < 200 {
+            a.progress();
+            b.progress();
+            c.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "{} of 200", a.unexpected[TAGGED].len());
+        }
+        for src in [addrs[1], c_addr] {
+            let seqs: Vec<u64> = a.unexpected[TAGGED]
+                .iter()
+                .filter(|m| m.src == src)
+                .map(|m| m.header.tag)
+                .collect();
+            assert_eq!(seqs, (0..100).collect::<Vec<_>>());
+        }
+        assert_eq!(c.counts.udp_received, 100);
+        assert!(a.shm_active && a.counts.shm_sent >= 100);
     }
 
     /// A peer whose provider never opens its side (auto-shm off there) gets everything
