@@ -91,7 +91,8 @@ fn dgram_tagged() {
 
 /// RDM under loss: the client reaches the server through the fault-injecting proxy
 /// (`myri proxy`'s library, in this process) dropping 5%, duplicating 1% and reordering
-/// 5% of datagrams both ways (`FI_MYRI_VIA`); the data checks still pass.
+/// 5% of datagrams both ways (`FI_MYRI_VIA`, which turns auto-shm off on the client;
+/// `FI_MYRI_SHM=0` on both says so); the data checks still pass.
 #[test]
 fn rdm_under_injected_loss() {
     use myri_device::fabric::FaultConfig;
@@ -123,6 +124,7 @@ fn rdm_under_injected_loss() {
     ];
     let server = common::fi_command("fi_pingpong")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_SHM", "0")
         .env("FI_MYRI_PORT", server_port.to_string())
         .args(args)
         .args(["-B", &ctrl])
@@ -133,6 +135,7 @@ fn rdm_under_injected_loss() {
     common::wait_listening(ctrl.parse().unwrap(), Duration::from_secs(20));
     let client = common::fi_command("fi_pingpong")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_SHM", "0")
         .env("FI_MYRI_VIA", &via)
         .args(args)
         .args(["-P", &ctrl, "127.0.0.1"])
