@@ -18,9 +18,11 @@
 //! loopback address, or one a socket can bind to here: an address of a local interface
 //! in this network namespace), its side of an `shm://` region named after both
 //! endpoints' `udp://` addresses (`udp://127.0.0.1:7000` gives the token
-//! `u127.0.0.1_7000`; the region is `ma-<lower token>-<higher token>`). The peer's
-//! provider opens the same region from its own address vector. The region's native
-//! reliability announces the other side once it has finished attaching
+//! `u127.0.0.1_7000`; the region is `ma<netns>-<lower token>-<higher token>`, where
+//! `<netns>` is the network namespace's number in hex: containers sharing `/dev/shm`
+//! each have their own `127.0.0.1`). The peer's provider opens the same region from its
+//! own address vector. The region's native reliability announces the other side once
+//! it has finished attaching
 //! ([`myri_transport::Completion::Connected`]); until then, and for ever with a peer that
 //! never attaches (an older build, auto-shm off, a proxy's port, another host), every
 //! message goes over `udp://`. Messages that arrive over the region are reported from
@@ -233,6 +235,9 @@ pub struct PathCounts {
 
 /// Auto-shm's state: this endpoint's region-name token and the regions it opened.
 struct AutoShm {
+    /// `ma<network namespace>`: hosts' namespaces sharing one `/dev/shm` (containers)
+    /// each name their own loopback addresses.
+    prefix: String,
     token: String,
     /// Address-vector entries looked at so far.
     scanned: usize,
@@ -250,6 +255,18 @@ pub fn auto_token(url: &str) -> Option<(Ipv4Addr, String)> {
         return None;
     };
     Some((*v4.ip(), format!("u{}_{}", v4.ip(), v4.port())))
+}
+
+/// This process's network namespace, as the number of `/proc/self/ns/net`
+/// (`net:[4026531840]`), or 0 where there is none to read.
+fn net_namespace() -> u64 {
+    std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_str()?.to_owned();
+            l.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// Whether `ip` is this host's: a loopback address, or one a socket can bind to (an
@@ -501,6 +518,7 @@ impl FabricEndpoint {
         let token = auto_token(&self.local_url).map(|(_, t)| t);
         self.auto = match token {
             Some(token) if self.ep_type == EpType::Rdm && self.shm.is_none() => Some(AutoShm {
+                prefix: format!("ma{:x}", net_namespace()),
                 token,
                 scanned: 0,
                 local: HashMap::new(),
@@ -530,7 +548,7 @@ impl FabricEndpoint {
         if theirs == auto.token || !*auto.local.entry(ip).or_insert_with(|| is_local(ip)) {
             return;
         }
-        let region = region_named("ma", &auto.token, &theirs);
+        let region = region_named(&auto.prefix, &auto.token, &theirs);
         let route = match auto.regions.get(&region) {
             Some(&r) => r,
             None => {
@@ -2224,7 +2242,7 @@ mod auto_shm_tests {
         let mut dgram = FabricEndpoint::new(EpType::Dgram, t, 1000);
         assert!(!dgram.enable_auto_shm());
         let (_, tok) = auto_token("udp://255.255.255.255:65535").unwrap();
-        let region = region_named("ma", &tok, &tok);
+        let region = region_named(&format!("ma{:x}", u64::MAX), &tok, &tok);
         assert!(myri_transport::url::is_valid_name(
             region.strip_prefix("shm://").unwrap()
         ));
@@ -2233,5 +2251,18 @@ mod auto_shm_tests {
             "u127.0.0.1_7000"
         );
         assert!(auto_token("udp://[::1]:7000").is_none());
+        if cfg!(target_os = "linux") {
+            assert_ne!(net_namespace(), 0);
+        }
+        let ns = format!("ma{:x}", net_namespace());
+        assert!(
+            eps[0]
+                .auto
+                .as_ref()
+                .unwrap()
+                .regions
+                .keys()
+                .all(|r| r.contains(&ns))
+        );
     }
 }

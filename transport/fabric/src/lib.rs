@@ -95,9 +95,9 @@
 //! ```
 //!
 //! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`, and
-//! with auto-shm each pair of `udp://` endpoints of one host `/dev/shm/myri-ma-<a>-<b>`
-//! (about 8 MiB each, sparse); a process killed before closing its endpoints leaves its
-//! regions there.
+//! with auto-shm each pair of `udp://` endpoints of one host
+//! `/dev/shm/myri-ma<netns>-<a>-<b>` (about 8 MiB each, sparse); a process killed before
+//! closing its endpoints leaves its regions there.
 
 pub mod abi;
 mod capi;
