@@ -12,9 +12,10 @@
 //! messages are at most 2 MiB (the ping-pong's 4 MiB and the 64 MiB message are not).
 //!
 //! Over `udp://` the runs set `FI_MYRI_SHM=0`, so that the ranks, all of this host, talk
-//! UDP; the ping-pong, matching and collectives run again with auto-shm on and
-//! `FI_MYRI_STATS=1`, and those tests check from the counts each endpoint prints when
-//! closed that messages went over `shm://`.
+//! UDP; the ping-pong, matching and collectives run again with auto-shm on. Every run
+//! sets `FI_MYRI_STATS=1`, and the tests check from the counts each endpoint prints when
+//! closed that no message went over `shm://` with auto-shm off or under loss (through
+//! the proxy), and that some did with it on.
 //!
 //! Under loss, every program runs again (the 64 MiB message included) with every datagram
 //! between the ranks going through the fault-injecting proxy in mesh mode (`myri proxy
@@ -80,7 +81,11 @@ pub fn mpirun(ranks: u32, program: &Path, args: &[&str]) -> String {
 #[track_caller]
 pub fn mpirun_over(transport: &str, ranks: u32, program: &Path, args: &[&str]) -> String {
     let _serial = common::one_at_a_time();
-    mpirun_with(transport, "", false, ranks, program, args).0
+    let (out, err) = mpirun_with(transport, "", false, ranks, program, args);
+    if transport == "udp" {
+        assert_eq!(sent_over(&err, ranks)[1], 0, "FI_MYRI_SHM=0, yet over shm");
+    }
+    out
 }
 
 /// Runs `program` over `udp://` with auto-shm on and `FI_MYRI_STATS=1`; returns rank 0's
@@ -90,6 +95,20 @@ pub fn mpirun_over(transport: &str, ranks: u32, program: &Path, args: &[&str]) -
 fn mpirun_auto_shm(ranks: u32, program: &Path, args: &[&str]) -> (String, [u64; 2]) {
     let _serial = common::one_at_a_time();
     let (out, err) = mpirun_with("udp", "", true, ranks, program, args);
+    let sent = sent_over(&err, ranks);
+    eprintln!(
+        "{} on {ranks} ranks with auto-shm: {} messages sent over udp, {} over shm",
+        program.display(),
+        sent[0],
+        sent[1]
+    );
+    (out, sent)
+}
+
+/// The messages all endpoints of a run sent over `udp://` and over `shm://`, from the
+/// lines they printed on `err` when closed (at least one per rank).
+#[track_caller]
+fn sent_over(err: &str, ranks: u32) -> [u64; 2] {
     let mut sent = [0, 0];
     let mut endpoints = 0;
     for line in err.lines().filter(|l| l.starts_with("myri-fi ")) {
@@ -102,13 +121,7 @@ fn mpirun_auto_shm(ranks: u32, program: &Path, args: &[&str]) -> (String, [u64; 
         endpoints >= ranks,
         "{endpoints} endpoints reported for {ranks} ranks:\n{err}"
     );
-    eprintln!(
-        "{} on {ranks} ranks with auto-shm: {} messages sent over udp, {} over shm",
-        program.display(),
-        sent[0],
-        sent[1]
-    );
-    (out, sent)
+    sent
 }
 
 /// The messages sent over `udp://` and over `shm://` in an endpoint's `FI_MYRI_STATS`
@@ -121,8 +134,8 @@ fn sent_counts(line: &str) -> Option<[u64; 2]> {
 }
 
 /// Runs `program` with `FI_MYRI_RANK_PORTS` = `rank_ports` (when not empty) and auto-shm
-/// `auto_shm` (reporting its counts, `FI_MYRI_STATS=1`, when on); returns rank 0's
-/// output and mpirun's stderr.
+/// `auto_shm`, every endpoint reporting its counts when closed (`FI_MYRI_STATS=1`);
+/// returns rank 0's output and mpirun's stderr.
 #[track_caller]
 fn mpirun_with(
     transport: &str,
@@ -142,7 +155,7 @@ fn mpirun_with(
         .env("FI_PROVIDER", "^ofi_rxd")
         .env("FI_MYRI_TRANSPORT", transport)
         .env("FI_MYRI_SHM", if auto_shm { "1" } else { "0" })
-        .env("FI_MYRI_STATS", if auto_shm { "1" } else { "0" })
+        .env("FI_MYRI_STATS", "1")
         .args([
             "--allow-run-as-root",
             "--oversubscribe",
@@ -303,16 +316,22 @@ fn mpirun_under_loss(ranks: u16, program: &Path, args: &[&str], seed: u64) -> (S
     let thread = std::thread::spawn(move || proxy.run(Limits::default(), None, |_| {}));
     let rank_ports = format!("{base},{}", base + ranks);
     let out = std::panic::catch_unwind(|| {
-        mpirun_with("udp", &rank_ports, false, u32::from(ranks), program, args).0
+        mpirun_with("udp", &rank_ports, false, u32::from(ranks), program, args)
     });
     handle.stop();
     let stopped = thread.join().expect("the proxy thread");
     let stats = handle.stats();
-    let out = out.unwrap_or_else(|e| {
+    let (out, err) = out.unwrap_or_else(|e| {
         eprintln!("proxy: {}", summary(&stats));
         std::panic::resume_unwind(e)
     });
     stopped.expect("the proxy ran");
+    // Never around the proxy.
+    assert_eq!(
+        sent_over(&err, u32::from(ranks))[1],
+        0,
+        "over shm under loss"
+    );
     eprintln!(
         "{} on {ranks} ranks under loss: {}",
         program.display(),

@@ -256,7 +256,12 @@ fn via() -> HashMap<String, String> {
 /// (`FI_MYRI_SHM`, on unless `0`; off whenever `FI_MYRI_VIA` or `FI_MYRI_RANK_PORTS`
 /// route traffic through a proxy).
 fn auto_shm() -> bool {
-    env("shm").as_deref() != Some("0") && env("via").is_none() && env("rank_ports").is_none()
+    auto_shm_wanted(env("shm"), env("via"), env("rank_ports"))
+}
+
+/// [`auto_shm`] from the values of `FI_MYRI_SHM`, `FI_MYRI_VIA` and `FI_MYRI_RANK_PORTS`.
+fn auto_shm_wanted(shm: Option<String>, via: Option<String>, rank_ports: Option<String>) -> bool {
+    shm.as_deref() != Some("0") && via.is_none() && rank_ports.is_none()
 }
 
 fn backend() -> Result<Backend, i32> {
@@ -677,7 +682,18 @@ use objects::fabric_open;
 
 #[cfg(test)]
 mod tests {
-    use super::rank_ports;
+    use super::{auto_shm_wanted, rank_ports};
+
+    #[test]
+    fn auto_shm_off_when_asked_or_behind_a_proxy() {
+        let s = |v: &str| Some(v.to_owned());
+        assert!(auto_shm_wanted(None, None, None));
+        assert!(auto_shm_wanted(s("1"), None, None));
+        assert!(!auto_shm_wanted(s("0"), None, None));
+        assert!(!auto_shm_wanted(None, s("udp://a:1=udp://b:2"), None));
+        assert!(!auto_shm_wanted(s("1"), None, s("20000,30000")));
+        assert!(!auto_shm_wanted(None, s(""), None));
+    }
 
     #[test]
     fn rank_ports_bind_and_advertise_by_rank() {
