@@ -28,7 +28,6 @@
 //!   front of each transport message ([`wire`]).
 //! - Manual progress: reading a completion queue or counter, and sending, drive the
 //!   endpoints bound to it.
-//!
 //! - Peers on one host over shared memory, automatically (auto-shm, on unless
 //!   `FI_MYRI_SHM=0`): an RDM endpoint over `udp://` reaches an address-vector entry
 //!   whose address is this host's (loopback or a local interface) over an `shm://`
