@@ -5,7 +5,8 @@
 # Writes target/fabric-compare/{mpi.txt,fi_pingpong.txt,latency.svg,bandwidth.svg}:
 # the MPI ping-pong (tests/mpi/pingpong.c, one-way median per size, median over the
 # rounds) over Open MPI's mtl:ofi on myri (RDM over udp://, congestion control and pacing
-# on), myri-nocc (the same with FI_MYRI_CC=none FI_MYRI_PACING=0), udp;ofi_rxd,
+# on, auto-shm off: FI_MYRI_SHM=0, so the two ranks of this host really talk UDP),
+# myri-nocc (the same with FI_MYRI_CC=none FI_MYRI_PACING=0), udp;ofi_rxd,
 # tcp;ofi_rxm and myri-shm (RDM over shm://), and over Open MPI's own shared memory
 # (vader: pml ob1, btl vader) for reference: libfabric's shm provider lacks
 # FI_REMOTE_COMM, which Open MPI 4.1's mtl:ofi asks for, so it runs in fi_pingpong only.
@@ -25,8 +26,8 @@ configs=("myri" "myri-nocc" "udp;ofi_rxd" "tcp;ofi_rxm" "myri-shm" "vader")
 run_mpi() { # config round
     local prov=$1 pml=(--mca pml cm --mca mtl ofi) extra=()
     case $1 in
-    myri) extra=(-x FI_PROVIDER=^ofi_rxd) ;;
-    myri-nocc) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_CC=none -x FI_MYRI_PACING=0) ;;
+    myri) extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_SHM=0) ;;
+    myri-nocc) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_SHM=0 -x FI_MYRI_CC=none -x FI_MYRI_PACING=0) ;;
     myri-shm) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_TRANSPORT=shm) ;;
     vader) pml=(--mca pml ob1 --mca btl self,vader) ;;
     esac
@@ -39,7 +40,7 @@ fi_runs=("myri rdm" "myri dgram" "myri-shm rdm" "udp dgram" "udp;ofi_rxd rdm" "t
 fi_sizes=("8 10000" "65536 1000" "1048576 100")
 run_fi() { # provider endpoint size iterations round
     local port=$((47700 + RANDOM % 200)) env=(env -u FI_PROVIDER) prov=$1
-    [ "$1" = myri ] && env=(env FI_PROVIDER=^ofi_rxd)
+    [ "$1" = myri ] && env=(env FI_PROVIDER=^ofi_rxd FI_MYRI_SHM=0)
     [ "$1" = myri-shm ] && env=(env FI_PROVIDER=^ofi_rxd FI_MYRI_TRANSPORT=shm) prov=myri
     [ "$2" = dgram ] && [ "$3" -gt 1400 ] && return 0
     # Server and client pinned to a core each, as mpirun binds its two ranks: unpinned,

@@ -11,6 +11,46 @@
 //! each address it finds in its address vector (when progressing, so that a peer's
 //! messages have somewhere to land before this side sends) or sends to.
 //!
+//! # Peers on this host (auto-shm)
+//!
+//! An RDM endpoint over `udp://` with auto-shm on ([`FabricEndpoint::enable_auto_shm`])
+//! also opens, for each address-vector entry whose IPv4 address is this host's (a
+//! loopback address, or one a socket can bind to here: an address of a local interface
+//! in this network namespace), its side of an `shm://` region named after both
+//! endpoints' `udp://` addresses (`udp://127.0.0.1:7000` gives the token
+//! `u127.0.0.1_7000`; the region is `ma<netns>-<lower token>-<higher token>`, where
+//! `<netns>` is the network namespace's number in hex: containers sharing `/dev/shm`
+//! each have their own `127.0.0.1`). The peer's provider opens the same region from its
+//! own address vector. The region's native reliability announces the other side once
+//! it has finished attaching
+//! ([`myri_transport::Completion::Connected`]); until then, and for ever with a peer that
+//! never attaches (an older build, auto-shm off, a proxy's port, another host), every
+//! message goes over `udp://`. Messages that arrive over the region are reported from
+//! the peer's address-vector entry, as those over `udp://` are.
+//!
+//! Each direction switches once, from `udp://` to the region, and never back; RDM keeps
+//! each pair's messages in order across the switch:
+//!
+//! - The sender switches at a send only when the peer has attached and nothing it sent
+//!   to the peer over `udp://` is still held by RPP (queued, unsent or unacknowledged:
+//!   [`myri_transport::Endpoint::peer_has_pending`]), and from then on sends to that
+//!   peer only over the region.
+//! - RPP acknowledges a packet once the receiving transport has handled it, and hands a
+//!   message whose packets are all in to its delivery queue (in order) before any
+//!   acknowledgement of that pass leaves; so when the sender switches, every message it
+//!   sent over `udp://` is in the receiver's `udp://` delivery queue or already matched
+//!   there, and the region's first message was written after that (the acknowledgement
+//!   had to come back first).
+//! - The receiver takes every delivery waiting in its `udp://` transport's queue (no
+//!   budget: all of them, without a new pass) before it takes each delivery from an
+//!   auto-shm region, so a message that came over `udp://` is matched (or queued as
+//!   unexpected) before any later one that came over the region from the same peer.
+//!
+//! Several address-vector entries for one peer share its region and switch together.
+//! Once some peer is on a region, a `udp://` link with nothing to do for 64 passes is
+//! passed only every 8th pass until it has work again (an idle socket's receive is a
+//! system call, dearer than a look at every region).
+//!
 //! # Matching
 //!
 //! A received message is matched against the posted receives of its kind (tagged or
@@ -25,6 +65,7 @@ use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
 use crate::wire::{HEADER_LEN, Header};
 use myri_transport::{Completion, Endpoint, Peer, RecvBuf, SendErrorKind};
 use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr};
 
 /// Where a posted receive's bytes go: the application's buffers, written by the C
 /// surface (which owns the raw pointers).
@@ -163,6 +204,81 @@ pub struct FabricEndpoint {
     untransmitted: HashMap<(usize, Peer), VecDeque<PendingTx>>,
     /// Messages arriving in pieces (`shm://`), by link and peer.
     reassembly: HashMap<(usize, Peer), Assembly>,
+    /// Auto-shm (`udp://` RDM endpoints only): see the module docs.
+    auto: Option<AutoShm>,
+    /// Auto-shm: address-vector entries still sent to over `udp://` whose region is
+    /// open, with its link and peer (empty once every such peer was switched).
+    switch: HashMap<FiAddr, (usize, Peer)>,
+    /// Messages sent and received, by path.
+    pub counts: PathCounts,
+    /// Print [`FabricEndpoint::counts`] to stderr when dropped (`FI_MYRI_STATS=1`).
+    pub report: bool,
+    /// Auto-shm: some peer is reached over a region.
+    shm_active: bool,
+    /// Progress passes in a row in which the `udp://` link had nothing to do.
+    udp_quiet: u32,
+}
+
+/// Messages sent and received over `udp://` and over `shm://` regions (long messages in
+/// pieces count once; sends to self not at all).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PathCounts {
+    /// Messages sent over `udp://`.
+    pub udp_sent: u64,
+    /// Messages sent over an `shm://` region.
+    pub shm_sent: u64,
+    /// Messages received over `udp://`.
+    pub udp_received: u64,
+    /// Messages received over an `shm://` region.
+    pub shm_received: u64,
+}
+
+/// Auto-shm's state: this endpoint's region-name token and the regions it opened.
+struct AutoShm {
+    /// `ma<network namespace>`: hosts' namespaces sharing one `/dev/shm` (containers)
+    /// each name their own loopback addresses.
+    prefix: String,
+    token: String,
+    /// Address-vector entries looked at so far.
+    scanned: usize,
+    /// Whether an IPv4 address is this host's, as found out.
+    local: HashMap<Ipv4Addr, bool>,
+    /// Link and peer of each region opened, by region URL.
+    regions: HashMap<String, (usize, Peer)>,
+}
+
+/// Auto-shm's part of a region name for the `udp://` URL `url`: `u<ip>_<port>` (IPv4
+/// only), and the IP address.
+pub fn auto_token(url: &str) -> Option<(Ipv4Addr, String)> {
+    let sa: SocketAddr = url.strip_prefix("udp://")?.parse().ok()?;
+    let SocketAddr::V4(v4) = sa else {
+        return None;
+    };
+    Some((*v4.ip(), format!("u{}_{}", v4.ip(), v4.port())))
+}
+
+/// This process's network namespace, as the number of `/proc/self/ns/net`
+/// (`net:[4026531840]`), or 0 where there is none to read.
+fn net_namespace() -> u64 {
+    std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_str()?.to_owned();
+            l.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Whether `ip` is this host's: a loopback address, or one a socket can bind to (an
+/// address of a local interface in this network namespace).
+fn is_local(ip: Ipv4Addr) -> bool {
+    if ip.is_loopback() {
+        return true;
+    }
+    if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+        return false;
+    }
+    std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
 /// A message arriving in pieces.
@@ -203,6 +319,10 @@ struct Link {
     peer_addr: Option<FiAddr>,
     /// `shm://`: messages going out in pieces, in send order (later sends wait behind).
     outq: VecDeque<OutMsg>,
+    /// An auto-shm region (next to a `udp://` link).
+    auto: bool,
+    /// `shm://`: the other side has attached (and not gone since).
+    attached: bool,
 }
 
 impl Link {
@@ -211,6 +331,8 @@ impl Link {
             transport,
             peer_addr,
             outq: VecDeque::new(),
+            auto: false,
+            attached: false,
         }
     }
 
@@ -326,8 +448,13 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
 
 /// The region two `shm://` tokens share.
 fn region_of(a: &str, b: &str) -> String {
+    region_named("mf", a, b)
+}
+
+/// The region named `<prefix>-<lower token>-<higher token>`.
+fn region_named(prefix: &str, a: &str, b: &str) -> String {
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    format!("shm://mf-{lo}-{hi}")
+    format!("shm://{prefix}-{lo}-{hi}")
 }
 
 const MSG: usize = 0;
@@ -375,6 +502,129 @@ impl FabricEndpoint {
             via: HashMap::new(),
             untransmitted: HashMap::new(),
             reassembly: HashMap::new(),
+            auto: None,
+            switch: HashMap::new(),
+            counts: PathCounts::default(),
+            report: false,
+            shm_active: false,
+            udp_quiet: 0,
+        }
+    }
+
+    /// Auto-shm on (see the module docs): peers of this host that take part are reached
+    /// over `shm://` regions. Only for RDM endpoints over `udp://` with an IPv4 address;
+    /// returns whether it is on.
+    pub fn enable_auto_shm(&mut self) -> bool {
+        let token = auto_token(&self.local_url).map(|(_, t)| t);
+        self.auto = match token {
+            Some(token) if self.ep_type == EpType::Rdm && self.shm.is_none() => Some(AutoShm {
+                prefix: format!("ma{:x}", net_namespace()),
+                token,
+                scanned: 0,
+                local: HashMap::new(),
+                regions: HashMap::new(),
+            }),
+            _ => None,
+        };
+        self.auto.is_some()
+    }
+
+    /// Auto-shm: whether sends to `dest` go over its region.
+    pub fn on_shm(&self, dest: FiAddr) -> bool {
+        self.peers
+            .get(&dest)
+            .is_some_and(|&(l, _)| self.links[l].transport.is_native())
+    }
+
+    /// Auto-shm: opens the region shared with the `udp://` peer at `url` (`dest` in the
+    /// address vector) when it is on this host, and notes `dest` for the switch.
+    fn open_auto(&mut self, dest: FiAddr, url: &str) {
+        let Some(auto) = self.auto.as_mut() else {
+            return;
+        };
+        let Some((ip, theirs)) = auto_token(url) else {
+            return;
+        };
+        if theirs == auto.token || !*auto.local.entry(ip).or_insert_with(|| is_local(ip)) {
+            return;
+        }
+        let region = region_named(&auto.prefix, &auto.token, &theirs);
+        let route = match auto.regions.get(&region) {
+            Some(&r) => r,
+            None => {
+                // A region that cannot be opened (both sides taken by live processes, a
+                // foreign file) leaves the peer on udp://.
+                let Ok(mut t) = Endpoint::open_with(&region, transport_options(EpType::Rdm)) else {
+                    return;
+                };
+                let Ok(peer) = t.insert_addr(&region) else {
+                    return;
+                };
+                let mut link = Link::new(t, Some(dest));
+                link.auto = true;
+                self.links.push(link);
+                let r = (self.links.len() - 1, peer);
+                auto.regions.insert(region, r);
+                r
+            }
+        };
+        if self.peers.get(&dest).is_none_or(|&(l, _)| l != route.0) {
+            self.switch.insert(dest, route);
+        }
+    }
+
+    /// Auto-shm: moves sends to `dest` (and every entry sharing its region) to the
+    /// region once the peer has attached and nothing sent to it over `udp://` is held by
+    /// RPP any more (see the module docs).
+    fn try_switch(&mut self, dest: FiAddr) {
+        let Some(&(link, peer)) = self.switch.get(&dest) else {
+            return;
+        };
+        if !self.links[link].attached {
+            return;
+        }
+        let same: Vec<FiAddr> = self
+            .switch
+            .iter()
+            .filter(|(_, r)| r.0 == link)
+            .map(|(&a, _)| a)
+            .collect();
+        for a in &same {
+            if let Some(&(0, p)) = self.peers.get(a)
+                && (self.links[0].transport.peer_has_pending(p)
+                    || self.untransmitted.contains_key(&(0, p)))
+            {
+                return;
+            }
+        }
+        for a in same {
+            self.switch.remove(&a);
+            self.peers.insert(a, (link, peer));
+        }
+        self.shm_active = true;
+        self.sources.entry((link, peer)).or_insert(dest);
+    }
+
+    /// Takes what the `shm://` region of `link` delivers (shm's native receive looks at
+    /// the ring without a whole pass); from an auto-shm region, only after everything
+    /// the `udp://` transport holds delivered.
+    fn take_native(&mut self, link: usize) {
+        let auto = self.links[link].auto;
+        while let Some(d) = self.links[link].transport.recv() {
+            if auto {
+                self.take_udp_deliveries();
+            }
+            self.take_delivery(link, d.peer, d.data);
+        }
+    }
+
+    /// Auto-shm: takes every message the `udp://` transport holds delivered, before a
+    /// message from a region is taken (see the module docs).
+    fn take_udp_deliveries(&mut self) {
+        while self.links[0].transport.pending_deliveries() > 0 {
+            if let Some(d) = self.links[0].transport.recv() {
+                self.take_delivery(0, d.peer, d.data);
+            }
         }
     }
 
@@ -457,24 +707,42 @@ impl FabricEndpoint {
         Ok(r)
     }
 
-    /// `shm://`: opens the regions of address-vector entries not looked at yet.
+    /// `shm://`, and auto-shm: opens the regions of address-vector entries not looked at
+    /// yet.
     fn scan_av(&mut self) {
-        let (Some(naming), Some(av)) = (&self.shm, &self.bind.av) else {
+        let scanned = match (&self.shm, &self.auto) {
+            (Some(n), _) => n.scanned,
+            (None, Some(a)) => a.scanned,
+            (None, None) => return,
+        };
+        let Some(av) = &self.bind.av else {
             return;
         };
         let (new, len): (Vec<(FiAddr, String)>, usize) = {
             let av = lock(av);
-            let new = (naming.scanned..av.len())
+            if av.len() <= scanned {
+                return;
+            }
+            let new = (scanned..av.len())
                 .filter_map(|i| Some((i as FiAddr, av.url(i as FiAddr)?.to_owned())))
                 .collect();
             (new, av.len())
         };
         if let Some(n) = self.shm.as_mut() {
             n.scanned = len;
+        } else if let Some(a) = self.auto.as_mut() {
+            a.scanned = len;
         }
         for (a, url) in new {
-            if url != self.local_url && url.starts_with("shm://") {
-                let _ = self.route(a, &url);
+            if url == self.local_url {
+                continue;
+            }
+            if self.shm.is_some() {
+                if url.starts_with("shm://") {
+                    let _ = self.route(a, &url);
+                }
+            } else {
+                self.open_auto(a, &url);
             }
         }
     }
@@ -492,6 +760,9 @@ impl FabricEndpoint {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_msg {
             return Err(-FI_EMSGSIZE);
+        }
+        if !self.switch.is_empty() {
+            self.try_switch(dest);
         }
         // A peer sent to before goes by its route: no address-vector lock or URL copy on
         // the per-message path (a route is never made to this endpoint itself).
@@ -583,6 +854,12 @@ impl FabricEndpoint {
             // control held the end of a large message back). Retransmissions after a
             // loss still need the application to progress, as with any provider of
             // manual progress.
+            if self.links[link].transport.is_native() {
+                self.counts.shm_sent += 1;
+            } else {
+                self.counts.udp_sent += 1;
+                self.udp_quiet = 0;
+            }
             let key = (link, peer);
             let flags = FI_SEND | kind_flags(header.tagged);
             let held = self.links[link].transport.peer_has_unsent(peer)
@@ -693,9 +970,11 @@ impl FabricEndpoint {
             Completion::PeerFailed { peer, .. }
             | Completion::PeerClosed { peer, .. }
             | Completion::PeerRestarted { peer, .. } => {
+                self.links[link].attached = false;
                 self.settle_sends((link, peer), Some(FI_EIO));
                 self.abandon_pieces(link, peer);
             }
+            Completion::Connected { .. } => self.links[link].attached = true,
             _ => {}
         }
     }
@@ -904,6 +1183,13 @@ impl FabricEndpoint {
                 return;
             }
         };
+        if !more {
+            if self.links[link].transport.is_native() {
+                self.counts.shm_received += 1;
+            } else {
+                self.counts.udp_received += 1;
+            }
+        }
         let key = (link, peer);
         if more || self.reassembly.contains_key(&key) {
             self.take_piece(link, peer, header, more, &data[HEADER_LEN..]);
@@ -1003,14 +1289,26 @@ impl Progress for FabricEndpoint {
         for i in 0..self.links.len() {
             let t = &mut self.links[i].transport;
             if t.is_native() {
-                // shm's native receive looks at the ring without a whole pass.
-                while let Some(d) = self.links[i].transport.recv() {
-                    self.take_delivery(i, d.peer, d.data);
-                }
+                self.take_native(i);
             } else {
+                // Auto-shm, with peers on regions: a `udp://` link that had nothing to do
+                // for a while is passed only every few passes (an idle socket costs a
+                // system call a pass, more than looking at every region). Anything it
+                // does puts it back on every pass.
+                if self.shm_active
+                    && self.udp_quiet >= UDP_QUIET_PASSES
+                    && !self.passes.is_multiple_of(UDP_QUIET_PERIOD)
+                {
+                    continue;
+                }
                 // One pass, then what it delivered: `recv` on an empty queue would run
                 // another pass.
-                t.progress();
+                let worked = t.progress() || t.pending_deliveries() > 0;
+                self.udp_quiet = if worked {
+                    0
+                } else {
+                    self.udp_quiet.saturating_add(1)
+                };
                 while self.links[i].transport.pending_deliveries() > 0 {
                     if let Some(d) = self.links[i].transport.recv() {
                         self.take_delivery(i, d.peer, d.data);
@@ -1036,6 +1334,13 @@ impl Progress for FabricEndpoint {
     }
 }
 
+/// Auto-shm: passes without work after which an idle `udp://` link is passed only every
+/// [`UDP_QUIET_PERIOD`] passes (once some peer is on a region).
+const UDP_QUIET_PASSES: u32 = 64;
+/// Auto-shm: how often a quiet `udp://` link is passed (a divisor of
+/// [`COMPLETION_DRAIN_PERIOD`]: its completions are still drained on time).
+const UDP_QUIET_PERIOD: u64 = 8;
+
 /// How long a closing endpoint keeps progressing for its messages to be acknowledged.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 /// A timer due within this long is an acknowledgement held back (RPP's ack delay), which
@@ -1050,6 +1355,15 @@ impl Drop for FabricEndpoint {
     /// retransmissions, instead of the peer probing a closed port until it declares
     /// this side failed.
     fn drop(&mut self) {
+        if self.report {
+            let c = self.counts;
+            let line = format!(
+                "myri-fi {}: sent {} over udp, {} over shm; received {} over udp, {} over shm\n",
+                self.local_url, c.udp_sent, c.shm_sent, c.udp_received, c.shm_received
+            );
+            // One write: the lines of several processes sharing a pipe stay whole.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        }
         let start = std::time::Instant::now();
         loop {
             let busy = self.links.iter_mut().any(|l| {
@@ -1080,6 +1394,11 @@ impl FabricEndpoint {
         self.sources.clear();
         self.untransmitted.clear();
         self.reassembly.clear();
+        self.switch.clear();
+        self.shm_active = false;
+        if self.auto.is_some() {
+            self.enable_auto_shm();
+        }
     }
 }
 
@@ -1601,5 +1920,349 @@ mod shm_tests {
         assert!(lock(&rx_cq.queue).is_empty(), "nothing completed");
         assert_eq!(b.posted[0].len(), 1, "the receive is posted again");
         assert_eq!(b.posted[0][0].context, 7);
+    }
+}
+
+#[cfg(test)]
+mod auto_shm_tests {
+    use super::*;
+    use crate::objects::AddressVector;
+    use std::sync::{Arc, Mutex};
+
+    /// Receives into a vector, replaced by each message.
+    struct Keep(Arc<Mutex<Vec<u8>>>);
+
+    impl RecvTarget for Keep {
+        fn capacity(&self) -> usize {
+            1 << 20
+        }
+        fn write_at(&mut self, offset: usize, data: &[u8]) {
+            let mut v = lock(&self.0);
+            v.truncate(offset);
+            v.extend_from_slice(data);
+        }
+        fn first(&self) -> usize {
+            0
+        }
+    }
+
+    /// Two RDM endpoints over loopback UDP (`auto`: with auto-shm on), one address
+    /// vector, one transmit and one receive queue.
+    fn pair(auto: [bool; 2]) -> ([FabricEndpoint; 2], [FiAddr; 2], Cq) {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let rx_cq: Cq = Default::default();
+        let eps = auto.map(|on| {
+            let t =
+                Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
+            let mut ep = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
+            ep.bind.av = Some(av.clone());
+            ep.bind.rx_cq = Some((rx_cq.clone(), false));
+            ep.directed_recv = true;
+            assert!(ep.enable_auto_shm());
+            if !on {
+                ep.auto = None;
+            }
+            ep
+        });
+        let addrs = eps
+            .each_ref()
+            .map(|e| lock(&av).insert(e.local_url().to_owned()));
+        (eps, addrs, rx_cq)
+    }
+
+    fn tagged(seq: u64) -> Header {
+        Header {
+            tagged: true,
+            tag: seq,
+            data: Some(seq),
+        }
+    }
+
+    fn payload(seq: u64) -> Vec<u8> {
+        // Some long enough to go in pieces over shm.
+        let n = if seq % 17 == 3 {
+            200_000
+        } else {
+            8 + seq as usize % 50
+        };
+        (0..n).map(|i| (i as u64 * 31 + seq) as u8).collect()
+    }
+
+    fn send(ep: &mut FabricEndpoint, dest: FiAddr, seq: u64) {
+        let data = payload(seq);
+        let mut turns = 0;
+        while let Err(e) = ep.send(dest, tagged(seq), &[&data], 0, false) {
+            assert_eq!(e, -FI_EAGAIN);
+            turns += 1;
+            assert!(turns < 1_000_000, "send {seq} never taken");
+        }
+    }
+
+    /// Takes the `n` messages waiting at `ep`, unexpected, in order: each must be the
+    /// next in sequence from `src`, whole.
+    fn take_in_order(ep: &mut FabricEndpoint, cq: &Cq, src: FiAddr, n: u64) {
+        let mut turns = 0;
+        while (ep.unexpected[TAGGED].len() as u64) < n {
+            ep.progress();
+            turns += 1;
+            assert!(
+                turns < 5_000_000,
+                "{} of {n} arrived",
+                ep.unexpected[TAGGED].len()
+            );
+        }
+        for seq in 0..n {
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let posted = Posted {
+                context: seq as usize,
+                src,
+                tag: 0,
+                ignore: u64::MAX,
+                target: Box::new(Keep(got.clone())),
+                completion: true,
+            };
+            ep.post_recv(true, posted, Probe::None).unwrap();
+            let mut done = Vec::new();
+            lock(&cq.queue).take(1, &mut done).unwrap();
+            assert_eq!(done.len(), 1, "message {seq}");
+            let e = &done[0];
+            assert_eq!((e.tag, e.data, e.src), (seq, seq, src), "message {seq}");
+            assert!(*lock(&got) == payload(seq), "message {seq}: bytes differ");
+        }
+        assert!(ep.unexpected[TAGGED].is_empty(), "more than {n} arrived");
+    }
+
+    /// Messages sent before the peer attached go over udp://, the sender switches to
+    /// the region once the peer attached and udp:// holds nothing unacknowledged (a
+    /// stream of bursts, so that it switches mid-stream), and from then on the udp://
+    /// transport sends nothing more; the receiver gets every message once, in order,
+    /// from the sender's address-vector entry, some by each path. Then the other
+    /// direction, whose first send comes after both attached, goes over shm:// from its
+    /// first message.
+    #[test]
+    fn auto_shm_switches_mid_stream_in_order() {
+        let (mut eps, addrs, cq) = pair([true, true]);
+        // Before the receiver ever progressed (its side of the region is not open).
+        let mut seq = 0;
+        while seq < 20 {
+            send(&mut eps[0], addrs[1], seq);
+            seq += 1;
+            eps[0].progress();
+        }
+        assert!(!eps[0].on_shm(addrs[1]));
+        let mut udp_sends_at_switch = None;
+        let mut turns = 0;
+        while udp_sends_at_switch.is_none() || seq < 400 {
+            for _ in 0..3 {
+                send(&mut eps[0], addrs[1], seq);
+                seq += 1;
+            }
+            for _ in 0..20 {
+                eps[0].progress();
+                eps[1].progress();
+            }
+            if udp_sends_at_switch.is_none() && eps[0].on_shm(addrs[1]) {
+                udp_sends_at_switch = Some(eps[0].links[0].transport.stats().sends);
+            }
+            turns += 1;
+            assert!(turns < 200_000, "never switched");
+        }
+        take_in_order(&mut eps[1], &cq, addrs[0], seq);
+        let c = eps[0].counts;
+        assert!(c.udp_sent >= 20 && c.shm_sent > 0, "{c:?}");
+        assert_eq!(c.udp_sent + c.shm_sent, seq);
+        assert_eq!(
+            Some(eps[0].links[0].transport.stats().sends),
+            udp_sends_at_switch,
+            "udp:// sent after the switch"
+        );
+        let r = eps[1].counts;
+        assert_eq!((r.udp_received, r.shm_received), (c.udp_sent, c.shm_sent));
+        // The other way: both attached long ago.
+        for s in 0..50 {
+            send(&mut eps[1], addrs[0], s);
+        }
+        assert!(eps[1].on_shm(addrs[0]));
+        let mut turns = 0;
+        while (eps[0].unexpected[TAGGED].len() as u64) < 50 {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "never arrived");
+        }
+        take_in_order(&mut eps[0], &cq, addrs[1], 50);
+        assert_eq!((eps[1].counts.udp_sent, eps[1].counts.shm_sent), (0, 50));
+    }
+
+    /// The receiver's side of the argument, forced: a message acknowledged over udp://
+    /// but still in the udp:// transport's delivery queue when the next one, sent over
+    /// the region after the acknowledgement, is taken from the region: the udp:// one
+    /// is matched first.
+    #[test]
+    fn auto_shm_udp_delivery_left_queued_is_matched_first() {
+        let (mut eps, addrs, cq) = pair([true, true]);
+        let mut turns = 0;
+        while !(eps[0].links.len() == 2 && eps[0].links[1].attached) {
+            eps[0].progress();
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "never attached");
+        }
+        // Never sent to: the first send would switch at once. One over udp:// first.
+        let region = eps[0].switch.remove(&addrs[1]).unwrap();
+        send(&mut eps[0], addrs[1], 0);
+        eps[0].switch.insert(addrs[1], region);
+        // The receiver's transport alone runs: the message waits in its delivery queue,
+        // acknowledged.
+        let mut turns = 0;
+        while eps[0].links[0]
+            .transport
+            .peer_has_pending(eps[0].peers[&addrs[1]].1)
+        {
+            eps[1].links[0].transport.progress();
+            eps[0].progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "never acknowledged");
+        }
+        assert_eq!(eps[1].links[0].transport.pending_deliveries(), 1);
+        send(&mut eps[0], addrs[1], 1);
+        assert!(eps[0].on_shm(addrs[1]));
+        let mut turns = 0;
+        while eps[1].unexpected[TAGGED].is_empty() {
+            // The region only, as a pass that took a completion on the udp:// link
+            // (which runs a transport pass) would leave it.
+            eps[1].take_native(1);
+            turns += 1;
+            assert!(turns < 5_000_000, "never arrived");
+        }
+        assert_eq!(eps[1].unexpected[TAGGED].len(), 2, "both taken");
+        take_in_order(&mut eps[1], &cq, addrs[0], 2);
+        assert_eq!(eps[1].counts.udp_received, 1);
+        assert_eq!(eps[1].counts.shm_received, 1);
+    }
+
+    /// One endpoint with a peer on its region and another that stays on udp:// (the
+    /// udp:// link then goes quiet between messages, passed every few passes only):
+    /// both directions with both peers, interleaved, arrive whole and in order.
+    #[test]
+    fn auto_shm_with_one_peer_on_shm_and_one_on_udp() {
+        let (mut eps, addrs, cq) = pair([true, true]);
+        let av = eps[0].bind.av.clone().unwrap();
+        let t = Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
+        let mut c = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
+        c.bind.av = Some(av.clone());
+        c.bind.rx_cq = Some((cq.clone(), false));
+        c.directed_recv = true;
+        let c_addr = lock(&av).insert(c.local_url().to_owned());
+        let mut warm = 0;
+        while !eps[0].on_shm(addrs[1]) {
+            send(&mut eps[0], addrs[1], warm);
+            warm += 1;
+            for _ in 0..50 {
+                eps[0].progress();
+                eps[1].progress();
+            }
+            assert!(warm < 100_000, "never switched");
+        }
+        let [a, b] = &mut eps;
+        let mut turns = 0;
+        while (b.unexpected[TAGGED].len() as u64) < warm {
+            a.progress();
+            b.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "warm-up messages lost");
+        }
+        take_in_order(b, &cq, addrs[0], warm);
+        for seq in 0..100 {
+            send(a, addrs[1], seq);
+            send(a, c_addr, seq);
+            send(b, addrs[0], seq);
+            send(&mut c, addrs[0], seq);
+            for _ in 0..(seq % 7) * 40 {
+                a.progress();
+                b.progress();
+                c.progress();
+            }
+        }
+        take_in_order(b, &cq, addrs[0], 100);
+        take_in_order(&mut c, &cq, addrs[0], 100);
+        // a's unexpected queue holds both peers' messages: each in order, by source.
+        let mut turns = 0;
+        while a.unexpected[TAGGED].len() < 200 {
+            a.progress();
+            b.progress();
+            c.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "{} of 200", a.unexpected[TAGGED].len());
+        }
+        for src in [addrs[1], c_addr] {
+            let seqs: Vec<u64> = a.unexpected[TAGGED]
+                .iter()
+                .filter(|m| m.src == src)
+                .map(|m| m.header.tag)
+                .collect();
+            assert_eq!(seqs, (0..100).collect::<Vec<_>>());
+        }
+        assert_eq!(c.counts.udp_received, 100);
+        assert!(a.shm_active && a.counts.shm_sent >= 100);
+    }
+
+    /// A peer whose provider never opens its side (auto-shm off there) gets everything
+    /// over udp://, in order, though the sender opened its side of the region.
+    #[test]
+    fn auto_shm_peer_that_never_attaches_gets_everything_over_udp() {
+        let (mut eps, addrs, cq) = pair([true, false]);
+        for seq in 0..300 {
+            send(&mut eps[0], addrs[1], seq);
+            for _ in 0..5 {
+                eps[0].progress();
+                eps[1].progress();
+            }
+        }
+        assert_eq!(eps[0].links.len(), 2, "the sender opened its side");
+        assert!(!eps[0].links[1].attached);
+        assert!(!eps[0].on_shm(addrs[1]));
+        take_in_order(&mut eps[1], &cq, addrs[0], 300);
+        assert_eq!(eps[0].counts.shm_sent, 0);
+        assert_eq!(eps[1].counts.udp_received, 300);
+    }
+
+    /// Only addresses of this host get a region; DGRAM endpoints never do; tokens are
+    /// valid region names.
+    #[test]
+    fn auto_shm_only_for_local_rdm_peers() {
+        let (mut eps, _, _) = pair([true, true]);
+        let av = eps[0].bind.av.clone().unwrap();
+        lock(&av).insert("udp://192.0.2.1:9".to_owned());
+        eps[0].progress();
+        // The peer's region only (the test-net address is no interface of this host).
+        assert_eq!(eps[0].links.len(), 2);
+        assert!(is_local(Ipv4Addr::LOCALHOST) && !is_local(Ipv4Addr::new(192, 0, 2, 1)));
+        let t = Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Dgram)).unwrap();
+        let mut dgram = FabricEndpoint::new(EpType::Dgram, t, 1000);
+        assert!(!dgram.enable_auto_shm());
+        let (_, tok) = auto_token("udp://255.255.255.255:65535").unwrap();
+        let region = region_named(&format!("ma{:x}", u64::MAX), &tok, &tok);
+        assert!(myri_transport::url::is_valid_name(
+            region.strip_prefix("shm://").unwrap()
+        ));
+        assert_eq!(
+            auto_token("udp://127.0.0.1:7000").unwrap().1,
+            "u127.0.0.1_7000"
+        );
+        assert!(auto_token("udp://[::1]:7000").is_none());
+        if cfg!(target_os = "linux") {
+            assert_ne!(net_namespace(), 0);
+        }
+        let ns = format!("ma{:x}", net_namespace());
+        assert!(
+            eps[0]
+                .auto
+                .as_ref()
+                .unwrap()
+                .regions
+                .keys()
+                .all(|r| r.contains(&ns))
+        );
     }
 }

@@ -28,11 +28,19 @@
 //!   front of each transport message ([`wire`]).
 //! - Manual progress: reading a completion queue or counter, and sending, drive the
 //!   endpoints bound to it.
+//! - Peers on one host over shared memory, automatically (auto-shm, on unless
+//!   `FI_MYRI_SHM=0`): an RDM endpoint over `udp://` reaches an address-vector entry
+//!   whose address is this host's (loopback or a local interface) over an `shm://`
+//!   region named after both `udp://` addresses, once the peer's provider has opened its
+//!   side and nothing sent to it over `udp://` is unacknowledged; until then, and with a
+//!   peer that never opens its side, over `udp://`. Each direction switches once, in
+//!   order ([`endpoint`] has the argument); completions still name the peer's
+//!   address-vector entry. Off for DGRAM endpoints and whenever `FI_MYRI_VIA` or
+//!   `FI_MYRI_RANK_PORTS` put a proxy between the ranks.
 //!
 //! # What it does not do
 //!
-//! No DGRAM endpoints over `shm://`, and no choosing `shm://` per peer (one backend per
-//! process, by `FI_MYRI_TRANSPORT`). No RMA, atomics,
+//! No DGRAM endpoints over `shm://`. No RMA, atomics,
 //! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
 //! file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes
 //! into the transport's registered memory (a registered region is only a key), and a
@@ -70,8 +78,11 @@
 //! BIND+R and gives port ADVERTISE+R, or `udp://HOST:P+R`, as its name: the shadow
 //! address of a `myri proxy --mesh` in front of the ranks; a rank is unique across hosts,
 //! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno` or
-//! `cubic`, RPP's congestion controller over `udp://`, default `cubic`) and
-//! `FI_MYRI_PACING=0` (pacing off).
+//! `cubic`, RPP's congestion controller over `udp://`, default `cubic`),
+//! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_SHM=0` (auto-shm off: peers of this host
+//! over `udp://` too, as the tests and `compare.sh` that measure UDP set) and
+//! `FI_MYRI_STATS=1` (each endpoint prints, when closed, how many messages it sent and
+//! received over `udp://` and over `shm://`).
 //!
 //! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
 //! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so
@@ -82,8 +93,10 @@
 //!     --mca mtl_ofi_provider_include myri -x FI_PROVIDER_PATH -x FI_PROVIDER ...
 //! ```
 //!
-//! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`; a
-//! process killed before closing its endpoints leaves its regions there.
+//! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`, and
+//! with auto-shm each pair of `udp://` endpoints of one host
+//! `/dev/shm/myri-ma<netns>-<a>-<b>` (about 8 MiB each, sparse); a process killed before
+//! closing its endpoints leaves its regions there.
 
 pub mod abi;
 mod capi;

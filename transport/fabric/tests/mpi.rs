@@ -11,6 +11,12 @@
 //! The matching program also runs over `shm://` (`FI_MYRI_TRANSPORT=shm`), whose
 //! messages are at most 2 MiB (the ping-pong's 4 MiB and the 64 MiB message are not).
 //!
+//! Over `udp://` the runs set `FI_MYRI_SHM=0`, so that the ranks, all of this host, talk
+//! UDP; the ping-pong, matching and collectives run again with auto-shm on. Every run
+//! sets `FI_MYRI_STATS=1`, and the tests check from the counts each endpoint prints when
+//! closed that no message went over `shm://` with auto-shm off or under loss (through
+//! the proxy), and that some did with it on.
+//!
 //! Under loss, every program runs again (the 64 MiB message included) with every datagram
 //! between the ranks going through the fault-injecting proxy in mesh mode (`myri proxy
 //! --mesh`'s library, in the test's process), dropping 5%, duplicating 1% and reordering
@@ -70,22 +76,75 @@ pub fn mpirun(ranks: u32, program: &Path, args: &[&str]) -> String {
     mpirun_over("udp", ranks, program, args)
 }
 
-/// Same, over `transport` (`FI_MYRI_TRANSPORT`).
+/// Same, over `transport` (`FI_MYRI_TRANSPORT`; over `udp://` with auto-shm off, so
+/// that the ranks of this host really talk UDP).
 #[track_caller]
 pub fn mpirun_over(transport: &str, ranks: u32, program: &Path, args: &[&str]) -> String {
     let _serial = common::one_at_a_time();
-    mpirun_with(transport, "", ranks, program, args)
+    let (out, err) = mpirun_with(transport, "", false, ranks, program, args);
+    if transport == "udp" {
+        assert_eq!(sent_over(&err, ranks)[1], 0, "FI_MYRI_SHM=0, yet over shm");
+    }
+    out
 }
 
-/// Runs `program` with `FI_MYRI_RANK_PORTS` = `rank_ports` (when not empty).
+/// Runs `program` over `udp://` with auto-shm on and `FI_MYRI_STATS=1`; returns rank 0's
+/// output and the messages all ranks' endpoints sent over `udp://` and over `shm://`, as
+/// they printed when closed.
+#[track_caller]
+fn mpirun_auto_shm(ranks: u32, program: &Path, args: &[&str]) -> (String, [u64; 2]) {
+    let _serial = common::one_at_a_time();
+    let (out, err) = mpirun_with("udp", "", true, ranks, program, args);
+    let sent = sent_over(&err, ranks);
+    eprintln!(
+        "{} on {ranks} ranks with auto-shm: {} messages sent over udp, {} over shm",
+        program.display(),
+        sent[0],
+        sent[1]
+    );
+    (out, sent)
+}
+
+/// The messages all endpoints of a run sent over `udp://` and over `shm://`, from the
+/// lines they printed on `err` when closed (at least one per rank).
+#[track_caller]
+fn sent_over(err: &str, ranks: u32) -> [u64; 2] {
+    let mut sent = [0, 0];
+    let mut endpoints = 0;
+    for line in err.lines().filter(|l| l.starts_with("myri-fi ")) {
+        endpoints += 1;
+        let [udp, shm] = sent_counts(line).unwrap_or_else(|| panic!("not a counts line: {line}"));
+        sent[0] += udp;
+        sent[1] += shm;
+    }
+    assert!(
+        endpoints >= ranks,
+        "{endpoints} endpoints reported for {ranks} ranks:\n{err}"
+    );
+    sent
+}
+
+/// The messages sent over `udp://` and over `shm://` in an endpoint's `FI_MYRI_STATS`
+/// line (`myri-fi URL: sent U over udp, S over shm; received ...`).
+fn sent_counts(line: &str) -> Option<[u64; 2]> {
+    let rest = line.split_once(": sent ")?.1;
+    let (udp, rest) = rest.split_once(" over udp, ")?;
+    let (shm, _) = rest.split_once(" over shm;")?;
+    Some([udp.parse().ok()?, shm.parse().ok()?])
+}
+
+/// Runs `program` with `FI_MYRI_RANK_PORTS` = `rank_ports` (when not empty) and auto-shm
+/// `auto_shm`, every endpoint reporting its counts when closed (`FI_MYRI_STATS=1`);
+/// returns rank 0's output and mpirun's stderr.
 #[track_caller]
 fn mpirun_with(
     transport: &str,
     rank_ports: &str,
+    auto_shm: bool,
     ranks: u32,
     program: &Path,
     args: &[&str],
-) -> String {
+) -> (String, String) {
     let mut command = common::fi_command("mpirun");
     if !rank_ports.is_empty() {
         command
@@ -95,6 +154,8 @@ fn mpirun_with(
     let child = command
         .env("FI_PROVIDER", "^ofi_rxd")
         .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_MYRI_SHM", if auto_shm { "1" } else { "0" })
+        .env("FI_MYRI_STATS", "1")
         .args([
             "--allow-run-as-root",
             "--oversubscribe",
@@ -113,6 +174,10 @@ fn mpirun_with(
             "FI_MYRI_ADDR",
             "-x",
             "FI_MYRI_TRANSPORT",
+            "-x",
+            "FI_MYRI_SHM",
+            "-x",
+            "FI_MYRI_STATS",
         ])
         .arg(program)
         .args(args)
@@ -122,14 +187,14 @@ fn mpirun_with(
         .expect("starting mpirun");
     let out = common::wait_bounded(child, MPIRUN_LIMIT, "mpirun");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "{} on {ranks} ranks failed ({})\nstdout:\n{stdout}\nstderr:\n{}",
+        "{} on {ranks} ranks failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         program.display(),
         out.status,
-        String::from_utf8_lossy(&out.stderr)
     );
-    stdout
+    (stdout, stderr)
 }
 
 #[test]
@@ -162,6 +227,42 @@ fn matching_over_shm_on_2_and_4_ranks() {
     for ranks in [2, 4] {
         let out = mpirun_over("shm", ranks, &build("matching"), &[]);
         assert!(out.contains("matching ok"), "{out}");
+    }
+}
+
+// ---- Auto-shm: udp:// endpoints, the ranks of this host over shared memory ---------------
+
+#[test]
+fn pingpong_1_byte_to_4_mib_auto_shm() {
+    if !require_mpi() {
+        return;
+    }
+    let (out, [_, shm]) = mpirun_auto_shm(2, &build("pingpong"), &["10"]);
+    assert!(out.contains("pingpong ok"), "{out}");
+    assert!(out.contains("\n4194304 "), "{out}");
+    assert!(shm > 0, "nothing went over shm");
+    eprintln!("{out}");
+}
+
+#[test]
+fn matching_and_collectives_on_2_and_4_ranks_auto_shm() {
+    if !require_mpi() {
+        return;
+    }
+    for ranks in [2, 4] {
+        // The short collectives program may be done before the peers find each other
+        // attached (a region's other side is looked at every few milliseconds): the
+        // two programs' runs together must have used the regions.
+        let mut shm = 0;
+        for (program, ok) in [
+            ("matching", "matching ok"),
+            ("collectives", "collectives ok"),
+        ] {
+            let (out, [_, n]) = mpirun_auto_shm(ranks, &build(program), &[]);
+            assert!(out.contains(ok), "{out}");
+            shm += n;
+        }
+        assert!(shm > 0, "{ranks} ranks: nothing went over shm");
     }
 }
 
@@ -215,16 +316,22 @@ fn mpirun_under_loss(ranks: u16, program: &Path, args: &[&str], seed: u64) -> (S
     let thread = std::thread::spawn(move || proxy.run(Limits::default(), None, |_| {}));
     let rank_ports = format!("{base},{}", base + ranks);
     let out = std::panic::catch_unwind(|| {
-        mpirun_with("udp", &rank_ports, u32::from(ranks), program, args)
+        mpirun_with("udp", &rank_ports, false, u32::from(ranks), program, args)
     });
     handle.stop();
     let stopped = thread.join().expect("the proxy thread");
     let stats = handle.stats();
-    let out = out.unwrap_or_else(|e| {
+    let (out, err) = out.unwrap_or_else(|e| {
         eprintln!("proxy: {}", summary(&stats));
         std::panic::resume_unwind(e)
     });
     stopped.expect("the proxy ran");
+    // Never around the proxy.
+    assert_eq!(
+        sent_over(&err, u32::from(ranks))[1],
+        0,
+        "over shm under loss"
+    );
     eprintln!(
         "{} on {ranks} ranks under loss: {}",
         program.display(),

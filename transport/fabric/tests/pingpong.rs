@@ -1,6 +1,7 @@
 //! `fi_pingpong -p myri` between two processes on loopback, data checked, for RDM and
 //! DGRAM endpoints and untagged and tagged messages over `udp://`, and RDM over `shm://`
 //! (`FI_MYRI_TRANSPORT=shm`; `FI_PROVIDER=^ofi_rxd` keeps libfabric's rxd layer out).
+//! `FI_MYRI_SHM=0`: the two processes of this host talk UDP, not over auto-shm's region.
 
 mod common;
 
@@ -22,6 +23,7 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
     ];
     let server = common::fi_command("fi_pingpong")
         .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_MYRI_SHM", "0")
         .env("FI_PROVIDER", "^ofi_rxd")
         .args(args)
         .args(["-B", &port])
@@ -32,6 +34,7 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
     common::wait_listening(port.parse().unwrap(), Duration::from_secs(20));
     let client = common::fi_command("fi_pingpong")
         .env("FI_MYRI_TRANSPORT", transport)
+        .env("FI_MYRI_SHM", "0")
         .env("FI_PROVIDER", "^ofi_rxd")
         .args(args)
         .args(["-P", &port, "127.0.0.1"])
@@ -88,7 +91,8 @@ fn dgram_tagged() {
 
 /// RDM under loss: the client reaches the server through the fault-injecting proxy
 /// (`myri proxy`'s library, in this process) dropping 5%, duplicating 1% and reordering
-/// 5% of datagrams both ways (`FI_MYRI_VIA`); the data checks still pass.
+/// 5% of datagrams both ways (`FI_MYRI_VIA`, which turns auto-shm off on the client;
+/// `FI_MYRI_SHM=0` on both says so); the data checks still pass.
 #[test]
 fn rdm_under_injected_loss() {
     use myri_device::fabric::FaultConfig;
@@ -120,6 +124,7 @@ fn rdm_under_injected_loss() {
     ];
     let server = common::fi_command("fi_pingpong")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_SHM", "0")
         .env("FI_MYRI_PORT", server_port.to_string())
         .args(args)
         .args(["-B", &ctrl])
@@ -130,6 +135,7 @@ fn rdm_under_injected_loss() {
     common::wait_listening(ctrl.parse().unwrap(), Duration::from_secs(20));
     let client = common::fi_command("fi_pingpong")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .env("FI_MYRI_SHM", "0")
         .env("FI_MYRI_VIA", &via)
         .args(args)
         .args(["-P", &ctrl, "127.0.0.1"])

@@ -659,6 +659,20 @@ impl Endpoint {
         })
     }
 
+    /// Reliable mode: whether a message to `peer` is still held (queued, not yet sent
+    /// or not yet acknowledged by the peer's transport; with native reliability: not yet
+    /// taken off the ring). False once every message sent to `peer` has been
+    /// acknowledged: the peer's endpoint has then received all of them (over RPP, each
+    /// was in its delivery queue, in order, before the acknowledgement left).
+    pub fn peer_has_pending(&self, peer: Peer) -> bool {
+        if let Some(n) = self.backend.native_ref() {
+            return n.has_unacked() || n.has_partial();
+        }
+        self.peers.get(peer.0 as usize).is_some_and(|p| {
+            p.stalled.is_some() || p.conn.as_ref().is_some_and(Connection::has_pending)
+        })
+    }
+
     /// Whether messages are still held by RPP or the backend (queued or not
     /// acknowledged). With native reliability, as of the last progress pass (which
     /// [`Endpoint::poll_completion`] runs when it has nothing to give).

@@ -162,11 +162,17 @@ pub(super) unsafe extern "C" fn endpoint_open2(
             let max = max_msg(ep_type, &transport);
             let mut ep = FabricEndpoint::new(ep_type, transport, max);
             ep.via = via();
+            // Auto-shm never bypasses a proxy the user put in front of peers.
+            let proxied = advertised.is_some() || !ep.via.is_empty();
             if let Some(name) = advertised {
                 ep.advertise(name);
             }
+            if ep_type == EpType::Rdm && auto_shm() && !proxied {
+                ep.enable_auto_shm();
+            }
             ep
         };
+        core.report = env("stats").as_deref() == Some("1");
         core.directed_recv = info.caps & FI_DIRECTED_RECV != 0;
         let obj = Box::new(EpObj {
             c: FidEp {

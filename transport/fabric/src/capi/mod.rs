@@ -161,7 +161,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 7] = [
+pub const PARAMS: [(&CStr, &CStr); 9] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -189,6 +189,14 @@ pub const PARAMS: [(&CStr, &CStr); 7] = [
     (
         c"pacing",
         c"0: RPP sends bursts unpaced over udp (FI_EP_RDM). Default: 1 (paced)",
+    ),
+    (
+        c"shm",
+        c"0: a udp RDM endpoint talks to peers of this host over udp too. Default: 1 (over a shared-memory region once the peer's provider opened its side; always off with via or rank_ports)",
+    ),
+    (
+        c"stats",
+        c"1: each endpoint prints to stderr, when closed, how many messages it sent and received over udp and over shm. Default: 0",
     ),
 ];
 
@@ -242,6 +250,18 @@ fn via() -> HashMap<String, String> {
             Some((a.trim().to_owned(), b.trim().to_owned()))
         })
         .collect()
+}
+
+/// Whether `udp://` RDM endpoints reach peers of this host over shared memory
+/// (`FI_MYRI_SHM`, on unless `0`; off whenever `FI_MYRI_VIA` or `FI_MYRI_RANK_PORTS`
+/// route traffic through a proxy).
+fn auto_shm() -> bool {
+    auto_shm_wanted(env("shm"), env("via"), env("rank_ports"))
+}
+
+/// [`auto_shm`] from the values of `FI_MYRI_SHM`, `FI_MYRI_VIA` and `FI_MYRI_RANK_PORTS`.
+fn auto_shm_wanted(shm: Option<String>, via: Option<String>, rank_ports: Option<String>) -> bool {
+    shm.as_deref() != Some("0") && via.is_none() && rank_ports.is_none()
 }
 
 fn backend() -> Result<Backend, i32> {
@@ -662,7 +682,18 @@ use objects::fabric_open;
 
 #[cfg(test)]
 mod tests {
-    use super::rank_ports;
+    use super::{auto_shm_wanted, rank_ports};
+
+    #[test]
+    fn auto_shm_off_when_asked_or_behind_a_proxy() {
+        let s = |v: &str| Some(v.to_owned());
+        assert!(auto_shm_wanted(None, None, None));
+        assert!(auto_shm_wanted(s("1"), None, None));
+        assert!(!auto_shm_wanted(s("0"), None, None));
+        assert!(!auto_shm_wanted(None, s("udp://a:1=udp://b:2"), None));
+        assert!(!auto_shm_wanted(s("1"), None, s("20000,30000")));
+        assert!(!auto_shm_wanted(None, s(""), None));
+    }
 
     #[test]
     fn rank_ports_bind_and_advertise_by_rank() {
