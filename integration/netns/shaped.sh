@@ -24,8 +24,8 @@
 # Usage: integration/netns/shaped.sh [PATH-TO-MYRI]   (default: $MYRI, else `myri`)
 # Environment: CC=cubic|newreno|off (RPP's controller, default cubic), RATES="200mbit 1gbit",
 # ROUTER=1|0 (the bottleneck at the router, the default, or at the sender's device),
-# URL_EXTRA (more URL parameters for the RPP flows, e.g. "&pacing=0"), KEEP=DIR (copy the
-# runs' JSON there).
+# URL_EXTRA (more URL parameters for the RPP flows, e.g. "&pacing=0"), SERVER_ARGS (more `myri
+# serve` options, e.g. "--spin 0"), KEEP=DIR (copy the runs' JSON there).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -46,7 +46,8 @@ TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_contr
 TCP_CCS=("$TCP_DEFAULT")
 [[ $TCP_DEFAULT == cubic ]] || TCP_CCS+=(cubic)
 URL="udp://$SERVER_IP:$PORT?cc=$CC${URL_EXTRA:-}"
-start_server
+# shellcheck disable=SC2086
+start_server ${SERVER_ARGS:-}
 
 # json FILE EXPR: evaluates a Python expression over the last JSON line with "test" (t)
 # and the last "session" line (s) of FILE.
