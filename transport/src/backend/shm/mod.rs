@@ -229,7 +229,6 @@ pub(crate) struct ShmBackend {
     rx: Consumer,
     mine: Arc<SlotArea>,
     theirs: Arc<SlotArea>,
-    cursor: usize,
     /// This side's epoch (the attach count of the side, this attach included).
     my_epoch: u64,
     /// The peer's owner, epoch, incarnation and mode as last seen.
@@ -416,7 +415,6 @@ impl ShmBackend {
             rx,
             mine,
             theirs,
-            cursor: 0,
             my_epoch: 1,
             peer_owner: 0,
             peer_epoch: 0,
@@ -587,13 +585,16 @@ impl ShmBackend {
         self.peer_owner = owner;
     }
 
+    /// Claims the free slot of the lowest index: the slots a ping-pong or a short burst
+    /// uses are the same ones over and over, their pages mapped and their lines in cache.
+    /// (Taking them in turn, or after the one that came back last, walked a ping-pong of
+    /// two-slot messages through all the slots one step per exchange: its first 60-odd
+    /// exchanges each met pages never touched, 35 to 590 us instead of 15 at 64 KiB.)
     fn claim_free(&mut self) -> Option<myri_ring::raw::SlotMut> {
-        for k in 0..SLOTS {
-            let i = (self.cursor + k) % SLOTS;
+        for i in 0..SLOTS {
             if self.state(self.side, i).load(Ordering::Acquire) == 0
                 && let Some(s) = self.mine.claim(i)
             {
-                self.cursor = (i + 1) % SLOTS;
                 return Some(s);
             }
         }
@@ -865,11 +866,7 @@ impl Backend for ShmBackend {
     }
 
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {
-        (0..SLOTS).any(|i| {
-            self.state(self.side, (self.cursor + i) % SLOTS)
-                .load(Ordering::Relaxed)
-                == 0
-        })
+        (0..SLOTS).any(|i| self.state(self.side, i).load(Ordering::Relaxed) == 0)
     }
 
     fn recv(&mut self) -> Option<Incoming> {

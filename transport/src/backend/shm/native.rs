@@ -74,8 +74,6 @@ struct Outgoing {
     /// `Some(end)`: sent inline, its record ends at ring position `end` (acknowledged
     /// when the receiver's taken word reaches it).
     inline_end: Option<u64>,
-    /// The slot of this side `buf` is, if it is one (where the next alloc looks first).
-    own_slot: Option<usize>,
 }
 
 /// Offset in the region of the word where the receiver of side `sender`'s ring publishes
@@ -190,16 +188,15 @@ impl ShmBackend {
         }
         let out = match buf.kind {
             kind if len <= INLINE_MAX => {
-                let own_slot = match &kind {
-                    BufKind::Shm(s) if Arc::ptr_eq(s.area(), &self.mine) => Some(s.index()),
-                    _ => None,
-                };
+                // Sent from one of this side's slots: no copy was made to send it.
+                let own_slot =
+                    matches!(&kind, BufKind::Shm(s) if Arc::ptr_eq(s.area(), &self.mine));
                 let buf = Buf::new(kind, len);
                 let end = match self.publish_inline(&buf) {
                     Ok(end) => end,
                     Err(error) => return refuse(error, buf),
                 };
-                let copied = own_slot.is_none();
+                let copied = !own_slot;
                 if let Some(n) = self.native.as_mut() {
                     n.last_inline_end = end;
                     n.outq.push_back(Outgoing {
@@ -210,7 +207,6 @@ impl ShmBackend {
                         started: true,
                         held: Vec::new(),
                         inline_end: Some(end),
-                        own_slot,
                     });
                 }
                 return Ok(Sent { copied });
@@ -229,7 +225,6 @@ impl ShmBackend {
                     started: true,
                     held: Vec::new(),
                     inline_end: None,
-                    own_slot: Some(index),
                 }
             }
             kind => {
@@ -241,7 +236,6 @@ impl ShmBackend {
                     started: false,
                     held: Vec::new(),
                     inline_end: None,
-                    own_slot: None,
                 };
                 self.publish_fragments(&mut out);
                 if !out.started {
@@ -345,7 +339,6 @@ impl ShmBackend {
         let ShmBackend {
             region,
             native,
-            cursor,
             side,
             ..
         } = self;
@@ -381,11 +374,6 @@ impl ShmBackend {
                 break;
             }
             if let Some(o) = n.outq.pop_front() {
-                // The next alloc looks first at the slot that came back last: its cache
-                // lines are likely still near (a ping-pong keeps using one or two slots).
-                if let Some(slot) = o.own_slot {
-                    *cursor = slot;
-                }
                 n.acked.push_back((o.tag, o.buf));
             }
         }
