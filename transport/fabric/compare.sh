@@ -7,7 +7,8 @@
 # rounds) over Open MPI's mtl:ofi on myri (RDM over udp://, congestion control and pacing
 # on, auto-shm off: FI_MYRI_SHM=0, so the two ranks of this host really talk UDP),
 # myri-nocc (the same with FI_MYRI_CC=none FI_MYRI_PACING=0), udp;ofi_rxd,
-# tcp;ofi_rxm and myri-shm (RDM over shm://), and over Open MPI's own shared memory
+# tcp;ofi_rxm, myri-shm (RDM over shm://) and myri-auto (the default: udp:// addresses,
+# the two ranks of this host meeting over shared memory), and over Open MPI's own shared memory
 # (vader: pml ob1, btl vader) for reference: libfabric's shm provider lacks
 # FI_REMOTE_COMM, which Open MPI 4.1's mtl:ofi asks for, so it runs in fi_pingpong only.
 # fi_pingpong: 8 B, 64 KiB and 1 MiB on myri rdm/dgram, myri-shm rdm, udp, udp;ofi_rxd,
@@ -22,13 +23,14 @@ rm -rf "$out/raw"
 mkdir -p "$out/raw"
 mpicc -O2 -o "$out/pingpong" transport/fabric/tests/mpi/pingpong.c
 
-configs=("myri" "myri-nocc" "udp;ofi_rxd" "tcp;ofi_rxm" "myri-shm" "vader")
+configs=("myri" "myri-nocc" "udp;ofi_rxd" "tcp;ofi_rxm" "myri-shm" "myri-auto" "vader")
 run_mpi() { # config round
     local prov=$1 pml=(--mca pml cm --mca mtl ofi) extra=()
     case $1 in
     myri) extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_SHM=0) ;;
     myri-nocc) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_SHM=0 -x FI_MYRI_CC=none -x FI_MYRI_PACING=0) ;;
     myri-shm) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_TRANSPORT=shm) ;;
+    myri-auto) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd) ;;
     vader) pml=(--mca pml ob1 --mca btl self,vader) ;;
     esac
     [ "$1" = vader ] || pml+=(--mca mtl_ofi_provider_include "$prov" --mca btl self)
@@ -102,8 +104,10 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else p
     for size in $(awk '{print $1}' "$out/raw/mpi-myri-1.txt"); do
         printf "%-10s" "$size"
         for c in "${configs[@]}"; do
-            lat=$(cat "$out"/raw/mpi-"${c//;/_}"-*.txt | awk -v s="$size" '$1 == s {print $2}' | median)
-            bw=$(cat "$out"/raw/mpi-"${c//;/_}"-*.txt | awk -v s="$size" '$1 == s {print $3}' | median)
+            # The round number right after the name: `mpi-myri-*` would take in
+            # myri-shm's, myri-auto's and myri-nocc's rounds too.
+            lat=$(cat "$out"/raw/mpi-"${c//;/_}"-[0-9]*.txt | awk -v s="$size" '$1 == s {print $2}' | median)
+            bw=$(cat "$out"/raw/mpi-"${c//;/_}"-[0-9]*.txt | awk -v s="$size" '$1 == s {print $3}' | median)
             printf " %11s %10s" "$lat" "$bw"
         done
         echo
@@ -118,7 +122,7 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else p
         p=${pe% *}; e=${pe##* }
         printf "%-16s %-6s" "$p" "$e"
         for sz in "${fi_sizes[@]}"; do
-            f=("$out"/raw/fi-"${p//;/_}"-"$e"-"${sz% *}"-*.txt)
+            f=("$out"/raw/fi-"${p//;/_}"-"$e"-"${sz% *}"-[0-9]*.txt)
             lat=$(cat "${f[@]}" 2>/dev/null | awk '{print $1}' | median || true)
             bw=$(cat "${f[@]}" 2>/dev/null | awk '{print $2}' | median || true)
             printf " %10s %9s" "$lat" "$bw"
