@@ -1,5 +1,6 @@
 //! Arbitrary text as a transport URL: it parses or is refused with a typed error, never
-//! panics; what parses prints in a canonical form that parses back to the same value.
+//! panics; what parses prints in a canonical form that parses back to the same value,
+//! but for `key=`, a secret that is never printed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,6 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let again: Url = canonical
         .parse()
         .unwrap_or_else(|e| panic!("{text:?} printed as {canonical:?}, which does not parse: {e}"));
-    assert_eq!(again, url, "{text:?} -> {canonical:?}");
+    let mut expected = url.clone();
+    expected.params.key = None;
+    assert_eq!(again, expected, "{text:?} -> {canonical:?}");
     assert_eq!(again.to_string(), canonical);
 });
