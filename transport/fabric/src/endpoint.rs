@@ -1946,28 +1946,27 @@ mod auto_shm_tests {
         }
     }
 
-    /// Two RDM endpoints over loopback UDP (`auto`: with auto-shm on), one address
-    /// vector, one transmit and one receive queue.
+    /// An RDM endpoint over loopback UDP on address vector `av` and receive queue
+    /// `rx_cq` (`auto`: with auto-shm on), and its address in `av`.
+    fn endpoint(av: &Av, rx_cq: &Cq, auto: bool) -> (FabricEndpoint, FiAddr) {
+        let t = Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
+        let mut ep = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
+        ep.bind.av = Some(av.clone());
+        ep.bind.rx_cq = Some((rx_cq.clone(), false));
+        ep.directed_recv = true;
+        if auto {
+            assert!(ep.enable_auto_shm());
+        }
+        let addr = lock(av).insert(ep.local_url().to_owned());
+        (ep, addr)
+    }
+
+    /// Two of [`endpoint`]'s on one address vector and one receive queue.
     fn pair(auto: [bool; 2]) -> ([FabricEndpoint; 2], [FiAddr; 2], Cq) {
         let av: Av = Arc::new(Mutex::new(AddressVector::default()));
         let rx_cq: Cq = Default::default();
-        let eps = auto.map(|on| {
-            let t =
-                Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
-            let mut ep = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
-            ep.bind.av = Some(av.clone());
-            ep.bind.rx_cq = Some((rx_cq.clone(), false));
-            ep.directed_recv = true;
-            assert!(ep.enable_auto_shm());
-            if !on {
-                ep.auto = None;
-            }
-            ep
-        });
-        let addrs = eps
-            .each_ref()
-            .map(|e| lock(&av).insert(e.local_url().to_owned()));
-        (eps, addrs, rx_cq)
+        let [(a, a_addr), (b, b_addr)] = auto.map(|on| endpoint(&av, &rx_cq, on));
+        ([a, b], [a_addr, b_addr], rx_cq)
     }
 
     fn tagged(seq: u64) -> Header {
@@ -2148,12 +2147,7 @@ mod auto_shm_tests {
     fn auto_shm_with_one_peer_on_shm_and_one_on_udp() {
         let (mut eps, addrs, cq) = pair([true, true]);
         let av = eps[0].bind.av.clone().unwrap();
-        let t = Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
-        let mut c = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
-        c.bind.av = Some(av.clone());
-        c.bind.rx_cq = Some((cq.clone(), false));
-        c.directed_recv = true;
-        let c_addr = lock(&av).insert(c.local_url().to_owned());
+        let (mut c, c_addr) = endpoint(&av, &cq, false);
         let mut warm = 0;
         while !eps[0].on_shm(addrs[1]) {
             send(&mut eps[0], addrs[1], warm);
