@@ -25,7 +25,9 @@
 # Environment: CC=cubic|newreno|off (RPP's controller, default cubic), RATES="200mbit 1gbit",
 # ROUTER=1|0 (the bottleneck at the router, the default, or at the sender's device),
 # URL_EXTRA (more URL parameters for the RPP flows, e.g. "&pacing=0"), SERVER_ARGS (more `myri
-# serve` options, e.g. "--spin 0"), KEEP=DIR (copy the runs' JSON there).
+# serve` options, e.g. "--spin 0"), KEEP=DIR (copy the runs' JSON there), TESTS (the
+# benchmarks to run, default "one two tcp control"), TCP_CCS (the TCP controllers to put
+# beside RPP, default the namespace's and cubic).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -43,8 +45,14 @@ TCP_PORT=7100
 # The TCP references' congestion control: the namespace's default, and CUBIC beside it
 # when that is another (RPP beside each, and the two TCPs beside each other).
 TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_control)
-TCP_CCS=("$TCP_DEFAULT")
-[[ $TCP_DEFAULT == cubic ]] || TCP_CCS+=(cubic)
+TESTS=${TESTS:-"one two tcp control"}
+has() { [[ " $TESTS " == *" $1 "* ]]; }
+if [[ -n ${TCP_CCS:-} ]]; then
+    read -r -a TCP_CCS <<<"$TCP_CCS"
+else
+    TCP_CCS=("$TCP_DEFAULT")
+    [[ $TCP_DEFAULT == cubic ]] || TCP_CCS+=(cubic)
+fi
 URL="udp://$SERVER_IP:$PORT?cc=$CC${URL_EXTRA:-}"
 # shellcheck disable=SC2086
 start_server ${SERVER_ARGS:-}
@@ -148,22 +156,27 @@ for rate in $RATES; do
     # Interleaved with TCP and bare-UDP reference rounds of about a second each (the
     # endpoint is not progressed while a reference runs: longer rounds could outlast
     # RPP's patience with a silent peer).
-    stream one.out "$(python3 -c "print(max(100, int($link_mb / 0.065536)))")" 5 --baseline
-    say "  one RPP flow: $(json "$WORK/one.out" "f\"{t['mb_per_s']:.1f} MB/s, TCP {t['tcp_mb_per_s']:.1f} MB/s: {t['ratio_tcp']:.2f}x TCP (target >= 0.95); {100*retrans:.2f}% of data packets retransmitted (target <= 1%)\"")"
+    if has one; then
+        stream one.out "$(python3 -c "print(max(100, int($link_mb / 0.065536)))")" 5 --baseline
+        say "  one RPP flow: $(json "$WORK/one.out" "f\"{t['mb_per_s']:.1f} MB/s, TCP {t['tcp_mb_per_s']:.1f} MB/s: {t['ratio_tcp']:.2f}x TCP (target >= 0.95); {100*retrans:.2f}% of data packets retransmitted (target <= 1%)\"")"
+    fi
 
-    stream two-a.out "$count" 1 & a=$!
-    stream two-b.out "$count" 1 & b=$!
-    wait "$a" || fail "the first of two flows failed"
-    wait "$b" || fail "the second of two flows failed"
-    ra=$(json "$WORK/two-a.out" "t['mb_per_s']"); rb=$(json "$WORK/two-b.out" "t['mb_per_s']")
-    xa=$(json "$WORK/two-a.out" "100*retrans"); xb=$(json "$WORK/two-b.out" "100*retrans")
-    say "  two RPP flows at once: $(python3 -c "a,b=$ra,$rb; print(f'{a:.1f} and {b:.1f} MB/s: the slower {min(a,b)/max(a,b):.2f}x the faster (target >= 0.8)')"); retransmitted $(printf '%.2f' "$xa")% and $(printf '%.2f' "$xb")% (target <= 2%)"
+    if has two; then
+        stream two-a.out "$count" 1 & a=$!
+        stream two-b.out "$count" 1 & b=$!
+        wait "$a" || fail "the first of two flows failed"
+        wait "$b" || fail "the second of two flows failed"
+        ra=$(json "$WORK/two-a.out" "t['mb_per_s']"); rb=$(json "$WORK/two-b.out" "t['mb_per_s']")
+        xa=$(json "$WORK/two-a.out" "100*retrans"); xb=$(json "$WORK/two-b.out" "100*retrans")
+        say "  two RPP flows at once: $(python3 -c "a,b=$ra,$rb; print(f'{a:.1f} and {b:.1f} MB/s: the slower {min(a,b)/max(a,b):.2f}x the faster (target >= 0.8)')"); retransmitted $(printf '%.2f' "$xa")% and $(printf '%.2f' "$xb")% (target <= 2%)"
+    fi
 
     # RPP beside TCP, the two started together and each measured over the RPP flow's
     # time, with each TCP controller to compare: the namespace's default (the "TCP" of
     # the lines above) and CUBIC, Linux's own default. Then the control: the two TCPs
     # beside each other, measured alike (over the first one's time).
     for tcc in "${TCP_CCS[@]}"; do
+        has tcp || break
         tcp_flow_start "$tcc" "$TCP_PORT" "$WORK/tcp-$tcc.log"
         t0=$(date +%s.%N)
         stream "with-$tcc.out" "$half" 1
@@ -173,7 +186,7 @@ for rate in $RATES; do
         tcp=$(tcp_rate "$WORK/tcp-$tcc.log" "$t0" "$t1")
         say "  RPP and TCP ($tcc) at once: RPP $(printf '%.1f' "$rr") MB/s, TCP $tcp MB/s: $(python3 -c "l=$link_mb; print(f'{$rr/l:.2f} and {$tcp/l:.2f} of the link (target >= 0.33 each)')")"
     done
-    if [[ ${#TCP_CCS[@]} -gt 1 ]]; then
+    if has control && [[ ${#TCP_CCS[@]} -gt 1 ]]; then
         tcp_flow_start "${TCP_CCS[0]}" "$TCP_PORT" "$WORK/tcp-a.log"; ta=$TCP_PID
         tcp_flow_start "${TCP_CCS[1]}" $((TCP_PORT + 1)) "$WORK/tcp-b.log"; tb=$TCP_PID
         t0=$(date +%s.%N)
