@@ -65,6 +65,10 @@ use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
 use crate::wire::{HEADER_LEN, Header};
 use myri_transport::{Completion, Endpoint, Peer, RecvBuf, SendErrorKind};
 use std::collections::{HashMap, VecDeque};
+
+/// The maps looked up per message (keys are small integers of our own): foldhash, not
+/// SipHash.
+type FastMap<K, V> = foldhash::HashMap<K, V>;
 use std::net::{Ipv4Addr, SocketAddr};
 
 /// Where a posted receive's bytes go: the application's buffers, written by the C
@@ -186,11 +190,11 @@ pub struct FabricEndpoint {
     pub directed_recv: bool,
     /// Largest message payload.
     pub max_msg: usize,
-    peers: HashMap<FiAddr, (usize, Peer)>,
-    sources: HashMap<(usize, Peer), FiAddr>,
+    peers: FastMap<FiAddr, (usize, Peer)>,
+    sources: FastMap<(usize, Peer), FiAddr>,
     posted: [VecDeque<Posted>; 2],
     unexpected: [VecDeque<Unexpected>; 2],
-    claimed: HashMap<usize, Unexpected>,
+    claimed: FastMap<usize, Unexpected>,
     /// Messages dropped because their header did not parse.
     pub malformed: u64,
     /// `udp://` addresses reached through another (`FI_MYRI_VIA`: a fault-injecting
@@ -201,14 +205,14 @@ pub struct FabricEndpoint {
     /// Sends over `udp://` with packets that have not left yet, by link and peer, in
     /// send order: their transmit completion and counter bump wait (see
     /// [`FabricEndpoint::send`]).
-    untransmitted: HashMap<(usize, Peer), VecDeque<PendingTx>>,
+    untransmitted: FastMap<(usize, Peer), VecDeque<PendingTx>>,
     /// Messages arriving in pieces (`shm://`), by link and peer.
-    reassembly: HashMap<(usize, Peer), Assembly>,
+    reassembly: FastMap<(usize, Peer), Assembly>,
     /// Auto-shm (`udp://` RDM endpoints only): see the module docs.
     auto: Option<AutoShm>,
     /// Auto-shm: address-vector entries still sent to over `udp://` whose region is
     /// open, with its link and peer (empty once every such peer was switched).
-    switch: HashMap<FiAddr, (usize, Peer)>,
+    switch: FastMap<FiAddr, (usize, Peer)>,
     /// Messages sent and received, by path.
     pub counts: PathCounts,
     /// Print [`FabricEndpoint::counts`] to stderr when dropped (`FI_MYRI_STATS=1`).
@@ -492,18 +496,18 @@ impl FabricEndpoint {
             bind: Bindings::default(),
             directed_recv: false,
             max_msg,
-            peers: HashMap::new(),
-            sources: HashMap::new(),
+            peers: FastMap::default(),
+            sources: FastMap::default(),
             posted: Default::default(),
             unexpected: Default::default(),
-            claimed: HashMap::new(),
+            claimed: FastMap::default(),
             malformed: 0,
             passes: 0,
             via: HashMap::new(),
-            untransmitted: HashMap::new(),
-            reassembly: HashMap::new(),
+            untransmitted: FastMap::default(),
+            reassembly: FastMap::default(),
             auto: None,
-            switch: HashMap::new(),
+            switch: FastMap::default(),
             counts: PathCounts::default(),
             report: false,
             shm_active: false,

@@ -132,20 +132,36 @@ impl CqQueue {
         self.items.push_back(Err(e));
     }
 
-    /// Takes up to `max` completions from the front; [`ErrorFirst`] when the front is an
-    /// error (and nothing was taken).
-    pub fn take(&mut self, max: usize, out: &mut Vec<Entry>) -> Result<(), ErrorFirst> {
-        while out.len() < max {
+    /// Takes up to `max` completions from the front, handing each to `out` with its
+    /// index; how many it took, or [`ErrorFirst`] when the front is an error (and nothing
+    /// was taken).
+    pub fn take_with(
+        &mut self,
+        max: usize,
+        mut out: impl FnMut(usize, &Entry),
+    ) -> Result<usize, ErrorFirst> {
+        let mut n = 0;
+        while n < max {
             match self.items.front() {
                 Some(Ok(e)) => {
-                    out.push(*e);
+                    out(n, e);
+                    n += 1;
                     self.items.pop_front();
                 }
-                Some(Err(_)) if out.is_empty() => return Err(ErrorFirst),
+                Some(Err(_)) if n == 0 => return Err(ErrorFirst),
                 _ => break,
             }
         }
-        Ok(())
+        Ok(n)
+    }
+
+    /// Takes completions from the front into `out` until it holds `max`.
+    #[cfg(test)]
+    pub fn take(&mut self, max: usize, out: &mut Vec<Entry>) -> Result<(), ErrorFirst> {
+        match self.take_with(max.saturating_sub(out.len()), |_, e| out.push(*e)) {
+            Err(ErrorFirst) if !out.is_empty() => Ok(()),
+            r => r.map(drop),
+        }
     }
 
     /// Takes the error at the front, if the front is one.

@@ -362,9 +362,10 @@ unsafe extern "C" fn ep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: size_
 
 // ---- Buffers -----------------------------------------------------------------------------
 
-/// The application's receive buffers.
+/// The application's receive buffers (MPI posts one: kept inline, as a receive is
+/// posted for every message).
 struct IovTarget {
-    iov: Vec<(usize, usize)>,
+    iov: smallvec::SmallVec<[(usize, usize); 2]>,
 }
 
 impl RecvTarget for IovTarget {

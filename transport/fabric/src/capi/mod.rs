@@ -42,29 +42,11 @@ fn guard_int(f: impl FnOnce() -> Result<isize, i32>) -> c_int {
 }
 
 /// Live objects by address: looked up on every call from C (each `fi_cq_read` of a
-/// polling loop), so hashed by a multiply rather than SipHash (the keys are our own
-/// heap addresses, not chosen by anyone).
-type Registry = HashMap<usize, usize, std::hash::BuildHasherDefault<AddrHasher>>;
+/// polling loop), so hashed by foldhash rather than SipHash (the keys are our own heap
+/// addresses, not chosen by anyone).
+type Registry = foldhash::HashMap<usize, usize>;
 
 static LIVE: Mutex<Option<Registry>> = Mutex::new(None);
-
-/// The hasher of [`Registry`].
-#[derive(Default)]
-struct AddrHasher(u64);
-
-impl std::hash::Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = ((n as u64) ^ (n as u64 >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
 
 fn register<T>(obj: Box<T>, class: usize) -> *mut T {
     let p = Box::into_raw(obj);

@@ -533,37 +533,38 @@ fn cq_read_into(c: &CqObj, buf: *mut c_void, count: usize, src: *mut FiAddr) -> 
     // Manual progress: every read drives the endpoints bound to the queue (a sender
     // paced by RPP, or waiting for acknowledgements, moves only when driven).
     c.cq.drivers.drive();
-    let mut got = Vec::new();
-    lock(&c.cq.queue)
-        .take(count, &mut got)
+    let size = entry_size(c.format);
+    // Written under the queue's lock, straight from the queue (no list in between: this
+    // runs once per completion of a ping-pong).
+    let got = lock(&c.cq.queue)
+        .take_with(count, |i, e| {
+            let t = FiCqTaggedEntry {
+                op_context: e.context as *mut c_void,
+                flags: e.flags,
+                len: e.len,
+                buf: e.buf as *mut c_void,
+                data: e.data,
+                tag: e.tag,
+            };
+            // SAFETY: `buf` holds `count` entries of the queue's format (the caller's
+            // contract) and `i < count`; each is a prefix of the tagged entry, written
+            // bytewise.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (&raw const t).cast::<u8>(),
+                    buf.cast::<u8>().add(i * size),
+                    size,
+                );
+                if !src.is_null() {
+                    *src.add(i) = e.src;
+                }
+            }
+        })
         .map_err(|_| -FI_EAVAIL)?;
-    if got.is_empty() {
+    if got == 0 {
         return Err(-FI_EAGAIN);
     }
-    let size = entry_size(c.format);
-    for (i, e) in got.iter().enumerate() {
-        let t = FiCqTaggedEntry {
-            op_context: e.context as *mut c_void,
-            flags: e.flags,
-            len: e.len,
-            buf: e.buf as *mut c_void,
-            data: e.data,
-            tag: e.tag,
-        };
-        // SAFETY: `buf` holds `count` entries of the queue's format (the caller's
-        // contract); each is a prefix of the tagged entry, written bytewise.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (&raw const t).cast::<u8>(),
-                buf.cast::<u8>().add(i * size),
-                size,
-            );
-            if !src.is_null() {
-                *src.add(i) = e.src;
-            }
-        }
-    }
-    Ok(got.len() as isize)
+    Ok(got as isize)
 }
 
 unsafe extern "C" fn cq_read(cq: *mut FidCq, buf: *mut c_void, count: size_t) -> ssize_t {
