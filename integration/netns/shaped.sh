@@ -27,7 +27,8 @@
 # URL_EXTRA (more URL parameters for the RPP flows, e.g. "&pacing=0"), SERVER_ARGS (more `myri
 # serve` options, e.g. "--spin 0"), KEEP=DIR (copy the runs' JSON there), TESTS (the
 # benchmarks to run, default "one two tcp control"), TCP_CCS (the TCP controllers to put
-# beside RPP, default the namespace's and cubic).
+# beside RPP, default the namespace's and cubic), TCP_MAX_RATE (MB/s: caps the TCP flows'
+# rate with SO_MAX_PACING_RATE, to see whether RPP takes the room TCP leaves).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -46,6 +47,7 @@ TCP_PORT=7100
 # when that is another (RPP beside each, and the two TCPs beside each other).
 TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_control)
 TESTS=${TESTS:-"one two tcp control"}
+TCP_MAX_RATE=${TCP_MAX_RATE:-0}
 has() { [[ " $TESTS " == *" $1 "* ]]; }
 if [[ -n ${TCP_CCS:-} ]]; then
     read -r -a TCP_CCS <<<"$TCP_CCS"
@@ -113,6 +115,7 @@ signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 c = socket.socket()
 c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b'$cc')
 c.connect(('$SERVER_IP', $port))
+if $TCP_MAX_RATE: c.setsockopt(socket.SOL_SOCKET, 47, int($TCP_MAX_RATE * 1e6))  # SO_MAX_PACING_RATE
 buf = bytes(1 << 16); sent = 0; last = 0.0
 with open('$log', 'w', buffering=1) as log:
     log.write(f'{time.time():.6f} 0\\n')
@@ -124,6 +127,30 @@ with open('$log', 'w', buffering=1) as log:
 " &
     TCP_PID=$!
     EXTRA_PIDS+=("$TCP_PID")
+}
+
+# What the host and the bottleneck did over a benchmark: `host_mark` before it, then
+# `host_report` prints the share of CPU time left idle (two vCPUs running three
+# namespaces' network stacks can be the bottleneck before the link is), the tbf's drops
+# and RPP's congestion events (from the JSON in OUT), so a reader can tell a flow held
+# back by its controller from one that did not get the CPU to send.
+host_mark() {
+    HOST_CPU0=$(head -n 1 /proc/stat)
+    HOST_DROPS0=$(tbf_drops)
+}
+tbf_drops() {
+    ip netns exec "$SHAPED_NS" tc -s qdisc show dev "$SHAPED_DEV" | grep -o 'dropped [0-9]*' | head -n 1 | awk '{print $2}'
+}
+host_report() { # OUT
+    local cpu1 drops1
+    cpu1=$(head -n 1 /proc/stat)
+    drops1=$(tbf_drops)
+    local events
+    events=$(json "$WORK/$1" "f\"{r.get('congestion_events', 0)} congestion events ({r.get('congestion_undos', 0)} undone)\"")
+    python3 -c "
+a = list(map(int, '$HOST_CPU0'.split()[1:])); b = list(map(int, '$cpu1'.split()[1:]))
+d = [y - x for x, y in zip(a, b)]
+print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)); RPP: $events')"
 }
 
 # tcp_rate LOG FROM TO: a logged TCP flow's goodput in MB/s between two times.
@@ -179,12 +206,14 @@ for rate in $RATES; do
         has tcp || break
         tcp_flow_start "$tcc" "$TCP_PORT" "$WORK/tcp-$tcc.log"
         t0=$(date +%s.%N)
+        host_mark
         stream "with-$tcc.out" "$half" 1
         t1=$(date +%s.%N)
         kill -TERM "$TCP_PID"; wait "$TCP_PID" || true
         rr=$(json "$WORK/with-$tcc.out" "t['mb_per_s']")
         tcp=$(tcp_rate "$WORK/tcp-$tcc.log" "$t0" "$t1")
         say "  RPP and TCP ($tcc) at once: RPP $(printf '%.1f' "$rr") MB/s, TCP $tcp MB/s: $(python3 -c "l=$link_mb; print(f'{$rr/l:.2f} and {$tcp/l:.2f} of the link (target >= 0.33 each)')")"
+        say "    $(host_report "with-$tcc.out")"
     done
     if has control && [[ ${#TCP_CCS[@]} -gt 1 ]]; then
         tcp_flow_start "${TCP_CCS[0]}" "$TCP_PORT" "$WORK/tcp-a.log"; ta=$TCP_PID
