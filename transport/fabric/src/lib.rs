@@ -51,7 +51,8 @@
 //! is resent only while the application keeps progressing. Messages longer than the
 //! `shm://` ring carries at once (2 MiB) go in pieces ([`wire`]). A peer that fails
 //! before a send's packets left completes that send with `FI_EIO`; later sends to it
-//! fail. Under injected loss the tests run `fi_pingpong` through `myri proxy`, and the
+//! fail until it is back (a new incarnation over `udp://`, a new process on an `shm://`
+//! region; see [`endpoint`] for a peer that restarts on a region). Under injected loss the tests run `fi_pingpong` through `myri proxy`, and the
 //! MPI programs through `myri proxy --mesh` (`FI_MYRI_RANK_PORTS`: each rank binds one
 //! address and names itself by its shadow address at the proxy, so every rank still sees
 //! every other at the address in its address vector).
