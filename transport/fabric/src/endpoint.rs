@@ -486,6 +486,16 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     options
 }
 
+/// The negative `FI_E*` code for a transport endpoint that did not open: `-FI_ENOSPC`
+/// when its `shm://` region does not fit the shared-memory file system (a small
+/// `/dev/shm`), else `-FI_EADDRNOTAVAIL`.
+pub fn open_errno(e: &myri_transport::OpenError) -> i32 {
+    match e {
+        myri_transport::OpenError::ShmNoSpace { .. } => -FI_ENOSPC,
+        _ => -FI_EADDRNOTAVAIL,
+    }
+}
+
 /// The region two `shm://` tokens share.
 fn region_of(a: &str, b: &str) -> String {
     region_named("mf", a, b)
@@ -594,7 +604,7 @@ impl FabricEndpoint {
             Some(&r) => r,
             None => {
                 // A region that cannot be opened (both sides taken by live processes, a
-                // foreign file) leaves the peer on udp://.
+                // foreign file, no room in /dev/shm) leaves the peer on udp://.
                 let Ok(mut t) = Endpoint::open_with(&region, transport_options(EpType::Rdm)) else {
                     return;
                 };
@@ -737,7 +747,7 @@ impl FabricEndpoint {
                 let theirs = url.strip_prefix("shm://").ok_or(-FI_EINVAL)?;
                 let region = region_of(&naming.token, theirs);
                 let mut t = Endpoint::open_with(&region, transport_options(self.ep_type))
-                    .map_err(|_| -FI_EADDRNOTAVAIL)?;
+                    .map_err(|e| open_errno(&e))?;
                 let peer = t.insert_addr(&region).map_err(|_| -FI_EINVAL)?;
                 self.links.push(Link::new(t, Some(dest)));
                 (self.links.len() - 1, peer)
@@ -1565,6 +1575,23 @@ mod tests {
         ep.bind.rx_cq = Some((cq.clone(), false));
         ep.directed_recv = true;
         ep
+    }
+
+    /// A region that does not fit `/dev/shm` is `FI_ENOSPC` to the application (the
+    /// transport's test makes one for real, on a small tmpfs).
+    #[test]
+    fn a_region_without_room_is_enospc() {
+        let e = myri_transport::OpenError::ShmNoSpace {
+            name: "x".into(),
+            path: "/dev/shm/myri-x".into(),
+            need: 8 << 20,
+            free: 1 << 20,
+        };
+        assert_eq!(open_errno(&e), -libc::ENOSPC);
+        let e = myri_transport::OpenError::AddrInUse {
+            url: "shm://x".into(),
+        };
+        assert_eq!(open_errno(&e), -FI_EADDRNOTAVAIL);
     }
 
     #[test]

@@ -96,7 +96,9 @@
 //!
 //! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`, and
 //! with auto-shm each pair of `udp://` endpoints of one host
-//! `/dev/shm/myri-ma<netns>-<a>-<b>` (about 8 MiB each, sparse); a process killed before
+//! `/dev/shm/myri-ma<netns>-<a>-<b>` (about 8 MiB each, reserved when made: a region that
+//! does not fit `/dev/shm` fails with `FI_ENOSPC` over `shm://`, and leaves the peer on
+//! `udp://` with auto-shm, rather than a `SIGBUS` later); a process killed before
 //! closing its endpoints leaves its regions there.
 
 pub mod abi;
