@@ -100,6 +100,26 @@ pub enum OpenError {
         #[source]
         problem: RegionProblem,
     },
+    /// The file system of the shared-memory region (`/dev/shm`, a tmpfs) has no room
+    /// for it: containers often get a 64 MiB `/dev/shm`. Its pages are reserved when it
+    /// is opened, so a region that does not fit is this error, never a `SIGBUS` later;
+    /// a region this endpoint was creating is removed again.
+    #[error(
+        "shared-memory region `{name}` ({}) needs {need} more bytes and its file system has \
+         {free} free: give /dev/shm more room (docker run --shm-size=1g, or \
+         mount -o remount,size=1g /dev/shm) or remove stale myri-* regions there",
+        .path.display()
+    )]
+    ShmNoSpace {
+        /// The region.
+        name: String,
+        /// Its file.
+        path: std::path::PathBuf,
+        /// Bytes of the region not backed yet.
+        need: u64,
+        /// Bytes free on its file system.
+        free: u64,
+    },
     /// An operating-system call failed.
     #[error("{op}: {source}")]
     Io {

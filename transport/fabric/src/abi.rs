@@ -119,6 +119,7 @@ pub const FI_EADDRNOTAVAIL: c_int = libc::EADDRNOTAVAIL;
 pub const FI_ECANCELED: c_int = libc::ECANCELED;
 pub const FI_ETIMEDOUT: c_int = libc::ETIMEDOUT;
 pub const FI_EIO: c_int = libc::EIO;
+pub const FI_ENOSPC: c_int = libc::ENOSPC;
 pub const FI_EOTHER: c_int = 256;
 pub const FI_EAVAIL: c_int = 259;
 pub const FI_EBADFLAGS: c_int = 260;

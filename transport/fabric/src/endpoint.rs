@@ -28,8 +28,9 @@
 //! message goes over `udp://`. Messages that arrive over the region are reported from
 //! the peer's address-vector entry, as those over `udp://` are.
 //!
-//! Each direction switches once, from `udp://` to the region, and never back; RDM keeps
-//! each pair's messages in order across the switch:
+//! Each direction switches once, from `udp://` to the region, and goes back only when
+//! the peer restarted without attaching to the region (below); RDM keeps each pair's
+//! messages in order across the switch:
 //!
 //! - The sender switches at a send only when the peer has attached and nothing it sent
 //!   to the peer over `udp://` is still held by RPP (queued, unsent or unacknowledged:
@@ -45,6 +46,35 @@
 //!   budget: all of them, without a new pass) before it takes each delivery from an
 //!   auto-shm region, so a message that came over `udp://` is matched (or queued as
 //!   unexpected) before any later one that came over the region from the same peer.
+//!
+//! # A peer that restarts
+//!
+//! Over `udp://` a peer's new incarnation shows as a restart, and sends to it whose
+//! packets had not all left complete with `FI_EIO`. A region's peer (`shm://`, or a
+//! peer switched to an auto-shm region) behaves alike:
+//!
+//! - Its process gone (closed or dead), sends taken before whose pieces are not all on
+//!   the ring, and those queued behind them, complete with `FI_EIO` and are dropped
+//!   (the endpoint takes its transport's completions before the pieces of a long
+//!   message go out, so they go to the life it knows of). A message it was sending in
+//!   pieces is dropped (a receive it had matched is posted again). Sends taken while no
+//!   process is on the other side fail (`-FI_EIO`), as sends to a failed `udp://` peer
+//!   do. Messages on the ring when the process died, like packets that had left, are
+//!   lost with a successful completion.
+//! - Once a new process attached to the region, the region carries everything sent
+//!   from then on, to it, in order; an auto-shm entry stays on the region (its
+//!   direction never went back to `udp://`, so there is nothing to order against). What
+//!   was on the ring for the dead process is skipped by the new one (it names the dead
+//!   process's epoch).
+//! - Auto-shm, a new process that never attaches to the region (auto-shm off there):
+//!   once it is heard from over `udp://` in its new incarnation while the region has no
+//!   process, its entries go back to `udp://`, and switch to the region again, by the
+//!   rule above, if a process attaches to it later. Nothing sent over the region can
+//!   reach anyone while it has no process, so no message over `udp://` overtakes one
+//!   over the region.
+//! - Pieces say whether they continue a message ([`crate::wire`]): a receiver drops a
+//!   tail whose start it never had and an open message that a new one interrupts, so no
+//!   process ever takes a message built from two lives.
 //!
 //! Several address-vector entries for one peer share its region and switch together.
 //! Once some peer is on a region, a `udp://` link with nothing to do for 64 passes is
@@ -62,7 +92,7 @@
 
 use crate::abi::*;
 use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
-use crate::wire::{HEADER_LEN, Header};
+use crate::wire::{HEADER_LEN, Header, Piece};
 use myri_transport::{Completion, Endpoint, Peer, RecvBuf, SendErrorKind};
 use std::collections::{HashMap, VecDeque};
 
@@ -197,6 +227,10 @@ pub struct FabricEndpoint {
     claimed: FastMap<usize, Unexpected>,
     /// Messages dropped because their header did not parse.
     pub malformed: u64,
+    /// Pieces dropped because the start of their message never came (the tail of a
+    /// message to an earlier life of this process), and messages dropped part-way
+    /// because their sender's life ended (see [`crate::wire`]).
+    pub broken_pieces: u64,
     /// `udp://` addresses reached through another (`FI_MYRI_VIA`: a fault-injecting
     /// proxy in front of a peer).
     pub via: HashMap<String, String>,
@@ -343,7 +377,8 @@ impl Link {
     /// Hands the transport what pieces of the queued messages it takes now.
     fn push_pieces(&mut self) -> Result<(), (Peer, SendErrorKind)> {
         while let Some(m) = self.outq.front_mut() {
-            let sent = push_pieces(&mut self.transport, m.peer, m.header, &[&m.data], m.at)
+            let from = (m.at, m.before);
+            let sent = push_pieces(&mut self.transport, m.peer, m.header, &[&m.data], from)
                 .map_err(|e| (m.peer, e))?;
             m.at = sent;
             if sent < m.data.len() {
@@ -357,14 +392,15 @@ impl Link {
 
 /// Sends the concatenation of `parts` from byte `at` on to `peer` in pieces of
 /// [`SHM_PIECE`](crate::info::SHM_PIECE) bytes, each built in a free slot of the region
-/// (the one copy on this side), as long as slots and ring room last. Returns how far it
-/// got: `parts`' whole length once the last piece is out.
+/// (the one copy on this side), as long as slots and ring room last; `before` bytes of
+/// the message went out before `parts` (its first piece among them when not 0). Returns
+/// how far it got: `parts`' whole length once the last piece is out.
 fn push_pieces(
     transport: &mut Endpoint,
     peer: Peer,
     header: Header,
     parts: &[&[u8]],
-    mut at: usize,
+    (mut at, before): (usize, usize),
 ) -> Result<usize, SendErrorKind> {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let piece = piece_len(len);
@@ -375,7 +411,8 @@ fn push_pieces(
         let Some(mut buf) = transport.alloc_registered(HEADER_LEN + n) else {
             return Ok(at);
         };
-        header.emit_piece(&mut buf, more);
+        let cont = before + at > 0;
+        header.emit_piece(&mut buf, Piece { more, cont });
         gather(parts, at, &mut buf[HEADER_LEN..]);
         match transport.send(peer, buf) {
             Ok(_) => at += n,
@@ -420,6 +457,9 @@ struct OutMsg {
     data: Vec<u8>,
     /// Bytes of `data` handed to the transport so far.
     at: usize,
+    /// Bytes of the message handed to the transport before it was queued (not in
+    /// `data`).
+    before: usize,
 }
 
 /// How an `shm://` endpoint names itself and its regions.
@@ -448,6 +488,16 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     };
     options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
     options
+}
+
+/// The negative `FI_E*` code for a transport endpoint that did not open: `-FI_ENOSPC`
+/// when its `shm://` region does not fit the shared-memory file system (a small
+/// `/dev/shm`), else `-FI_EADDRNOTAVAIL`.
+pub fn open_errno(e: &myri_transport::OpenError) -> i32 {
+    match e {
+        myri_transport::OpenError::ShmNoSpace { .. } => -FI_ENOSPC,
+        _ => -FI_EADDRNOTAVAIL,
+    }
 }
 
 /// The region two `shm://` tokens share.
@@ -502,6 +552,7 @@ impl FabricEndpoint {
             unexpected: Default::default(),
             claimed: FastMap::default(),
             malformed: 0,
+            broken_pieces: 0,
             passes: 0,
             via: HashMap::new(),
             untransmitted: FastMap::default(),
@@ -557,7 +608,7 @@ impl FabricEndpoint {
             Some(&r) => r,
             None => {
                 // A region that cannot be opened (both sides taken by live processes, a
-                // foreign file) leaves the peer on udp://.
+                // foreign file, no room in /dev/shm) leaves the peer on udp://.
                 let Ok(mut t) = Endpoint::open_with(&region, transport_options(EpType::Rdm)) else {
                     return;
                 };
@@ -700,7 +751,7 @@ impl FabricEndpoint {
                 let theirs = url.strip_prefix("shm://").ok_or(-FI_EINVAL)?;
                 let region = region_of(&naming.token, theirs);
                 let mut t = Endpoint::open_with(&region, transport_options(self.ep_type))
-                    .map_err(|_| -FI_EADDRNOTAVAIL)?;
+                    .map_err(|e| open_errno(&e))?;
                 let peer = t.insert_addr(&region).map_err(|_| -FI_EINVAL)?;
                 self.links.push(Link::new(t, Some(dest)));
                 (self.links.len() - 1, peer)
@@ -786,13 +837,27 @@ impl FabricEndpoint {
                 (None, Some(url)) => self.route(dest, &url)?,
                 (None, None) => return Err(-FI_EINVAL),
             };
+            let (link, peer) =
+                if self.links[link].auto && self.links[link].transport.peer_failed(peer) {
+                    // Auto-shm, the region's process gone: the peer may have been heard
+                    // from over udp:// in a new life since (see `reroute_to_udp`).
+                    self.take_completions(0);
+                    self.peers.get(&dest).copied().unwrap_or((link, peer))
+                } else {
+                    (link, peer)
+                };
+            let long = len > crate::info::SHM_PIECE;
+            if long && self.links[link].transport.is_native() && self.links[link].outq.is_empty() {
+                // The pieces go to the life of the peer this endpoint knows of.
+                self.take_completions(link);
+            }
             let l = &mut self.links[link];
-            if l.transport.is_native() && (len > crate::info::SHM_PIECE || !l.outq.is_empty()) {
+            if l.transport.is_native() && (long || !l.outq.is_empty()) {
                 // Longer than a slot holds (or behind such a message): in pieces of a
                 // slot each, as many as there are free slots now straight from the
                 // application's buffers; the rest is copied to go as slots come back.
                 let sent = if l.outq.is_empty() {
-                    match push_pieces(&mut l.transport, peer, header, parts, 0) {
+                    match push_pieces(&mut l.transport, peer, header, parts, (0, 0)) {
                         Ok(sent) => sent,
                         Err(SendErrorKind::TooLarge { .. }) => return Err(-FI_EMSGSIZE),
                         Err(_) => return Err(-FI_EIO),
@@ -812,6 +877,7 @@ impl FabricEndpoint {
                         header,
                         data,
                         at: 0,
+                        before: sent,
                     });
                 }
             } else {
@@ -942,7 +1008,7 @@ impl FabricEndpoint {
     /// refusal other than would-block fails the sends waiting on that peer.
     fn push_pieces(&mut self, link: usize) {
         if let Err((peer, _)) = self.links[link].push_pieces() {
-            self.settle_sends((link, peer), Some(FI_EIO));
+            self.life_ended(link, peer);
         }
     }
 
@@ -969,18 +1035,78 @@ impl FabricEndpoint {
 
     /// What the transport of `link` reports back: sends to a peer that failed, closed
     /// or restarted before their packets left complete with `FI_EIO`.
+    ///
+    /// On `shm://` (an auto-shm region too) a peer's new process shows as
+    /// `PeerRestarted` once it has attached: the link is attached again and carries the
+    /// messages sent from then on to the new process. Sends taken before, with pieces
+    /// not all on the ring or queued behind such, complete with `FI_EIO` and are dropped
+    /// (none of their pieces reaches the new process); a message arriving in pieces from
+    /// a process that died is dropped. See the module docs (restarts).
     fn take_completion(&mut self, link: usize, c: Completion) {
         match c {
-            Completion::PeerFailed { peer, .. }
-            | Completion::PeerClosed { peer, .. }
-            | Completion::PeerRestarted { peer, .. } => {
+            Completion::PeerFailed { peer, .. } | Completion::PeerClosed { peer, .. } => {
                 self.links[link].attached = false;
-                self.settle_sends((link, peer), Some(FI_EIO));
-                self.abandon_pieces(link, peer);
+                self.life_ended(link, peer);
+            }
+            Completion::PeerRestarted { peer, .. } => {
+                // With native reliability the new process is on the other side now.
+                self.links[link].attached = self.links[link].transport.is_native();
+                self.life_ended(link, peer);
+                if link == 0 && self.auto.is_some() {
+                    self.reroute_to_udp(peer);
+                }
             }
             Completion::Connected { .. } => self.links[link].attached = true,
             _ => {}
         }
+    }
+
+    /// `peer`'s life on `link` ended (it failed, closed, or a new process or
+    /// incarnation replaced it): every send to it not all out completes with `FI_EIO`,
+    /// and what is left of it is dropped; a message it was sending in pieces is dropped
+    /// when the peer is failed now (else the next whole message or first piece from the
+    /// new life drops it, see [`crate::wire`]).
+    fn life_ended(&mut self, link: usize, peer: Peer) {
+        self.links[link].outq.retain(|m| m.peer != peer);
+        self.settle_sends((link, peer), Some(FI_EIO));
+        if self.links[link].transport.peer_failed(peer) {
+            self.abandon_pieces(link, peer);
+        }
+    }
+
+    /// Takes what the transport of `link` reports back, up to now: before the pieces of
+    /// a message go out, so that they go to the life of the peer the endpoint knows of.
+    fn take_completions(&mut self, link: usize) {
+        while let Some(c) = self.links[link].transport.poll_completion() {
+            self.take_completion(link, c);
+        }
+    }
+
+    /// Auto-shm: the `udp://` peer `udp_peer` is heard from in a new incarnation. Entries
+    /// sent to over a region whose process failed (and no new one attached to it: a new
+    /// process with auto-shm off, say) go back to `udp://`, and switch to the region
+    /// again once a process attaches to it, by the same rule as the first time. Nothing
+    /// sent over the region can reach a process while its peer is failed, so no message
+    /// over `udp://` overtakes one over the region.
+    fn reroute_to_udp(&mut self, udp_peer: Peer) {
+        let stranded: Vec<(FiAddr, (usize, Peer))> = self
+            .peers
+            .iter()
+            .filter(|&(_, &(l, p))| {
+                l != 0 && self.links[l].auto && self.links[l].transport.peer_failed(p)
+            })
+            .map(|(&a, &r)| (a, r))
+            .collect();
+        for (a, region) in stranded {
+            let Some(url) = self.av_url(a) else {
+                continue;
+            };
+            if self.links[0].transport.insert_addr(&url).ok() == Some(udp_peer) {
+                self.peers.insert(a, (0, udp_peer));
+                self.switch.insert(a, region);
+            }
+        }
+        self.shm_active = self.peers.values().any(|&(l, _)| l != 0);
     }
 
     fn matches(&self, p: &Posted, tagged: bool, src: FiAddr, tag: u64) -> bool {
@@ -1180,23 +1306,35 @@ impl FabricEndpoint {
     }
 
     fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
-        let (header, more) = match Header::parse_piece(&data) {
+        let (header, piece) = match Header::parse_piece(&data) {
             Ok(h) => h,
             Err(_) => {
                 self.malformed += 1;
                 return;
             }
         };
-        if !more {
+        let key = (link, peer);
+        if !self.reassembly.is_empty() || piece.cont {
+            let open = self.reassembly.contains_key(&key);
+            if piece.cont != open {
+                // A tail without its start, or a new message while one is open: a life
+                // of the sender (or of this process) ended part-way through a message.
+                self.broken_pieces += 1;
+                if piece.cont {
+                    return;
+                }
+                self.abandon_pieces(link, peer);
+            }
+        }
+        if !piece.more {
             if self.links[link].transport.is_native() {
                 self.counts.shm_received += 1;
             } else {
                 self.counts.udp_received += 1;
             }
         }
-        let key = (link, peer);
-        if more || self.reassembly.contains_key(&key) {
-            self.take_piece(link, peer, header, more, &data[HEADER_LEN..]);
+        if piece.more || piece.cont {
+            self.take_piece(link, peer, header, piece.more, &data[HEADER_LEN..]);
             return;
         }
         let src = self.source_of(link, peer);
@@ -1274,8 +1412,8 @@ impl FabricEndpoint {
         }
     }
 
-    /// The peer of `link` failed, closed or restarted: a message it was sending in
-    /// pieces will not be finished. A receive it had matched goes back to the front of
+    /// The life of the peer of `link` that was sending a message in pieces ended: the
+    /// message will not be finished. A receive it had matched goes back to the front of
     /// the posted queue (it completed nothing), a partial unexpected one is dropped.
     fn abandon_pieces(&mut self, link: usize, peer: Peer) {
         if let Some(Assembly::Posted { posted, header, .. }) = self.reassembly.remove(&(link, peer))
@@ -1325,10 +1463,13 @@ impl Progress for FabricEndpoint {
             // few passes, and always when sends are outstanding on shm (few slots: the
             // acknowledged come back this way).
             let t = &self.links[i].transport;
-            if drain || (t.is_native() && t.has_unacked()) || !self.untransmitted.is_empty() {
-                while let Some(c) = self.links[i].transport.poll_completion() {
-                    self.take_completion(i, c);
-                }
+            // Before pieces go out (see `take_completions`).
+            if drain
+                || (t.is_native() && t.has_unacked())
+                || !self.untransmitted.is_empty()
+                || !self.links[i].outq.is_empty()
+            {
+                self.take_completions(i);
             }
             if !self.links[i].outq.is_empty() {
                 self.push_pieces(i);
@@ -1438,6 +1579,23 @@ mod tests {
         ep.bind.rx_cq = Some((cq.clone(), false));
         ep.directed_recv = true;
         ep
+    }
+
+    /// A region that does not fit `/dev/shm` is `FI_ENOSPC` to the application (the
+    /// transport's test makes one for real, on a small tmpfs).
+    #[test]
+    fn a_region_without_room_is_enospc() {
+        let e = myri_transport::OpenError::ShmNoSpace {
+            name: "x".into(),
+            path: "/dev/shm/myri-x".into(),
+            need: 8 << 20,
+            free: 1 << 20,
+        };
+        assert_eq!(open_errno(&e), -libc::ENOSPC);
+        let e = myri_transport::OpenError::AddrInUse {
+            url: "shm://x".into(),
+        };
+        assert_eq!(open_errno(&e), -FI_EADDRNOTAVAIL);
     }
 
     #[test]
@@ -1953,7 +2111,12 @@ mod auto_shm_tests {
     /// An RDM endpoint over loopback UDP on address vector `av` and receive queue
     /// `rx_cq` (`auto`: with auto-shm on), and its address in `av`.
     fn endpoint(av: &Av, rx_cq: &Cq, auto: bool) -> (FabricEndpoint, FiAddr) {
-        let t = Endpoint::open_with("udp://127.0.0.1:0", transport_options(EpType::Rdm)).unwrap();
+        endpoint_at(av, rx_cq, auto, "udp://127.0.0.1:0")
+    }
+
+    /// [`endpoint`] bound to `url`.
+    fn endpoint_at(av: &Av, rx_cq: &Cq, auto: bool, url: &str) -> (FabricEndpoint, FiAddr) {
+        let t = Endpoint::open_with(url, transport_options(EpType::Rdm)).unwrap();
         let mut ep = FabricEndpoint::new(EpType::Rdm, t, crate::info::RDM_MAX_MSG);
         ep.bind.av = Some(av.clone());
         ep.bind.rx_cq = Some((rx_cq.clone(), false));
@@ -2026,7 +2189,10 @@ mod auto_shm_tests {
             };
             ep.post_recv(true, posted, Probe::None).unwrap();
             let mut done = Vec::new();
-            lock(&cq.queue).take(1, &mut done).unwrap();
+            if lock(&cq.queue).take(1, &mut done).is_err() {
+                let e = lock(&cq.queue).take_err();
+                panic!("message {seq}: an error completion: {e:?}");
+            }
             assert_eq!(done.len(), 1, "message {seq}");
             let e = &done[0];
             assert_eq!((e.tag, e.data, e.src), (seq, seq, src), "message {seq}");
@@ -2262,5 +2428,197 @@ mod auto_shm_tests {
                 .keys()
                 .all(|r| r.contains(&ns))
         );
+    }
+
+    /// A peer on the region restarts (its endpoint dropped, a new one opened on the
+    /// same `udp://` address, so on the same region): the survivor's send whose pieces
+    /// were still waiting for slots completes with `FI_EIO`, no piece of it reaches the
+    /// new process, and then messages flow both ways again, in order, data checked,
+    /// back on the region once the new process attached.
+    #[test]
+    fn auto_shm_peer_restart_fails_in_flight_sends_then_flows_again() {
+        let (mut eps, addrs, cq) = pair([true, true]);
+        let tx_cq: Cq = Default::default();
+        eps[0].bind.tx_cq = Some((tx_cq.clone(), false));
+        let b_url = eps[1].local_url().to_owned();
+        let mut warm = 0;
+        while !eps[0].on_shm(addrs[1]) {
+            send(&mut eps[0], addrs[1], warm);
+            warm += 1;
+            for _ in 0..50 {
+                eps[0].progress();
+                eps[1].progress();
+            }
+            assert!(warm < 100_000, "never switched");
+        }
+        take_in_order(&mut eps[1], &cq, addrs[0], warm);
+        assert!(
+            lock(&tx_cq.queue).is_empty(),
+            "the warm-up asked for no completion"
+        );
+        // More than the region's slots hold: the tail waits for slots the peer never
+        // gives back.
+        let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 253) as u8).collect();
+        eps[0]
+            .send(addrs[1], tagged(1000), &[&big], 77, true)
+            .unwrap();
+        eps[0].progress();
+        assert_eq!(eps[0].untransmitted_sends(), 1, "the tail waits for slots");
+        let [a, b] = eps;
+        drop(b);
+        let mut a = a;
+        let mut turns = 0;
+        let err = loop {
+            a.progress();
+            if let Some(e) = lock(&tx_cq.queue).take_err() {
+                break e;
+            }
+            turns += 1;
+            assert!(turns < 5_000_000, "the in-flight send never completed");
+        };
+        assert_eq!((err.err, err.entry.context), (FI_EIO, 77));
+        assert!(lock(&tx_cq.queue).is_empty(), "one completion for it");
+        assert_eq!(a.untransmitted_sends(), 0);
+        // Until a process attaches again, sends to the peer fail, as to a failed
+        // udp:// peer.
+        assert_eq!(a.send(addrs[1], tagged(0), &[b"x"], 78, true), Err(-FI_EIO));
+        // The restarted peer: same address, same region.
+        let av = a.bind.av.clone().unwrap();
+        let (mut b, b_addr) = endpoint_at(&av, &cq, true, &b_url);
+        assert_eq!(b_addr, addrs[1]);
+        let region = a.peers[&addrs[1]].0;
+        let mut turns = 0;
+        while !a.links[region].attached {
+            a.progress();
+            b.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "the new process never attached");
+        }
+        let mut seq = 0;
+        let mut turns = 0;
+        while seq < 200 || !a.on_shm(addrs[1]) || !b.on_shm(addrs[0]) {
+            send(&mut a, addrs[1], seq);
+            send(&mut b, addrs[0], seq);
+            seq += 1;
+            for _ in 0..20 {
+                a.progress();
+                b.progress();
+            }
+            turns += 1;
+            assert!(turns < 100_000, "never back on the region");
+        }
+        take_in_order(&mut b, &cq, addrs[0], seq);
+        take_in_order(&mut a, &cq, addrs[1], seq);
+        assert!(lock(&tx_cq.queue).is_empty(), "no error after the restart");
+        assert!(a.counts.shm_sent > warm && b.counts.shm_sent > 0);
+        assert_eq!(b.broken_pieces, 0, "no piece of the failed send reached it");
+    }
+
+    /// A peer on the region restarts with auto-shm off: its region stays without a
+    /// process, and once it is heard from over udp:// in its new incarnation, sends to it
+    /// go over udp:// again, in order.
+    #[test]
+    fn auto_shm_peer_restarted_without_auto_shm_is_reached_over_udp() {
+        let (mut eps, addrs, cq) = pair([true, true]);
+        let b_url = eps[1].local_url().to_owned();
+        let mut warm = 0;
+        while !eps[0].on_shm(addrs[1]) {
+            send(&mut eps[0], addrs[1], warm);
+            warm += 1;
+            for _ in 0..50 {
+                eps[0].progress();
+                eps[1].progress();
+            }
+            assert!(warm < 100_000, "never switched");
+        }
+        take_in_order(&mut eps[1], &cq, addrs[0], warm);
+        let [mut a, b] = eps;
+        let region = a.peers[&addrs[1]].0;
+        drop(b);
+        let mut turns = 0;
+        while a.links[region].attached {
+            a.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "the death never seen");
+        }
+        let av = a.bind.av.clone().unwrap();
+        let (mut b, _) = endpoint_at(&av, &cq, false, &b_url);
+        for seq in 0..20 {
+            send(&mut b, addrs[0], seq);
+        }
+        let mut turns = 0;
+        while a.unexpected[TAGGED].len() < 20 {
+            a.progress();
+            b.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "{} of 20", a.unexpected[TAGGED].len());
+        }
+        take_in_order(&mut a, &cq, addrs[1], 20);
+        for seq in 0..100 {
+            send(&mut a, addrs[1], seq);
+            assert!(!a.on_shm(addrs[1]), "back on udp://");
+            b.progress();
+        }
+        let mut turns = 0;
+        while b.unexpected[TAGGED].len() < 100 {
+            a.progress();
+            b.progress();
+            turns += 1;
+            assert!(turns < 5_000_000, "{} of 100", b.unexpected[TAGGED].len());
+        }
+        take_in_order(&mut b, &cq, addrs[0], 100);
+        assert_eq!(b.counts.udp_received, 100);
+    }
+
+    /// The receiving side of a broken message: a piece continuing a message whose start
+    /// never came is dropped, and a new message while one is open drops the open one (a
+    /// receive it had matched is posted again and takes the new message).
+    #[test]
+    fn broken_pieces_are_dropped() {
+        let (mut eps, addrs, cq) = pair([false, false]);
+        let b_url = eps[1].local_url().to_owned();
+        let to_b = eps[0].links[0].transport.insert_addr(&b_url).unwrap();
+        // Sent as they are over a's udp:// transport: each is one transport message.
+        let raw = |eps: &mut [FabricEndpoint; 2], seq: u64, more, cont, body: &[u8]| {
+            let mut v = vec![0; HEADER_LEN];
+            tagged(seq).emit_piece(&mut v, Piece { more, cont });
+            v.extend_from_slice(body);
+            let [a, b] = eps;
+            let t = &mut a.links[0].transport;
+            t.send(to_b, myri_transport::Buf::from_vec(v)).unwrap();
+            let mut turns = 0;
+            while t.peer_has_pending(to_b) {
+                t.progress();
+                b.progress();
+                turns += 1;
+                assert!(turns < 5_000_000, "never acknowledged");
+            }
+            eps[1].progress();
+        };
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let posted = Posted {
+            context: 9,
+            src: FI_ADDR_UNSPEC,
+            tag: 0,
+            ignore: u64::MAX,
+            target: Box::new(Keep(got.clone())),
+            completion: true,
+        };
+        eps[1].post_recv(true, posted, Probe::None).unwrap();
+        raw(&mut eps, 5, true, true, b"tail");
+        raw(&mut eps, 5, false, true, b"end");
+        assert_eq!(eps[1].broken_pieces, 2);
+        raw(&mut eps, 6, true, false, b"start");
+        assert_eq!(eps[1].posted[TAGGED].len(), 0, "matched by the first piece");
+        raw(&mut eps, 7, false, false, &payload(0));
+        assert_eq!(eps[1].broken_pieces, 3);
+        let mut done = Vec::new();
+        lock(&cq.queue).take(8, &mut done).unwrap();
+        assert_eq!(done.len(), 1);
+        assert_eq!(
+            (done[0].context, done[0].tag, done[0].src),
+            (9, 7, addrs[0])
+        );
+        assert!(*lock(&got) == payload(0));
     }
 }

@@ -51,7 +51,8 @@
 //! is resent only while the application keeps progressing. Messages longer than the
 //! `shm://` ring carries at once (2 MiB) go in pieces ([`wire`]). A peer that fails
 //! before a send's packets left completes that send with `FI_EIO`; later sends to it
-//! fail. Under injected loss the tests run `fi_pingpong` through `myri proxy`, and the
+//! fail until it is back (a new incarnation over `udp://`, a new process on an `shm://`
+//! region; see [`endpoint`] for a peer that restarts on a region). Under injected loss the tests run `fi_pingpong` through `myri proxy`, and the
 //! MPI programs through `myri proxy --mesh` (`FI_MYRI_RANK_PORTS`: each rank binds one
 //! address and names itself by its shadow address at the proxy, so every rank still sees
 //! every other at the address in its address vector).
@@ -95,7 +96,9 @@
 //!
 //! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`, and
 //! with auto-shm each pair of `udp://` endpoints of one host
-//! `/dev/shm/myri-ma<netns>-<a>-<b>` (about 8 MiB each, sparse); a process killed before
+//! `/dev/shm/myri-ma<netns>-<a>-<b>` (about 8 MiB each, reserved when made: a region that
+//! does not fit `/dev/shm` fails with `FI_ENOSPC` over `shm://`, and leaves the peer on
+//! `udp://` with auto-shm, rather than a `SIGBUS` later); a process killed before
 //! closing its endpoints leaves its regions there.
 
 pub mod abi;

@@ -8,16 +8,24 @@
 //!
 //! Flags: 1 tagged, 2 remote CQ data, 4 more: a piece of a message longer than one
 //! `shm://` slot holds (see [`crate::info::SHM_PIECE`]), with more pieces of it to follow
-//! on the same ordered link; each piece repeats the header, the last has no `more`.
+//! on the same ordered link; each piece repeats the header, the last has no `more`;
+//! 8 continued: a piece after the first of its message. A receiver that meets a continued
+//! piece with no message open drops it (the tail of a message whose start went to an
+//! earlier life of this process), and one that meets a first piece or a whole message
+//! with a message open drops the open one (its sender's life ended part-way through):
+//! a peer that restarts never sees a message built from two.
+//!
+//! Version 2 (version 1 had no continued flag).
 
 /// Bytes of header in front of each message.
 pub const HEADER_LEN: usize = 20;
 
 const MAGIC: [u8; 2] = *b"MF";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const FLAG_TAGGED: u8 = 1;
 const FLAG_DATA: u8 = 2;
 const FLAG_MORE: u8 = 4;
+const FLAG_CONT: u8 = 8;
 
 mod field {
     use core::ops::Range;
@@ -39,6 +47,23 @@ pub struct Header {
     pub data: Option<u64>,
 }
 
+/// Where a transport message stands in the provider message it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Piece {
+    /// More pieces of its message follow.
+    pub more: bool,
+    /// A piece after the first of its message.
+    pub cont: bool,
+}
+
+impl Piece {
+    /// A whole message: no piece before, none after.
+    pub const WHOLE: Piece = Piece {
+        more: false,
+        cont: false,
+    };
+}
+
 /// Why a message's header did not parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderError {
@@ -56,9 +81,9 @@ impl Header {
         Self::parse_piece(msg).map(|(h, _)| h)
     }
 
-    /// Parses the header of a message or of a piece of one: the header, and whether
-    /// more pieces of its message follow.
-    pub fn parse_piece(msg: &[u8]) -> Result<(Header, bool), HeaderError> {
+    /// Parses the header of a message or of a piece of one: the header, and where the
+    /// piece stands in its message.
+    pub fn parse_piece(msg: &[u8]) -> Result<(Header, Piece), HeaderError> {
         if msg.len() < HEADER_LEN {
             return Err(HeaderError::Short);
         }
@@ -66,7 +91,7 @@ impl Header {
             return Err(HeaderError::Foreign);
         }
         let flags = msg[field::FLAGS];
-        if flags & !(FLAG_TAGGED | FLAG_DATA | FLAG_MORE) != 0 {
+        if flags & !(FLAG_TAGGED | FLAG_DATA | FLAG_MORE | FLAG_CONT) != 0 {
             return Err(HeaderError::BadFlags);
         }
         let word = |r: core::ops::Range<usize>| {
@@ -79,23 +104,28 @@ impl Header {
             tag: word(field::TAG),
             data: (flags & FLAG_DATA != 0).then(|| word(field::DATA)),
         };
-        Ok((header, flags & FLAG_MORE != 0))
+        let piece = Piece {
+            more: flags & FLAG_MORE != 0,
+            cont: flags & FLAG_CONT != 0,
+        };
+        Ok((header, piece))
     }
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `out` (which must hold
     /// them).
     pub fn emit(&self, out: &mut [u8]) {
-        self.emit_piece(out, false);
+        self.emit_piece(out, Piece::WHOLE);
     }
 
-    /// [`Header::emit`] for a piece of a message; `more`: more pieces follow.
-    pub fn emit_piece(&self, out: &mut [u8], more: bool) {
+    /// [`Header::emit`] for a piece of a message.
+    pub fn emit_piece(&self, out: &mut [u8], piece: Piece) {
         let out = &mut out[..HEADER_LEN];
         out[field::MAGIC].copy_from_slice(&MAGIC);
         out[field::VERSION] = VERSION;
         out[field::FLAGS] = (u8::from(self.tagged) * FLAG_TAGGED)
             | (u8::from(self.data.is_some()) * FLAG_DATA)
-            | (u8::from(more) * FLAG_MORE);
+            | (u8::from(piece.more) * FLAG_MORE)
+            | (u8::from(piece.cont) * FLAG_CONT);
         out[field::TAG].copy_from_slice(&self.tag.to_le_bytes());
         out[field::DATA].copy_from_slice(&self.data.unwrap_or(0).to_le_bytes());
     }
@@ -106,7 +136,7 @@ mod tests {
     use super::*;
 
     const FIXTURE: [u8; HEADER_LEN] = [
-        b'M', b'F', 1, 3, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 7, 0, 0, 0, 0, 0, 0, 0,
+        b'M', b'F', 2, 3, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 7, 0, 0, 0, 0, 0, 0, 0,
     ];
 
     #[test]
@@ -132,7 +162,7 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(Header::parse(&bad), Err(HeaderError::Foreign));
         let mut bad = FIXTURE;
-        bad[3] = 8;
+        bad[3] = 16;
         assert_eq!(Header::parse(&bad), Err(HeaderError::BadFlags));
     }
 
@@ -140,9 +170,23 @@ mod tests {
     fn pieces_say_whether_more_follow() {
         let h = Header::parse(&FIXTURE).unwrap();
         let mut out = [0u8; HEADER_LEN];
-        h.emit_piece(&mut out, true);
+        let first = Piece {
+            more: true,
+            cont: false,
+        };
+        h.emit_piece(&mut out, first);
         assert_eq!(out[3], 7);
-        assert_eq!(Header::parse_piece(&out), Ok((h, true)));
-        assert_eq!(Header::parse_piece(&FIXTURE), Ok((h, false)));
+        assert_eq!(Header::parse_piece(&out), Ok((h, first)));
+        let last = Piece {
+            more: false,
+            cont: true,
+        };
+        h.emit_piece(&mut out, last);
+        assert_eq!(out[3], 11);
+        assert_eq!(Header::parse_piece(&out), Ok((h, last)));
+        assert_eq!(Header::parse_piece(&FIXTURE), Ok((h, Piece::WHOLE)));
+        let mut old = FIXTURE;
+        old[2] = 1;
+        assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 1");
     }
 }

@@ -97,7 +97,7 @@ static TAGGED_OPS: FiOpsTagged = FiOpsTagged {
 
 fn open_transport(ep_type: EpType, url: &str) -> Result<myri_transport::Endpoint, i32> {
     myri_transport::Endpoint::open_with(url, transport_options(ep_type))
-        .map_err(|_| -FI_EADDRNOTAVAIL)
+        .map_err(|e| crate::endpoint::open_errno(&e))
 }
 
 static SHM_TOKENS: AtomicU64 = AtomicU64::new(0);

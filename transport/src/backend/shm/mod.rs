@@ -13,6 +13,17 @@
 //! handing the slot back (seed 000, Send Channel: the sender learns what it may reuse from
 //! a count the other side publishes, and reaps when it runs out). No byte is copied.
 //!
+//! # Room
+//!
+//! A region's pages are reserved when it is made (`fallocate`), and an opener reserves
+//! what of an existing one is not (a region of another build, or made sparse) before it
+//! touches it: on a tmpfs too small for it (containers often get a 64 MiB `/dev/shm`)
+//! the open fails with [`crate::OpenError::ShmNoSpace`] (the region, the bytes it
+//! lacks, the bytes free, the remedy) instead of a `SIGBUS` at the first touch of a page
+//! the file system cannot back. A creator that fails so removes its half-made file (a
+//! peer waiting for its header sees it gone and starts again). Where the file system
+//! cannot reserve, its free space is compared with what the region lacks instead.
+//!
 //! # Owners and epochs
 //!
 //! A side records its owner as one word, pid and process start time (a zombie counts as
@@ -60,7 +71,8 @@ use crate::url::{Address, Scheme};
 use myri_ring::raw::{self, Consumer, Producer, Region, RingPlace, SlotArea};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -329,7 +341,14 @@ impl ShmBackend {
                 .open(&path)
             {
                 Ok(f) => {
-                    let mut region = create(&f, name)?;
+                    let mut region = match create(&f, name, &path) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // Half made: a peer opening it would wait for its header.
+                            let _ = std::fs::remove_file(&path);
+                            return Err(e);
+                        }
+                    };
                     let put = |r: &mut Region, field, v: u64| {
                         r.write_at(side_word(0, field), &v.to_le_bytes())
                     };
@@ -356,13 +375,15 @@ impl ShmBackend {
                 }
                 Err(e) => return Err(io_err!(OpenError, "creating the shared-memory region")(e)),
             };
-            let region = match existing(&file, name)? {
-                Some(r) => Arc::new(r),
-                None => {
+            let region = match existing(&file, name, &path)? {
+                Existing::Ready(r) => Arc::new(r),
+                Existing::Abandoned => {
                     // Never initialized: its creator died half-way. Start it again.
                     let _ = std::fs::remove_file(&path);
                     continue;
                 }
+                // Its creator gave up and removed it: start again.
+                Existing::Removed => continue,
             };
             for side in 0..2 {
                 let w = region
@@ -671,10 +692,45 @@ impl ShmBackend {
     }
 }
 
-/// Sizes a new region and writes its geometry (magic last, by the caller).
-fn create(file: &File, name: &str) -> Result<Region, OpenError> {
-    file.set_len(region_len() as u64)
-        .map_err(io_err!(OpenError, "sizing the shared-memory region"))?;
+/// Reserves the pages of bytes `0..len` of region `name`'s file (growing it to `len` if
+/// shorter), so that no touch of them faults for want of space: [`OpenError::ShmNoSpace`]
+/// when its file system has no room. Where the file system cannot reserve, its free
+/// space is compared with what the file lacks instead (a best effort: another writer
+/// may take that room before the pages are touched).
+fn reserve(file: &File, name: &str, path: &Path, len: u64) -> Result<(), OpenError> {
+    let sized = io_err!(OpenError, "reserving the shared-memory region");
+    let no_space = |free: u64| {
+        let have = file
+            .metadata()
+            .map_or(0, |m| m.blocks().saturating_mul(512));
+        OpenError::ShmNoSpace {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            need: len.saturating_sub(have),
+            free,
+        }
+    };
+    let free = || crate::sys::free_bytes(file).map_err(sized);
+    match crate::sys::reserve(file, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(no_space(free()?.unwrap_or(0))),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            let m = file.metadata().map_err(sized)?;
+            let lacking = len.saturating_sub(m.blocks().saturating_mul(512));
+            match free()? {
+                Some(free) if free < lacking => Err(no_space(free)),
+                _ if m.len() < len => file.set_len(len).map_err(sized),
+                _ => Ok(()),
+            }
+        }
+        Err(e) => Err(sized(e)),
+    }
+}
+
+/// Sizes a new region, its pages reserved, and writes its geometry (magic last, by the
+/// caller).
+fn create(file: &File, name: &str, path: &Path) -> Result<Region, OpenError> {
+    reserve(file, name, path, region_len() as u64)?;
     let mut region =
         Region::map_file(file).map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
     let put = |r: &mut Region, at: usize, v: u64| r.write_at(at, &v.to_le_bytes());
@@ -688,15 +744,32 @@ fn create(file: &File, name: &str) -> Result<Region, OpenError> {
     Ok(region)
 }
 
-/// Maps an existing region and checks its header; `None` if its creator never finished.
-fn existing(file: &File, name: &str) -> Result<Option<Region>, OpenError> {
+/// An existing region, as [`existing`] found it.
+enum Existing {
+    /// Mapped, its header checked, its pages reserved.
+    Ready(Region),
+    /// Its creator never finished it.
+    Abandoned,
+    /// Its creator removed it (it could not reserve the region's pages).
+    Removed,
+}
+
+/// Maps an existing region and checks its header. No page is touched before it is
+/// reserved (a region made by another build, or sparse, may have pages its file system
+/// cannot back): the header's before it is read, the rest before the region is used.
+fn existing(file: &File, name: &str, path: &Path) -> Result<Existing, OpenError> {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
-        let len = file
+        let meta = file
             .metadata()
-            .map_err(io_err!(OpenError, "reading the shared-memory region"))?
-            .len();
+            .map_err(io_err!(OpenError, "reading the shared-memory region"))?;
+        if meta.nlink() == 0 {
+            return Ok(Existing::Removed);
+        }
+        let len = meta.len();
         if len >= layout::HEADER as u64 {
+            // Within the file: its length does not change.
+            reserve(file, name, path, layout::HEADER as u64)?;
             let region = Region::map_file(file)
                 .map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
             let word = |at| region.word(at).map_or(0, |w| w.load(Ordering::Acquire));
@@ -720,13 +793,15 @@ fn existing(file: &File, name: &str) -> Result<Option<Region>, OpenError> {
                         let need = region_len() as u64;
                         return Err(bad(name, RegionProblem::Short { len, need }));
                     }
-                    return Ok(Some(region));
+                    // Within the file too; not removed on failure (it is the peer's).
+                    reserve(file, name, path, region_len() as u64)?;
+                    return Ok(Existing::Ready(region));
                 }
                 _ => return Err(bad(name, RegionProblem::BadMagic)),
             }
         }
         if Instant::now() > deadline {
-            return Ok(None);
+            return Ok(Existing::Abandoned);
         }
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -101,7 +101,10 @@ impl HalfAttached {
             .write(true)
             .open(region_path(name))
             .expect("the region exists");
-        let region = Arc::new(existing(&file, name).unwrap().expect("initialized"));
+        let Existing::Ready(region) = existing(&file, name, &region_path(name)).unwrap() else {
+            panic!("not initialized");
+        };
+        let region = Arc::new(region);
         let owner = region.word(side_word(1, layout::OWNER)).expect("in bounds");
         let cur = owner.load(Ordering::Acquire);
         assert!(!alive(cur), "side 1 is free");
@@ -258,4 +261,140 @@ fn a_ping_pong_reuses_the_lowest_free_slots() {
     assert_eq!(used.into_iter().collect::<Vec<_>>(), vec![0, 1]);
     drop((a, b));
     let _ = std::fs::remove_file(region_path(&name));
+}
+
+/// Set in the child process [`a_region_that_does_not_fit_is_a_typed_error`] runs itself
+/// in.
+const SMALL_SHM_CHILD: &str = "MYRI_TEST_SMALL_SHM_CHILD";
+
+/// A region on a file system too small for it: over a 4 MiB tmpfs (a region is some
+/// 8 MiB) mounted on `/dev/shm` in a private mount namespace, where the test runs
+/// itself again (`unshare --mount`: root, or CAP_SYS_ADMIN, is needed). Creating one is
+/// [`OpenError::ShmNoSpace`] naming the region, what it needs and what is free, and
+/// leaves no file; opening one made sparse by another (its header written, the rest a
+/// hole) is the same error, not a `SIGBUS`, and leaves the file to its maker. Skipped,
+/// with the reason printed, only when neither root nor in CI (`CI` set).
+#[test]
+fn a_region_that_does_not_fit_is_a_typed_error() {
+    if std::env::var_os(SMALL_SHM_CHILD).is_some() {
+        small_shm_child();
+        return;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    });
+    let name = "backend::shm::tests::a_region_that_does_not_fit_is_a_typed_error";
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs -o size=4m myri-test /dev/shm && exec \"$0\" \"$@\"")
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(SMALL_SHM_CHILD, "1")
+        .output();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) if !ci && !root => {
+            println!("skipped: cannot run unshare ({e}); runs as root or in CI");
+            return;
+        }
+        Err(e) => panic!("unshare: {e}"),
+    };
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let ran = stdout.contains("test result: ok. 1 passed");
+    if !out.status.success() && !ran && !ci && !root && !stdout.contains("panicked") {
+        println!("skipped: no private mount namespace with a small /dev/shm: {stderr}");
+        return;
+    }
+    assert!(
+        out.status.success() && ran,
+        "the child failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+/// [`a_region_that_does_not_fit_is_a_typed_error`] over the small `/dev/shm`.
+fn small_shm_child() {
+    let free = crate::sys::free_bytes(&File::open("/dev/shm").expect("/dev/shm"))
+        .expect("statvfs")
+        .expect("a tmpfs has a size");
+    assert!(free < region_len() as u64, "/dev/shm is not the small one");
+    let need = region_len() as u64;
+    // A new region.
+    let name = "small-shm";
+    let err = ShmBackend::open(
+        name,
+        1,
+        ShmMode::Native {
+            max_message: 1 << 20,
+        },
+    )
+    .err()
+    .expect("a region larger than /dev/shm");
+    let text = err.to_string();
+    match err {
+        OpenError::ShmNoSpace {
+            name: n,
+            path,
+            need: nd,
+            free: fr,
+        } => {
+            assert_eq!((n.as_str(), path, nd), (name, region_path(name), need));
+            assert!(fr < need && fr <= free, "{fr} free of {free}");
+        }
+        other => panic!("not ShmNoSpace: {other:?}"),
+    }
+    assert!(
+        text.contains("small-shm") && text.contains(&need.to_string()),
+        "{text}"
+    );
+    assert!(text.contains("--shm-size"), "{text}");
+    assert!(!region_path(name).exists(), "the half-made region was left");
+    // The same through the public API, in every mode.
+    for url in ["shm://small-shm", "shm://small-shm?reliable=0"] {
+        match crate::Endpoint::open(url) {
+            Err(OpenError::ShmNoSpace { .. }) => {}
+            Err(e) => panic!("{url}: {e:?}"),
+            Ok(_) => panic!("{url}: opened"),
+        }
+    }
+    // A sparse region of another maker: its header written, the rest a hole.
+    let name = "sparse";
+    let path = region_path(name);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .expect("create");
+    let mut header = vec![0u8; layout::HEADER];
+    for (at, v) in [
+        (layout::MAGIC_AT, layout::MAGIC),
+        (layout::VERSION_AT, layout::VERSION),
+        (layout::SLOT_LEN_AT, SLOT_LEN as u64),
+        (layout::SLOTS_AT, SLOTS as u64),
+        (layout::RING_AT, RING_CAPACITY as u64),
+    ] {
+        header[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    std::io::Write::write_all(&mut &f, &header).expect("header");
+    f.set_len(need).expect("sparse");
+    match ShmBackend::open(
+        name,
+        1,
+        ShmMode::Native {
+            max_message: 1 << 20,
+        },
+    ) {
+        Err(OpenError::ShmNoSpace { need: n, .. }) => {
+            assert!(n > 0 && n < need, "only the hole is needed: {n} of {need}");
+        }
+        Err(e) => panic!("sparse region: {e:?}"),
+        Ok(_) => panic!("sparse region opened"),
+    }
+    assert!(path.exists(), "another's region removed");
+    drop(f);
+    let _ = std::fs::remove_file(&path);
 }
