@@ -89,6 +89,9 @@ pub struct Stats {
     pub persistent_congestion: u64,
     /// Reductions undone because every packet they declared lost had arrived (D-SACK).
     pub congestion_undos: u64,
+    /// Times the first slow start gave way to conservative growth because the round trip
+    /// grew (HyStart++), before any loss: 0 or 1, more only if a rise proved noise.
+    pub slow_start_delay_exits: u64,
     /// Timeouts found spurious: the first acknowledgement after a timeout that declared
     /// persistent congestion echoed a transmission sent before it (the reduction was
     /// undone, and counted in `congestion_undos` too).

@@ -61,6 +61,10 @@ pub struct LinkConfig {
     pub jitter: Duration,
     /// Bytes per second the link serializes (`None`: unthrottled).
     pub bandwidth: Option<u64>,
+    /// The most time of backlog the queue in front of a throttled link holds (a
+    /// drop-tail buffer sized in time, as `tc ... tbf latency` sizes it): a packet that
+    /// would wait longer is dropped. `None`: unbounded.
+    pub queue_limit: Option<Duration>,
     /// Largest packet the link carries; larger ones are dropped and counted.
     pub mtu: usize,
 }
@@ -78,6 +82,7 @@ impl Default for LinkConfig {
             delay: Duration::from_micros(5),
             jitter: Duration::ZERO,
             bandwidth: Some(1_000_000_000),
+            queue_limit: None,
             mtu: 8192,
         }
     }
@@ -102,6 +107,8 @@ pub struct LinkStats {
     pub reordered: u64,
     /// Packets larger than the MTU, dropped.
     pub oversize: u64,
+    /// Packets dropped because the queue in front of the link was full.
+    pub queue_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -207,6 +214,13 @@ impl Link {
         let wire = self.config.bandwidth.map_or(Duration::ZERO, |bps| {
             Duration::from_nanos((packet.len() as u64 * 1_000_000_000).div_ceil(bps.max(1)))
         });
+        if let Some(limit) = self.config.queue_limit
+            && Duration::from_nanos(start.nanos_since(now)) + wire > limit
+        {
+            self.stats.queue_dropped += 1;
+            self.trace = mix(self.trace, 6);
+            return;
+        }
         self.busy_until = start + wire;
         if let Some(b) = self.config.burst {
             let flip = if self.in_burst { b.exit } else { b.enter };

@@ -15,6 +15,8 @@
 //!   window held a packet back). An application-limited acknowledgement is not passed on,
 //!   as Linux calls no `cong_avoid` for a flight that is not window-limited (RFC 7661): an
 //!   idle ping-pong would otherwise inflate the window without ever testing it;
+//! * [`Controller::on_rtt_sample`] with each unambiguous round-trip sample (HyStart++
+//!   watches them), before the acknowledgement's `on_ack`;
 //! * [`Controller::on_app_limited`] instead, once per spell of application-limited
 //!   acknowledgements;
 //! * [`Controller::on_congestion_event`] when packets are declared lost, with when the
@@ -38,9 +40,13 @@
 //! [`NewReno`] (RFC 9002 §7: slow start, then one packet per window of acknowledged
 //! bytes, halving on loss) and [`Cubic`] (RFC 9438: the cubic window curve with its
 //! Reno-friendly floor, β = 0.7). [`CongestionControl`] in the config picks one, or none.
+//! Both turn their first slow start into conservative growth by HyStart++ (RFC 9406)
+//! when the round trip grows by a queue's worth (4-16 ms), before a deep queue
+//! overflows; [`NewReno::with_hystart`] and [`Cubic::with_hystart`] turn it off.
 //! Other controllers plug in through [`Connection::set_controller`](crate::Connection::set_controller).
 
 mod cubic;
+mod hystart;
 mod new_reno;
 
 pub use cubic::Cubic;
@@ -64,6 +70,13 @@ pub trait Controller: Send + fmt::Debug {
     /// round trip in nanoseconds.
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, srtt: u64) {
         let _ = (now, sent, bytes, srtt);
+    }
+
+    /// A round trip of `rtt` nanoseconds was measured at `now`, from an acknowledgement
+    /// that named the transmission it answers (never a resend's ambiguous one), before
+    /// that acknowledgement's [`Controller::on_ack`].
+    fn on_rtt_sample(&mut self, now: Instant, rtt: u64) {
+        let _ = (now, rtt);
     }
 
     /// Acknowledgements began to come for a flight that did not test the window: the
@@ -98,6 +111,32 @@ pub trait Controller: Send + fmt::Debug {
     /// Whether the window grows by what is acknowledged (slow start).
     fn in_slow_start(&self) -> bool {
         self.window() < self.ssthresh()
+    }
+
+    /// Times the first slow start gave way to conservative growth because the round trip
+    /// grew (HyStart++), not at a loss.
+    fn slow_start_delay_exits(&self) -> u64 {
+        0
+    }
+}
+
+/// The growth of a built-in controller's window on an acknowledgement of `bytes` in slow
+/// start, HyStart++ (when on) watching the first one (`ssthresh` still `u64::MAX`);
+/// `None` when HyStart++ ends it: the caller takes its window as the threshold.
+pub(crate) fn slow_start_growth(
+    hystart: Option<&mut hystart::HyStart>,
+    ssthresh: u64,
+    now: Instant,
+    sent: Instant,
+    bytes: u64,
+) -> Option<u64> {
+    let Some(hystart) = hystart.filter(|_| ssthresh == u64::MAX) else {
+        return Some(bytes);
+    };
+    match hystart.on_ack(now, sent) {
+        hystart::Growth::Full => Some(bytes),
+        hystart::Growth::Conservative => Some(bytes / hystart::CSS_DIVISOR),
+        hystart::Growth::Done => None,
     }
 }
 

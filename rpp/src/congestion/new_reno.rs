@@ -1,7 +1,8 @@
 //! NewReno (RFC 9002 §7, after RFC 6582): slow start, congestion avoidance of one
 //! packet per window acknowledged, the window halved once per loss event.
 
-use super::{Controller, Sizes, Undo};
+use super::hystart::HyStart;
+use super::{Controller, Sizes, Undo, slow_start_growth};
 use crate::time::Instant;
 
 /// The NewReno controller.
@@ -16,6 +17,8 @@ pub struct NewReno {
     /// same event, and acknowledgements of them do not grow the window.
     recovery_start: Option<Instant>,
     undo: Undo,
+    /// The first slow start's exit by delay (`None`: turned off).
+    hystart: Option<HyStart>,
 }
 
 impl NewReno {
@@ -30,7 +33,15 @@ impl NewReno {
             acked: 0,
             recovery_start: None,
             undo: Undo::default(),
+            hystart: Some(HyStart::default()),
         }
+    }
+
+    /// Whether the first slow start may end by delay (HyStart++, on by default) or only
+    /// at a loss.
+    pub fn with_hystart(mut self, on: bool) -> NewReno {
+        self.hystart = on.then(HyStart::default);
+        self
     }
 
     fn in_recovery(&self, sent: Instant) -> bool {
@@ -39,13 +50,19 @@ impl NewReno {
 }
 
 impl Controller for NewReno {
-    fn on_ack(&mut self, _now: Instant, sent: Instant, bytes: u64, _srtt: u64) {
+    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, _srtt: u64) {
         if self.in_recovery(sent) {
             return;
         }
         if self.window < self.ssthresh {
-            // Slow start: the window grows by what is acknowledged, up to the threshold.
-            self.window = (self.window + bytes).min(self.ssthresh.max(self.window));
+            // Slow start: the window grows by what is acknowledged, up to the threshold
+            // (in the first one, by less once the round trip grows: HyStart++).
+            match slow_start_growth(self.hystart.as_mut(), self.ssthresh, now, sent, bytes) {
+                Some(grow) => {
+                    self.window = (self.window + grow).min(self.ssthresh.max(self.window));
+                }
+                None => self.ssthresh = self.window,
+            }
             return;
         }
         // Congestion avoidance: one packet per window of acknowledged bytes.
@@ -96,5 +113,17 @@ impl Controller for NewReno {
 
     fn ssthresh(&self) -> u64 {
         self.ssthresh
+    }
+
+    fn on_rtt_sample(&mut self, _now: Instant, rtt: u64) {
+        if self.ssthresh == u64::MAX
+            && let Some(h) = self.hystart.as_mut()
+        {
+            h.on_rtt_sample(rtt);
+        }
+    }
+
+    fn slow_start_delay_exits(&self) -> u64 {
+        self.hystart.as_ref().map_or(0, HyStart::exits)
     }
 }

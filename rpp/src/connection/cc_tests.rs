@@ -599,3 +599,73 @@ fn a_local_drop_without_congestion_control_is_only_counted() {
     assert_eq!((s.local_congestion, s.congestion_events), (1, 0));
     assert_eq!(s.cwnd, u64::MAX);
 }
+
+/// The first slow start over 100 Mbit/s and 40 ms of round trip (a 500 KB product)
+/// into a deep drop-tail queue (100 ms, 1.25 MB: a bloated buffer, where HyStart++ is
+/// meant to act; a queue shallower than a round's doubling overflows before any round's
+/// least round trip can rise), with HyStart++ on or off: `a`'s stats once the first loss
+/// (if any) was dealt with, and the packets the queue dropped.
+fn first_slow_start(cc: CongestionControl, hystart: bool) -> (Stats, u64) {
+    let link = LinkConfig {
+        bandwidth: Some(12_500_000),
+        queue_limit: Some(Duration::from_millis(100)),
+        ..path(Duration::from_millis(20))
+    };
+    // Windows wide enough that only the congestion window limits the flight.
+    let config = Config {
+        send_window: 4096,
+        recv_window: 4096,
+        ..cc_config(cc, true)
+    };
+    let mut pair = Pair::new(config, link, 3);
+    let mtu = pair.a.config().mtu as u64;
+    let controller: Box<dyn crate::congestion::Controller> = match cc {
+        CongestionControl::NewReno => {
+            Box::new(crate::congestion::NewReno::new(mtu, 10).with_hystart(hystart))
+        }
+        _ => Box::new(crate::congestion::Cubic::new(mtu, 10).with_hystart(hystart)),
+    };
+    pair.a.set_controller(Some(controller));
+    queue(&mut pair, 2000, 8000);
+    pair.run_until(Instant::from_nanos(1_500_000_000));
+    let dropped = pair.a_to_b.stats.queue_dropped;
+    (pair.a.stats(), dropped)
+}
+
+#[test]
+fn the_first_slow_start_ends_when_the_round_trip_grows_not_at_a_loss() {
+    for cc in [CongestionControl::NewReno, CongestionControl::Cubic] {
+        let (off, off_dropped) = first_slow_start(cc, false);
+        let (on, on_dropped) = first_slow_start(cc, true);
+        // Without it, slow start runs into the full queue: a window's overshoot lost.
+        assert_eq!(off.slow_start_delay_exits, 0);
+        assert!(
+            off_dropped >= 20,
+            "{cc:?}: {off_dropped} dropped without HyStart++"
+        );
+        // With it, the round trip's rise ends slow start first; conservative growth
+        // afterwards overfills the queue by far less (measured: 55 dropped against 221
+        // for NewReno and 313 for CUBIC).
+        assert_eq!(on.slow_start_delay_exits, 1, "{cc:?}: {on:?}");
+        assert!(
+            on_dropped * 4 <= off_dropped,
+            "{cc:?}: {on_dropped} dropped with HyStart++, {off_dropped} without"
+        );
+        assert!(on.ssthresh < u64::MAX, "{cc:?}: {on:?}");
+    }
+}
+
+#[test]
+fn a_cluster_link_leaves_slow_start_only_by_loss() {
+    // Microseconds of round trip: a 4 ms rise never comes before the queue overflows,
+    // so HyStart++ stays out of the way (the thresholds are RFC 9406's).
+    let mut pair = Pair::new(
+        cc_config(CongestionControl::Cubic, true),
+        path(Duration::from_micros(5)),
+        4,
+    );
+    queue(&mut pair, 500, 8000);
+    pair.drive();
+    assert_eq!(pair.a.stats().slow_start_delay_exits, 0);
+    assert_eq!(pair.b_messages().len(), 500);
+}

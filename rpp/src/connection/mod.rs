@@ -516,6 +516,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             loss_packet_threshold: self.reordering.packets,
             loss_time_threshold_eighths: self.reordering.eighths,
             ssthresh: self.cc.as_ref().map_or(u64::MAX, |c| c.ssthresh()),
+            slow_start_delay_exits: self.cc.as_ref().map_or(0, |c| c.slow_start_delay_exits()),
             pacing_rate: if self.pacer.is_some() {
                 let (window, srtt, slow_start) = self.pacing_inputs();
                 Pacer::rate(window, srtt, slow_start)

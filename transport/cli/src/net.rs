@@ -209,6 +209,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "congestion_events": r.congestion_events,
             "persistent_congestion": r.persistent_congestion,
             "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,
+            "slow_start_delay_exits": r.slow_start_delay_exits,
             "cwnd_limited": r.cwnd_limited, "app_limited": r.app_limited,
             "reordering_steps": r.reordering_steps,
             "loss_packet_threshold": r.loss_packet_threshold,
