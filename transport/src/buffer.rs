@@ -20,6 +20,18 @@
 //! the application in [`Completion::Sent`](crate::Completion::Sent) (or in a failure's
 //! hand-back), waiting for the board's last read when it must.
 //!
+//! # External memory
+//!
+//! [`Buf::external`] wraps memory the application owns and keeps (a libfabric memory
+//! region, say) behind an [`ExternalBytes`]: the buffer holds an `Arc` to it and a range
+//! of it, read-only. Over `udp://` in reliable mode RPP keeps it until the peer
+//! acknowledged the message and gathers every packet, retransmissions too, straight from
+//! it; backends that send only from their own memory (`shm://`'s slots, the board's DMA
+//! buffers) copy it as they copy a heap buffer. It comes back in
+//! [`Completion::Sent`](crate::Completion::Sent) (or a failure's hand-back) as it went,
+//! never writable; [`Stats::external_sends`](crate::Stats::external_sends) counts such
+//! sends.
+//!
 //! # Receiving
 //!
 //! A received message is a [`RecvBuf`]: a view of the memory the backend received it into
@@ -29,6 +41,26 @@
 use core::ops::{Deref, DerefMut, Range};
 use myri_ring::raw::{SlotMut, SlotView};
 use std::sync::{Arc, Mutex};
+
+/// Memory the application owns and lends to a send ([`Buf::external`]): its bytes must
+/// stay as they are while a [`Buf`] made from it is held by the endpoint (until the send's
+/// [`Completion::Sent`](crate::Completion::Sent) or hand-back).
+pub trait ExternalBytes: Send + Sync {
+    /// The memory's bytes.
+    fn bytes(&self) -> &[u8];
+}
+
+impl ExternalBytes for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl ExternalBytes for Box<[u8]> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
 
 /// Where a [`Buf`]'s bytes live.
 pub(crate) enum BufKind {
@@ -44,6 +76,9 @@ pub(crate) enum BufKind {
     Shm(SlotMut),
     /// Plain heap memory (the fallback).
     Heap(Vec<u8>),
+    /// A range of memory the application owns ([`Buf::external`]): read-only, never
+    /// handed back for writing.
+    External(Arc<dyn ExternalBytes>, Range<usize>),
 }
 
 /// A message being built, to hand to [`Endpoint::send`](crate::Endpoint::send). See the
@@ -78,6 +113,22 @@ impl Buf {
         Buf::from_vec(data.to_vec())
     }
 
+    /// A read-only buffer of the bytes `range` of `mem`, sent without a copy where the
+    /// backend can (see the [module documentation](self)); `None` when `range` is not
+    /// inside `mem`'s bytes.
+    pub fn external(mem: Arc<dyn ExternalBytes>, range: Range<usize>) -> Option<Buf> {
+        if range.start > range.end || range.end > mem.bytes().len() {
+            return None;
+        }
+        let len = range.len();
+        Some(Buf::new(BufKind::External(mem, range), len))
+    }
+
+    /// Whether the buffer is application memory from [`Buf::external`].
+    pub fn is_external(&self) -> bool {
+        matches!(self.kind, BufKind::External(..))
+    }
+
     fn storage(&self) -> &[u8] {
         match &self.kind {
             BufKind::Board(b) => b.as_slice(),
@@ -85,6 +136,8 @@ impl Buf {
             BufKind::Pool(p) => p.as_slice(),
             BufKind::Shm(s) => s.as_slice(),
             BufKind::Heap(v) => v,
+            // A shrunken memory gives nothing rather than a panic.
+            BufKind::External(m, r) => m.bytes().get(r.clone()).unwrap_or(&[]),
         }
     }
 
@@ -93,6 +146,8 @@ impl Buf {
             BufKind::Board(b) => b.as_mut_slice(),
             // Read-only while lent (the application never holds one).
             BufKind::Lent(_) => &mut [],
+            // The application's memory: read-only.
+            BufKind::External(..) => &mut [],
             BufKind::Pool(p) => p.as_mut_slice(),
             BufKind::Shm(s) => s.as_mut_slice(),
             BufKind::Heap(v) => v,
@@ -132,9 +187,9 @@ impl Buf {
     }
 
     /// Whether the buffer is in a backend's registered memory (false for the heap
-    /// fallback).
+    /// fallback and for [`Buf::external`] memory).
     pub fn is_registered(&self) -> bool {
-        !matches!(self.kind, BufKind::Heap(_))
+        !matches!(self.kind, BufKind::Heap(_) | BufKind::External(..))
     }
 
     /// A board buffer lent to the board for reading (others as they are).
@@ -174,7 +229,8 @@ impl Buf {
 impl Deref for Buf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.storage()[..self.len]
+        let storage = self.storage();
+        &storage[..self.len.min(storage.len())]
     }
 }
 
@@ -201,6 +257,7 @@ impl core::fmt::Debug for Buf {
             BufKind::Pool(_) => "slab",
             BufKind::Shm(_) => "shm",
             BufKind::Heap(_) => "heap",
+            BufKind::External(..) => "external",
         };
         write!(f, "Buf({kind}, {} bytes)", self.len)
     }
@@ -429,6 +486,30 @@ mod tests {
         r.copy_from_slice(&[7; 8]);
         assert!(r.set_len(16));
         assert_eq!(&r[..8], &[7; 8]);
+    }
+
+    #[test]
+    fn external_buffers_are_read_only_views() {
+        let mem: Arc<dyn ExternalBytes> = Arc::new((0u8..100).collect::<Vec<u8>>());
+        assert!(
+            Buf::external(mem.clone(), 90..101).is_none(),
+            "past the end"
+        );
+        #[allow(clippy::reversed_empty_ranges)] // a backwards range is what is refused
+        let backwards = 5..4;
+        assert!(Buf::external(mem.clone(), backwards).is_none());
+        let mut b = Buf::external(mem.clone(), 10..20).unwrap();
+        assert!(b.is_external() && !b.is_registered());
+        assert_eq!(&b[..], &(10u8..20).collect::<Vec<u8>>()[..]);
+        assert_eq!(b.capacity(), 10);
+        assert!(b.deref_mut().is_empty(), "never writable");
+        assert!(!b.set_len(11));
+        assert!(b.set_len(4));
+        assert_eq!(&b[..], &[10, 11, 12, 13]);
+        assert_eq!(format!("{b:?}"), "Buf(external, 4 bytes)");
+        assert_eq!(Arc::strong_count(&mem), 2, "the buffer holds the memory");
+        drop(b);
+        assert_eq!(Arc::strong_count(&mem), 1);
     }
 
     #[test]

@@ -496,3 +496,43 @@ fn a_lone_datagram_is_received_with_one_system_call() {
         "some calls took several datagrams: {s:?}"
     );
 }
+
+#[test]
+fn reliable_external_memory_is_sent_from_where_it_lies_and_comes_back_acknowledged() {
+    use myri_transport::{Buf, ExternalBytes};
+    use std::sync::Arc;
+    let (mut a, mut b, to_b, _) = pair("");
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mem: Arc<dyn ExternalBytes> = Arc::new(bytes.clone());
+    let buf = Buf::external(mem.clone(), 1000..250_000).unwrap();
+    let at = buf.as_ptr();
+    assert!(Buf::external(mem.clone(), 0..300_001).is_none());
+    let sent = a.send(to_b, buf).unwrap();
+    let d = wait_for(|| {
+        a.progress();
+        b.recv()
+    })
+    .expect("the message arrives");
+    assert_eq!(&d.data[..], &bytes[1000..250_000]);
+    let back = wait_for(|| {
+        b.progress();
+        match a.poll_completion() {
+            Some(Completion::Sent { id, buf, .. }) if id == sent => Some(buf),
+            _ => None,
+        }
+    })
+    .expect("acknowledged");
+    assert!(back.is_external(), "the same memory comes back, read-only");
+    assert_eq!(back.as_ptr(), at);
+    drop(back);
+    assert_eq!(
+        Arc::strong_count(&mem),
+        1,
+        "nothing holds the memory any more"
+    );
+    let s = a.stats();
+    assert_eq!(
+        (s.external_sends, s.copied_sends, s.transmit_copies),
+        (1, 0, 0)
+    );
+}

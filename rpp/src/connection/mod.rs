@@ -628,6 +628,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
             && self.has_room(len)
     }
 
+    /// Whether [`Connection::send`] would take `count` more messages of `len` bytes in
+    /// all now: for a sender whose message goes as several that the peer must get
+    /// together (all taken, or none).
+    pub fn can_send_many(&self, count: usize, len: usize) -> bool {
+        matches!(self.state, State::Connecting | State::Established)
+            && self.send.queued_bytes.saturating_add(len) <= self.config.max_queued_bytes
+            && self.send.messages.len().saturating_add(count) <= self.config.max_queued_messages
+    }
+
     fn has_room(&self, len: usize) -> bool {
         self.send.queued_bytes + len <= self.config.max_queued_bytes
             && self.send.messages.len() < self.config.max_queued_messages

@@ -541,7 +541,9 @@ fn send_would_block_past_the_bound_and_hands_the_buffer_back() {
         1,
     );
     assert!(a.can_send(1));
+    assert!(a.can_send_many(2, 2) && !a.can_send_many(3, 3));
     a.send(vec![1]).unwrap();
+    assert!(!a.can_send_many(2, 2), "one slot left: a pair does not fit");
     a.send(vec![2]).unwrap();
     assert!(!a.can_send(0), "the queue is full whatever the length");
     assert_eq!(a.send(vec![3]), Err(SendError::WouldBlock(vec![3])));
@@ -559,6 +561,7 @@ fn send_would_block_past_the_bound_and_hands_the_buffer_back() {
         a.can_send(50) && !a.can_send(51),
         "the byte bound, to the byte"
     );
+    assert!(a.can_send_many(2, 50) && !a.can_send_many(2, 51));
     assert!(matches!(
         a.send(vec![0; 100]),
         Err(SendError::WouldBlock(_))

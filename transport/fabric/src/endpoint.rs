@@ -81,6 +81,35 @@
 //! passed only every 8th pass until it has work again (an idle socket's receive is a
 //! system call, dearer than a look at every region).
 //!
+//! # Sending from registered memory
+//!
+//! [`FabricEndpoint::send_registered`] sends bytes that lie in memory the application
+//! registered (a libfabric memory region, `fi_mr_reg`), as [`ExternalBytes`]. Over RPP
+//! (an RDM endpoint's `udp://` link) a message of at least [`COPY_FREE_MIN`] bytes is
+//! then not copied: it goes as two transport messages to the peer, taken together or
+//! not at all ([`myri_transport::Endpoint::can_send_messages`]): a split header (the
+//! provider header and the payload's length, [`crate::wire::SPLIT_LEN`] bytes, copied)
+//! and the payload itself as a [`myri_transport::Buf::external`] view of the region,
+//! which RPP keeps until acknowledged and from which the `udp://` backend gathers every
+//! packet, retransmissions too. Such a send completes only once RPP has the payload
+//! acknowledged ([`myri_transport::Completion::Sent`]): the application may reuse its
+//! buffer after the completion, and RPP may read it until then. A peer that fails,
+//! closes or restarts first completes it with `FI_EIO`. It is counted in
+//! [`PathCounts::copy_free_sent`].
+//!
+//! Everything else is copied as [`FabricEndpoint::send`] copies: shorter messages (the
+//! second message costs more than the copy), DGRAM endpoints (a raw datagram completes
+//! when it leaves, and the kernel has copied it then), `shm://` links and auto-shm
+//! regions (the region's slots are the backend's registered memory: the bytes are copied
+//! into a slot once, as with a `sim://` board's DMA buffers), and sends to self.
+//!
+//! The receiver takes a split header's payload from the next message of the same peer
+//! on the same link (RPP keeps their order). Before it does, it takes the completions
+//! its transport has ready, so that a restart of the sender between the two (RPP reports
+//! it before any message of the new life) drops the header instead; a next message of
+//! another length than announced is not the payload either (both are counted in
+//! [`FabricEndpoint::broken_pieces`]).
+//!
 //! # Matching
 //!
 //! A received message is matched against the posted receives of its kind (tagged or
@@ -93,8 +122,11 @@
 use crate::abi::*;
 use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
 use crate::wire::{HEADER_LEN, Header, Piece};
-use myri_transport::{Completion, Endpoint, Peer, RecvBuf, SendErrorKind};
+pub use myri_transport::ExternalBytes;
+use myri_transport::{Completion, Endpoint, MsgId, Peer, RecvBuf, SendErrorKind};
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::Arc;
 
 /// The maps looked up per message (keys are small integers of our own): foldhash, not
 /// SipHash.
@@ -133,9 +165,11 @@ pub struct Posted {
     pub completion: bool,
 }
 
-/// A message's bytes: as the transport delivered it (header in front), or owned.
+/// A message's bytes: as the transport delivered it (header in front), the bare payload
+/// that followed a split header, or owned.
 enum Payload {
     View(RecvBuf),
+    Bare(RecvBuf),
     Owned(Vec<u8>),
 }
 
@@ -149,6 +183,7 @@ impl Unexpected {
     fn payload(&self) -> &[u8] {
         match &self.data {
             Payload::View(b) => &b[HEADER_LEN..],
+            Payload::Bare(b) => b,
             Payload::Owned(v) => v,
         }
     }
@@ -159,6 +194,10 @@ impl Unexpected {
         match self.data {
             Payload::View(b) if b.is_registered() => Unexpected {
                 data: Payload::Owned(b[HEADER_LEN..].to_vec()),
+                ..self
+            },
+            Payload::Bare(b) if b.is_registered() => Unexpected {
+                data: Payload::Owned(b.to_vec()),
                 ..self
             },
             _ => self,
@@ -240,6 +279,12 @@ pub struct FabricEndpoint {
     /// send order: their transmit completion and counter bump wait (see
     /// [`FabricEndpoint::send`]).
     untransmitted: FastMap<(usize, Peer), VecDeque<PendingTx>>,
+    /// Copy-free sends waiting for RPP's acknowledgement of their payload message, by
+    /// link and peer (see "Sending from registered memory" in the module docs).
+    unacked: FastMap<(usize, Peer), Vec<(MsgId, PendingTx)>>,
+    /// Split headers received whose bare payload is the peer's next message: the header
+    /// and the payload's length, by link and peer.
+    split: FastMap<(usize, Peer), (Header, u64)>,
     /// Messages arriving in pieces (`shm://`), by link and peer.
     reassembly: FastMap<(usize, Peer), Assembly>,
     /// Auto-shm (`udp://` RDM endpoints only): see the module docs.
@@ -269,7 +314,14 @@ pub struct PathCounts {
     pub udp_received: u64,
     /// Messages received over an `shm://` region.
     pub shm_received: u64,
+    /// Of the messages sent over `udp://`, those sent from registered memory without a
+    /// copy (see "Sending from registered memory" in the module docs).
+    pub copy_free_sent: u64,
 }
+
+/// Least payload sent from registered memory without a copy: a shorter one is copied
+/// (the split header's extra transport message costs more than the copy).
+pub const COPY_FREE_MIN: usize = 16 << 10;
 
 /// Auto-shm's state: this endpoint's region-name token and the regions it opened.
 struct AutoShm {
@@ -412,7 +464,7 @@ fn push_pieces(
             return Ok(at);
         };
         let cont = before + at > 0;
-        header.emit_piece(&mut buf, Piece { more, cont });
+        header.emit_piece(&mut buf, Piece::part(more, cont));
         gather(parts, at, &mut buf[HEADER_LEN..]);
         match transport.send(peer, buf) {
             Ok(_) => at += n,
@@ -556,6 +608,8 @@ impl FabricEndpoint {
             passes: 0,
             via: HashMap::new(),
             untransmitted: FastMap::default(),
+            unacked: FastMap::default(),
+            split: FastMap::default(),
             reassembly: FastMap::default(),
             auto: None,
             switch: FastMap::default(),
@@ -812,6 +866,38 @@ impl FabricEndpoint {
         context: usize,
         completion: bool,
     ) -> Result<(), i32> {
+        self.send_inner(dest, header, parts, None, context, completion)
+    }
+
+    /// Sends the bytes `range` of registered memory `mem` to `dest` with `header`, without
+    /// a copy where it can (see "Sending from registered memory" in the module docs),
+    /// else as [`FabricEndpoint::send`] does. The memory must hold those bytes unchanged
+    /// until the send completes. A range outside `mem` is `-FI_EINVAL`.
+    pub fn send_registered(
+        &mut self,
+        dest: FiAddr,
+        header: Header,
+        mem: &Arc<dyn ExternalBytes>,
+        range: Range<usize>,
+        context: usize,
+        completion: bool,
+    ) -> Result<(), i32> {
+        let Some(bytes) = mem.bytes().get(range.clone()) else {
+            return Err(-FI_EINVAL);
+        };
+        let external = (mem, range);
+        self.send_inner(dest, header, &[bytes], Some(external), context, completion)
+    }
+
+    fn send_inner(
+        &mut self,
+        dest: FiAddr,
+        header: Header,
+        parts: &[&[u8]],
+        external: Option<(&Arc<dyn ExternalBytes>, Range<usize>)>,
+        context: usize,
+        completion: bool,
+    ) -> Result<(), i32> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_msg {
             return Err(-FI_EMSGSIZE);
@@ -851,6 +937,7 @@ impl FabricEndpoint {
                 // The pieces go to the life of the peer this endpoint knows of.
                 self.take_completions(link);
             }
+            let rdm = self.ep_type == EpType::Rdm;
             let l = &mut self.links[link];
             if l.transport.is_native() && (long || !l.outq.is_empty()) {
                 // Longer than a slot holds (or behind such a message): in pieces of a
@@ -880,6 +967,45 @@ impl FabricEndpoint {
                         before: sent,
                     });
                 }
+            } else if let Some((mem, range)) = external.filter(|_| {
+                rdm && len >= COPY_FREE_MIN && l.transport.is_reliable() && !l.transport.is_native()
+            }) {
+                let transport = &mut l.transport;
+                let refused = |e: SendErrorKind| match e {
+                    SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
+                    _ => -FI_EIO,
+                };
+                if !transport.can_send_messages(peer, 2, crate::wire::SPLIT_LEN + len) {
+                    if !transport.can_send_messages(peer, 0, 0) {
+                        // Failed or closed: nothing will be taken.
+                        return Err(-FI_EIO);
+                    }
+                    self.progress();
+                    return Err(-FI_EAGAIN);
+                }
+                let head = header.emit_split(len as u64);
+                let body = myri_transport::Buf::external(mem.clone(), range).ok_or(-FI_EINVAL)?;
+                transport
+                    .send(peer, myri_transport::Buf::copy_of(&head))
+                    .map_err(|e| refused(e.error))?;
+                // Taken: `can_send_messages` said both would be, and nothing ran between.
+                let id = transport.send(peer, body).map_err(|e| refused(e.error))?;
+                self.counts.udp_sent += 1;
+                self.counts.copy_free_sent += 1;
+                self.udp_quiet = 0;
+                let tracked = self.bind.send_cntr.is_some() || self.bind.tx_cq.is_some();
+                if tracked {
+                    let pending = PendingTx {
+                        context,
+                        flags: FI_SEND | kind_flags(header.tagged),
+                        completion,
+                    };
+                    self.unacked
+                        .entry((link, peer))
+                        .or_default()
+                        .push((id, pending));
+                }
+                return Ok(());
             } else {
                 let transport = &mut l.transport;
                 let total = HEADER_LEN + len;
@@ -1057,6 +1183,19 @@ impl FabricEndpoint {
                 }
             }
             Completion::Connected { .. } => self.links[link].attached = true,
+            Completion::Sent { peer, id, .. } if !self.unacked.is_empty() => {
+                // A copy-free send's payload acknowledged: the send completes now.
+                let key = (link, peer);
+                if let Some(q) = self.unacked.get_mut(&key)
+                    && let Some(i) = q.iter().position(|(m, _)| *m == id)
+                {
+                    let (_, p) = q.swap_remove(i);
+                    if q.is_empty() {
+                        self.unacked.remove(&key);
+                    }
+                    self.complete_send(p.context, p.flags, p.completion, None);
+                }
+            }
             _ => {}
         }
     }
@@ -1069,6 +1208,16 @@ impl FabricEndpoint {
     fn life_ended(&mut self, link: usize, peer: Peer) {
         self.links[link].outq.retain(|m| m.peer != peer);
         self.settle_sends((link, peer), Some(FI_EIO));
+        // Copy-free sends not acknowledged: their buffers came back with the event.
+        if let Some(q) = self.unacked.remove(&(link, peer)) {
+            for (_, p) in q {
+                self.complete_send(p.context, p.flags, p.completion, Some(FI_EIO));
+            }
+        }
+        if self.split.remove(&(link, peer)).is_some() {
+            // The payload of that life will not come.
+            self.broken_pieces += 1;
+        }
         if self.links[link].transport.peer_failed(peer) {
             self.abandon_pieces(link, peer);
         }
@@ -1306,6 +1455,43 @@ impl FabricEndpoint {
     }
 
     fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
+        let key = (link, peer);
+        if !self.split.is_empty() && self.split.contains_key(&key) {
+            // A restart of the sender since its split header shows among the completions
+            // ready (RPP reports it before any message of the new life): take them first
+            // (`life_ended` drops the header).
+            let ready = self.links[link].transport.pending_completions();
+            for _ in 0..ready {
+                match self.links[link].transport.poll_completion() {
+                    Some(c) => self.take_completion(link, c),
+                    None => break,
+                }
+            }
+            if let Some((header, len)) = self.split.remove(&key) {
+                if data.len() as u64 == len {
+                    self.counts.udp_received += 1;
+                    let src = self.source_of(link, peer);
+                    if let Some(Payload::Bare(data)) =
+                        self.incoming(src, header, Payload::Bare(data))
+                        && !data.is_registered()
+                    {
+                        let delivery = myri_transport::Delivery { peer, data };
+                        self.links[link].transport.recycle(delivery);
+                    }
+                    return;
+                }
+                // Not the payload announced: the header is dropped, this message is
+                // taken as what it says it is.
+                self.broken_pieces += 1;
+            }
+        }
+        if let Some(len) = Header::split_len(&data) {
+            let (header, _) = Header::parse_piece(&data).unwrap_or_default();
+            if let Some((_, _)) = self.split.insert(key, (header, len)) {
+                self.broken_pieces += 1;
+            }
+            return;
+        }
         let (header, piece) = match Header::parse_piece(&data) {
             Ok(h) => h,
             Err(_) => {
@@ -1313,7 +1499,11 @@ impl FabricEndpoint {
                 return;
             }
         };
-        let key = (link, peer);
+        if piece.split {
+            // A split header of the wrong length.
+            self.malformed += 1;
+            return;
+        }
         if !self.reassembly.is_empty() || piece.cont {
             let open = self.reassembly.contains_key(&key);
             if piece.cont != open {
@@ -1467,6 +1657,7 @@ impl Progress for FabricEndpoint {
             if drain
                 || (t.is_native() && t.has_unacked())
                 || !self.untransmitted.is_empty()
+                || !self.unacked.is_empty()
                 || !self.links[i].outq.is_empty()
             {
                 self.take_completions(i);
@@ -1503,8 +1694,14 @@ impl Drop for FabricEndpoint {
         if self.report {
             let c = self.counts;
             let line = format!(
-                "myri-fi {}: sent {} over udp, {} over shm; received {} over udp, {} over shm\n",
-                self.local_url, c.udp_sent, c.shm_sent, c.udp_received, c.shm_received
+                "myri-fi {}: sent {} over udp ({} copy-free), {} over shm; \
+                 received {} over udp, {} over shm\n",
+                self.local_url,
+                c.udp_sent,
+                c.copy_free_sent,
+                c.shm_sent,
+                c.udp_received,
+                c.shm_received
             );
             // One write: the lines of several processes sharing a pipe stay whole.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
@@ -1538,6 +1735,8 @@ impl FabricEndpoint {
         self.peers.clear();
         self.sources.clear();
         self.untransmitted.clear();
+        self.unacked.clear();
+        self.split.clear();
         self.reassembly.clear();
         self.switch.clear();
         self.shm_active = false;
@@ -1635,6 +1834,182 @@ mod tests {
         assert_eq!(out[1].src, b_addr);
         assert_eq!(out[1].data, 5);
         assert_eq!(&lock(&got)[..], b"hello");
+    }
+
+    /// Registered memory: bytes 0, 1, ... 250, 0, ... (a pattern a shifted or stale
+    /// range would not match).
+    fn region(len: usize) -> Arc<dyn ExternalBytes> {
+        Arc::new((0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
+    }
+
+    fn tx_count(cq: &Cq) -> usize {
+        lock(&cq.queue).len()
+    }
+
+    fn post_any(ep: &mut FabricEndpoint, got: &Arc<Mutex<Vec<u8>>>, cap: usize) {
+        let posted = Posted {
+            context: 2,
+            src: FI_ADDR_UNSPEC,
+            tag: 0,
+            ignore: !0,
+            target: Box::new(VecTarget(got.clone(), cap)),
+            completion: true,
+        };
+        ep.post_recv(true, posted, Probe::None).unwrap();
+    }
+
+    #[test]
+    fn a_send_from_registered_memory_is_not_copied_and_completes_once_acknowledged() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let (a_cq, b_cq): (Cq, Cq) = Default::default();
+        let mut a = open(&av, &a_cq);
+        let mut b = open(&av, &b_cq);
+        let b_addr = lock(&av).insert(b.local_url().to_owned());
+        let mem = region(300_000);
+        let range = 1000..201_000;
+        let header = Header {
+            tagged: true,
+            tag: 5,
+            data: None,
+        };
+        a.send_registered(b_addr, header, &mem, range.clone(), 9, true)
+            .unwrap();
+        // The sender alone: its packets leave, no acknowledgement comes, no completion.
+        for _ in 0..200 {
+            a.progress();
+        }
+        assert_eq!(
+            tx_count(&a_cq),
+            0,
+            "no completion before the acknowledgement"
+        );
+        assert_eq!(Arc::strong_count(&mem), 2, "RPP holds the region");
+        let got = Arc::new(Mutex::new(Vec::new()));
+        post_any(&mut b, &got, 1 << 20);
+        // Both, until the receiver has it all: the sender has not run since the last
+        // packet arrived, so it cannot have its acknowledgement yet.
+        for _ in 0..100_000 {
+            a.progress();
+            b.progress();
+            if tx_count(&b_cq) > 0 {
+                break;
+            }
+        }
+        assert_eq!(tx_count(&b_cq), 1, "received");
+        assert_eq!(
+            tx_count(&a_cq),
+            0,
+            "the sender has not heard the last acknowledgement"
+        );
+        assert!(lock(&got)[..] == mem.bytes()[range.clone()], "data intact");
+        for _ in 0..100_000 {
+            a.progress();
+            b.progress();
+            if tx_count(&a_cq) > 0 {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        lock(&a_cq.queue).take(8, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].context, out[0].flags), (9, FI_SEND | FI_TAGGED));
+        assert_eq!(Arc::strong_count(&mem), 1, "the region is let go");
+        assert_eq!((a.counts.udp_sent, a.counts.copy_free_sent), (1, 1));
+        assert_eq!(b.counts.udp_received, 1);
+        let s = a.transports().next().unwrap().stats();
+        assert_eq!(
+            (s.external_sends, s.copied_sends, s.transmit_copies),
+            (1, 0, 0)
+        );
+        // Short ones, and those from a range outside the region, are not sent copy-free.
+        a.send_registered(b_addr, header, &mem, 0..100, 10, true)
+            .unwrap();
+        assert_eq!(
+            a.send_registered(b_addr, header, &mem, 0..300_001, 11, true),
+            Err(-FI_EINVAL)
+        );
+        assert_eq!(a.counts.copy_free_sent, 1);
+        assert_eq!(tx_count(&a_cq), 1, "a copied send completes when it left");
+    }
+
+    /// Forwards datagrams between two endpoints through its own socket, dropping the
+    /// first large one from `a` (a packet of a copy-free payload).
+    struct LossyRelay {
+        sock: std::net::UdpSocket,
+        a: std::net::SocketAddr,
+        b: std::net::SocketAddr,
+        dropped: usize,
+    }
+
+    impl LossyRelay {
+        fn pump(&mut self) {
+            let mut buf = vec![0u8; 65_536];
+            while let Ok((n, from)) = self.sock.recv_from(&mut buf) {
+                let to = if from == self.a { self.b } else { self.a };
+                if from == self.a && n > 30_000 && self.dropped == 0 {
+                    self.dropped += 1;
+                    continue;
+                }
+                self.sock.send_to(&buf[..n], to).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_lost_packet_of_a_copy_free_send_is_sent_again_from_the_region() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let (a_cq, b_cq): (Cq, Cq) = Default::default();
+        let mut a = open(&av, &a_cq);
+        let mut b = open(&av, &b_cq);
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let addr = |url: &str| url.trim_start_matches("udp://").parse().unwrap();
+        let mut relay = LossyRelay {
+            a: addr(a.local_url()),
+            b: addr(b.local_url()),
+            sock,
+            dropped: 0,
+        };
+        let relay_url = format!("udp://{}", relay.sock.local_addr().unwrap());
+        a.via.insert(b.local_url().to_owned(), relay_url);
+        let b_addr = lock(&av).insert(b.local_url().to_owned());
+        let mem = region(400_000);
+        let header = Header::default();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        b.post_recv(
+            false,
+            Posted {
+                context: 3,
+                src: FI_ADDR_UNSPEC,
+                tag: 0,
+                ignore: 0,
+                target: Box::new(VecTarget(got.clone(), 1 << 20)),
+                completion: true,
+            },
+            Probe::None,
+        )
+        .unwrap();
+        a.send_registered(b_addr, header, &mem, 7..300_007, 9, true)
+            .unwrap();
+        let start = std::time::Instant::now();
+        while tx_count(&a_cq) == 0 && start.elapsed() < std::time::Duration::from_secs(20) {
+            relay.pump();
+            a.progress();
+            relay.pump();
+            b.progress();
+        }
+        assert_eq!(relay.dropped, 1);
+        assert_eq!(tx_count(&a_cq), 1, "acknowledged after the retransmission");
+        assert!(lock(&got)[..] == mem.bytes()[7..300_007], "data intact");
+        let t = a.transports().next().unwrap();
+        let s = t.stats();
+        assert_eq!(
+            (s.external_sends, s.copied_sends, s.transmit_copies),
+            (1, 0, 0)
+        );
+        let peer = t.peer_stats(Peer(0)).unwrap();
+        assert!(peer.retransmitted >= 1, "{peer:?}");
+        assert_eq!(a.counts.copy_free_sent, 1);
     }
 }
 
@@ -2581,7 +2956,7 @@ mod auto_shm_tests {
         // Sent as they are over a's udp:// transport: each is one transport message.
         let raw = |eps: &mut [FabricEndpoint; 2], seq: u64, more, cont, body: &[u8]| {
             let mut v = vec![0; HEADER_LEN];
-            tagged(seq).emit_piece(&mut v, Piece { more, cont });
+            tagged(seq).emit_piece(&mut v, Piece::part(more, cont));
             v.extend_from_slice(body);
             let [a, b] = eps;
             let t = &mut a.links[0].transport;

@@ -15,7 +15,10 @@
 //! - Fabric, domain, endpoint, address vector (`FI_AV_MAP` and `FI_AV_TABLE`), completion
 //!   queues of every format (`fi_cq_read`, `fi_cq_readfrom`, `fi_cq_readerr`, and
 //!   `fi_cq_sread` by polling when a wait object was asked for), counters, memory
-//!   registration (a key and a descriptor), an event queue that stays empty,
+//!   registration (a key and a descriptor; an RDM send over `udp://` of at least 16 KiB
+//!   whose `desc` is a region holding its buffer goes from that buffer without a copy
+//!   and completes once acknowledged; shm://, DGRAM and other sends copy: see
+//!   [`endpoint`], "Sending from registered memory"), an event queue that stays empty,
 //!   `fi_getname`/`fi_setname`, `fi_close` of everything, `fi_control` (`FI_ENABLE`,
 //!   `FI_GETOPSFLAG`/`FI_SETOPSFLAG`, `FI_GETFIDFLAG`).
 //! - Messages: send, sendv, sendmsg, inject, senddata, injectdata, recv, recvv, recvmsg,

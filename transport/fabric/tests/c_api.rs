@@ -2,7 +2,8 @@
 //! matching, unexpected messages, truncation, cancel, peek/claim, CQ data, counters,
 //! vectored sends, a 64 MiB message and bad input, in one process over loopback; and
 //! (`tests/c/formats.c`) every CQ format, `fi_cq_sread`, counters, `FI_AV_MAP`,
-//! `FI_ADDR_STR`, inject, op flags, selective completion, `fi_setname` and an event queue.
+//! `FI_ADDR_STR`, inject, op flags, selective completion, `fi_setname` and an event queue;
+//! and (`tests/c/mr.c`) sends from registered memory, copy-free where they may be.
 
 mod common;
 
@@ -19,9 +20,27 @@ fn c_formats_and_options_checks_pass() {
     run_c("formats");
 }
 
-fn run_c(name: &str) {
-    if !common::require_libfabric() {
+#[test]
+fn c_sends_from_registered_memory_are_copy_free() {
+    let Some(out) = run_c_with("mr", &[("FI_MYRI_STATS", "1"), ("FI_MYRI_SHM", "0")]) else {
         return;
+    };
+    // The sender (b) sent 8 messages: fi_tsend, fi_send, fi_tsendmsg and the send
+    // before the region's close copy-free; the bad desc, the buffer outside the region,
+    // the short message and the stale desc copied.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sent 8 over udp (4 copy-free)"), "{stderr}");
+}
+
+fn run_c(name: &str) {
+    run_c_with(name, &[]);
+}
+
+/// Builds and runs `tests/c/<name>.c` with `env` set; its output (None when libfabric is
+/// not installed and the test is skipped).
+fn run_c_with(name: &str, env: &[(&str, &str)]) -> Option<std::process::Output> {
+    if !common::require_libfabric() {
+        return None;
     }
     let dir = std::env::temp_dir().join(format!("myri-fabric-c-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -40,6 +59,7 @@ fn run_c(name: &str) {
         String::from_utf8_lossy(&cc.stderr)
     );
     let child = common::fi_command(exe.to_str().unwrap())
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -52,4 +72,5 @@ fn run_c(name: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(out)
 }

@@ -268,7 +268,8 @@ pub enum Completion {
 }
 
 /// What an endpoint has done. Copy-free accounting: every send is from registered
-/// memory with no copy (`registered_sends`), or a heap buffer (`heap_sends`), of which
+/// memory with no copy (`registered_sends`), a heap buffer (`heap_sends`), or the
+/// application's own memory (`external_sends`, [`Buf::external`]); of the last two,
 /// `copied_sends` had to be copied into registered memory because the backend sends only
 /// from its own (CLF's fallback).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -280,6 +281,10 @@ pub struct Stats {
     pub registered_sends: u64,
     /// Of those, in heap memory.
     pub heap_sends: u64,
+    /// Of those, in the application's memory ([`Buf::external`]): sent from where it is
+    /// over `udp://` (RPP gathers every packet from it), copied where the backend sends
+    /// only from its own memory (then counted in `copied_sends` too).
+    pub external_sends: u64,
     /// Sends whose bytes were copied into registered memory (the heap fallback, or a
     /// buffer registered with another endpoint).
     pub copied_sends: u64,
@@ -846,7 +851,7 @@ impl Endpoint {
             Ok(p) => p.addr,
             Err(error) => return Err(SendError { error, buf }),
         };
-        let registered = buf.is_registered();
+        let (registered, external) = (buf.is_registered(), buf.is_external());
         let id = if self.reliable {
             let conn = self.peers[peer.0 as usize]
                 .conn
@@ -917,10 +922,26 @@ impl Endpoint {
         self.stats.sends += 1;
         if registered {
             self.stats.registered_sends += 1;
+        } else if external {
+            self.stats.external_sends += 1;
         } else {
             self.stats.heap_sends += 1;
         }
         Ok(id)
+    }
+
+    /// Whether [`Endpoint::send`] would take `count` messages of `bytes` bytes in all to
+    /// `peer` now, all of them, in reliable mode over RPP (for a message that goes as
+    /// several the peer must get together). Elsewhere: whether the peer is usable (the
+    /// backend decides at each send).
+    pub fn can_send_messages(&self, peer: Peer, count: usize, bytes: usize) -> bool {
+        let Ok(slot) = self.slot(peer) else {
+            return false;
+        };
+        match &slot.conn {
+            Some(conn) if !self.native => conn.can_send_many(count, bytes),
+            _ => true,
+        }
     }
 
     /// Sends a copy of `data` (for small messages: the caller's bytes are free again at
@@ -966,6 +987,12 @@ impl Endpoint {
         if let Some(conn) = conn {
             conn.recycle(delivery.data.into_vec());
         }
+    }
+
+    /// Completions waiting for [`Endpoint::poll_completion`] (which takes that many
+    /// without running a progress pass).
+    pub fn pending_completions(&self) -> usize {
+        self.completions.len()
     }
 
     /// The next completion, if any (runs [`Endpoint::progress`] once when none is

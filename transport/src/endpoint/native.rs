@@ -24,7 +24,7 @@ impl Endpoint {
     ) -> Result<MsgId, SendError> {
         let slot = &mut self.peers[peer.0 as usize];
         let id = slot.next_id;
-        let registered = buf.is_registered();
+        let (registered, external) = (buf.is_registered(), buf.is_external());
         let Some(backend) = self.backend.native() else {
             unreachable!("an endpoint runs native reliability only on a backend that has it");
         };
@@ -36,6 +36,8 @@ impl Endpoint {
                 s.copied_sends += u64::from(sent.copied);
                 if registered {
                     s.registered_sends += 1;
+                } else if external {
+                    s.external_sends += 1;
                 } else {
                     s.heap_sends += 1;
                 }

@@ -1,7 +1,7 @@
 //! Endpoints: `fi_endpoint`, binding, enabling, names, and the message and tagged
 //! operation tables.
 
-use super::objects::{AvObj, BASIC_FID_OPS, CntrObj, CqObj, DomainObj, EqObj, fid};
+use super::objects::{AvObj, BASIC_FID_OPS, CntrObj, CqObj, DomainObj, EqObj, MrObj, fid};
 use super::*;
 use std::sync::atomic::AtomicBool;
 
@@ -12,6 +12,8 @@ const FI_TRANSMIT_FLAG: u64 = FI_TRANSMIT;
 pub(super) struct EpObj {
     c: FidEp,
     ep: Arc<Mutex<FabricEndpoint>>,
+    /// The domain it was opened in (the regions its sends may use are that domain's).
+    domain: usize,
     format: u32,
     tx_op_flags: AtomicU64,
     rx_op_flags: AtomicU64,
@@ -186,6 +188,7 @@ pub(super) unsafe extern "C" fn endpoint_open2(
                 collective: &COLLECTIVE_OPS,
             },
             ep: Arc::new(Mutex::new(core)),
+            domain: domain as usize,
             format: d.addr_format,
             tx_op_flags: AtomicU64::new(c_ref(info.tx_attr).map_or(0, |t| t.op_flags)),
             rx_op_flags: AtomicU64::new(c_ref(info.rx_attr).map_or(0, |r| r.op_flags)),
@@ -430,6 +433,7 @@ fn one(buf: *const c_void, len: usize) -> iovec {
 fn send_common(
     ep: *mut FidEp,
     iov: &[iovec],
+    desc: *mut c_void,
     dest: FiAddr,
     tagged: bool,
     tag: u64,
@@ -446,8 +450,9 @@ fn send_common(
         return Err(-FI_EINVAL);
     }
     let slice = |i: &iovec| {
-        // SAFETY: each iovec is a buffer of the application's, valid for this call
-        // (sends copy it before returning).
+        // SAFETY: each iovec is a buffer of the application's, valid for this call (a
+        // copying send copies it before returning; a copy-free one reads it later through
+        // its region's `AppMemory`, not through this slice).
         unsafe { std::slice::from_raw_parts(i.iov_base as *const u8, i.iov_len) }
     };
     // One buffer (MPI's case) needs no vector of parts.
@@ -467,33 +472,106 @@ fn send_common(
     if inject && parts.iter().map(|p| p.len()).sum::<usize>() > info::INJECT_SIZE {
         return Err(-FI_EMSGSIZE);
     }
+    // One buffer inside a region this domain registered: sent from it, no copy, where
+    // the endpoint can (see `MrObj`). Any other `desc` (null, not a live region, another
+    // domain's, a region the buffer is not inside) copies, as libfabric lets a provider
+    // that does not ask for `FI_MR_LOCAL` ignore descriptors.
+    let region = match iov {
+        [i] if !inject && i.iov_len >= crate::endpoint::COPY_FREE_MIN => {
+            registered(desc, e.domain, i)
+        }
+        _ => None,
+    };
     let mut core = lock(&e.ep);
     let completion = !inject && (!core.tx_selective() || flags & FI_COMPLETION != 0);
     let header = Header { tagged, tag, data };
-    core.send(dest, header, parts, context as usize, completion)?;
+    match region {
+        Some((mem, range)) => {
+            core.send_registered(dest, header, &mem, range, context as usize, completion)?
+        }
+        None => core.send(dest, header, parts, context as usize, completion)?,
+    }
     Ok(0)
+}
+
+/// The first descriptor of a vector of `count` (null when there is none).
+fn first_desc(desc: *mut *mut c_void, count: usize) -> *mut c_void {
+    if desc.is_null() || count == 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a non-null `desc` points at `count` descriptors (the caller's contract).
+    unsafe { *desc }
+}
+
+/// The region `desc` names, when it is a live memory region of `domain` whose buffer
+/// holds all of `buf`: its memory and `buf`'s range in it.
+fn registered(
+    desc: *mut c_void,
+    domain: usize,
+    buf: &iovec,
+) -> Option<(
+    Arc<dyn crate::endpoint::ExternalBytes>,
+    std::ops::Range<usize>,
+)> {
+    if desc.is_null() {
+        return None;
+    }
+    let mr = obj::<MrObj>(desc.cast_const(), FI_CLASS_MR).ok()?;
+    let mem = mr.mem.as_ref().filter(|_| mr.domain == domain)?;
+    let start = (buf.iov_base as usize).checked_sub(mem.addr)?;
+    let end = start.checked_add(buf.iov_len)?;
+    (end <= mem.len).then(|| {
+        (
+            mem.clone() as Arc<dyn crate::endpoint::ExternalBytes>,
+            start..end,
+        )
+    })
 }
 
 unsafe extern "C" fn msg_send(
     ep: *mut FidEp,
     buf: *const c_void,
     len: size_t,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     dest: FiAddr,
     context: *mut c_void,
 ) -> ssize_t {
-    guard(|| send_common(ep, &[one(buf, len)], dest, false, 0, None, context, None))
+    guard(|| {
+        send_common(
+            ep,
+            &[one(buf, len)],
+            desc,
+            dest,
+            false,
+            0,
+            None,
+            context,
+            None,
+        )
+    })
 }
 
 unsafe extern "C" fn msg_sendv(
     ep: *mut FidEp,
     iov: *const iovec,
-    _desc: *mut *mut c_void,
+    desc: *mut *mut c_void,
     count: size_t,
     dest: FiAddr,
     context: *mut c_void,
 ) -> ssize_t {
-    guard(|| send_common(ep, iovs(iov, count)?, dest, false, 0, None, context, None))
+    guard(|| {
+        send_common(
+            ep,
+            iovs(iov, count)?,
+            first_desc(desc, count),
+            dest,
+            false,
+            0,
+            None,
+            context,
+            None,
+        )
+    })
 }
 
 unsafe extern "C" fn msg_sendmsg(ep: *mut FidEp, msg: *const FiMsg, flags: u64) -> ssize_t {
@@ -501,7 +579,17 @@ unsafe extern "C" fn msg_sendmsg(ep: *mut FidEp, msg: *const FiMsg, flags: u64) 
         let m = c_ref(msg).ok_or(-FI_EINVAL)?;
         let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
         let iov = iovs(m.msg_iov, m.iov_count)?;
-        send_common(ep, iov, m.addr, false, 0, data, m.context, Some(flags))
+        send_common(
+            ep,
+            iov,
+            first_desc(m.desc, m.iov_count),
+            m.addr,
+            false,
+            0,
+            data,
+            m.context,
+            Some(flags),
+        )
     })
 }
 
@@ -515,6 +603,7 @@ unsafe extern "C" fn msg_inject(
         send_common(
             ep,
             &[one(buf, len)],
+            std::ptr::null_mut(),
             dest,
             false,
             0,
@@ -529,7 +618,7 @@ unsafe extern "C" fn msg_senddata(
     ep: *mut FidEp,
     buf: *const c_void,
     len: size_t,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     data: u64,
     dest: FiAddr,
     context: *mut c_void,
@@ -538,6 +627,7 @@ unsafe extern "C" fn msg_senddata(
         send_common(
             ep,
             &[one(buf, len)],
+            desc,
             dest,
             false,
             0,
@@ -560,6 +650,7 @@ unsafe extern "C" fn msg_injectdata(
         send_common(
             ep,
             &[one(buf, len)],
+            std::ptr::null_mut(),
             dest,
             false,
             0,
@@ -574,24 +665,48 @@ unsafe extern "C" fn tagged_send(
     ep: *mut FidEp,
     buf: *const c_void,
     len: size_t,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     dest: FiAddr,
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    guard(|| send_common(ep, &[one(buf, len)], dest, true, tag, None, context, None))
+    guard(|| {
+        send_common(
+            ep,
+            &[one(buf, len)],
+            desc,
+            dest,
+            true,
+            tag,
+            None,
+            context,
+            None,
+        )
+    })
 }
 
 unsafe extern "C" fn tagged_sendv(
     ep: *mut FidEp,
     iov: *const iovec,
-    _desc: *mut *mut c_void,
+    desc: *mut *mut c_void,
     count: size_t,
     dest: FiAddr,
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    guard(|| send_common(ep, iovs(iov, count)?, dest, true, tag, None, context, None))
+    guard(|| {
+        send_common(
+            ep,
+            iovs(iov, count)?,
+            first_desc(desc, count),
+            dest,
+            true,
+            tag,
+            None,
+            context,
+            None,
+        )
+    })
 }
 
 unsafe extern "C" fn tagged_sendmsg(
@@ -603,7 +718,17 @@ unsafe extern "C" fn tagged_sendmsg(
         let m = c_ref(msg).ok_or(-FI_EINVAL)?;
         let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
         let iov = iovs(m.msg_iov, m.iov_count)?;
-        send_common(ep, iov, m.addr, true, m.tag, data, m.context, Some(flags))
+        send_common(
+            ep,
+            iov,
+            first_desc(m.desc, m.iov_count),
+            m.addr,
+            true,
+            m.tag,
+            data,
+            m.context,
+            Some(flags),
+        )
     })
 }
 
@@ -619,6 +744,7 @@ unsafe extern "C" fn tagged_inject(
         send_common(
             ep,
             &[one(buf, len)],
+            std::ptr::null_mut(),
             dest,
             true,
             tag,
@@ -633,7 +759,7 @@ unsafe extern "C" fn tagged_senddata(
     ep: *mut FidEp,
     buf: *const c_void,
     len: size_t,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     data: u64,
     dest: FiAddr,
     tag: u64,
@@ -643,6 +769,7 @@ unsafe extern "C" fn tagged_senddata(
         send_common(
             ep,
             &[one(buf, len)],
+            desc,
             dest,
             true,
             tag,
@@ -666,6 +793,7 @@ unsafe extern "C" fn tagged_injectdata(
         send_common(
             ep,
             &[one(buf, len)],
+            std::ptr::null_mut(),
             dest,
             true,
             tag,

@@ -2,6 +2,7 @@
 //! queue: their C structs and operation tables.
 
 use super::*;
+use crate::endpoint::ExternalBytes;
 
 // ---- Shared fid operations -------------------------------------------------------------
 
@@ -207,17 +208,65 @@ unsafe extern "C" fn domain_open2(
 
 // ---- Memory regions --------------------------------------------------------------------
 
-/// A registered region: a key and a descriptor. Sends copy the caller's bytes into the
-/// transport's registered memory in any case, so the region needs nothing pinned.
+/// A registered region: a key, a descriptor (`fi_mr_desc` gives the address of this
+/// object, which a send looks up in the registry of live objects before it believes it),
+/// and, for a region of one buffer, that buffer as [`AppMemory`]. A send of at least
+/// [`crate::endpoint::COPY_FREE_MIN`] bytes over `udp://` (RDM) whose buffer lies inside
+/// the region named by its `desc` is sent from it without a copy and completes once
+/// acknowledged (see [`crate::endpoint`]); other sends copy as without a region. Nothing
+/// is pinned: the memory is the application's, read by the kernel's `sendmsg`.
 #[repr(C)]
 pub(super) struct MrObj {
     c: FidMr,
+    /// The domain it was registered with (a send checks its endpoint's is the same).
+    pub(super) domain: usize,
+    /// The registered buffer (`None`: several buffers, or none).
+    pub(super) mem: Option<Arc<AppMemory>>,
 }
 
-fn mr_new(domain: *mut Fid, requested_key: u64, context: *mut c_void) -> Result<*mut FidMr, i32> {
+/// A buffer the application registered: its address and length. It outlives the region
+/// in the buffers of sends from it (an `Arc` each), so closing the region with sends
+/// outstanding frees nothing they read; the memory itself is the application's, which
+/// libfabric's contract has it keep valid and unchanged while a send from it is
+/// outstanding.
+pub(super) struct AppMemory {
+    /// First byte.
+    pub(super) addr: usize,
+    /// Bytes.
+    pub(super) len: usize,
+}
+
+impl AppMemory {
+    /// The buffer `addr`, `len` of a registration; `None` for an empty or impossible one.
+    fn new(addr: *const c_void, len: usize) -> Option<Arc<AppMemory>> {
+        let addr = addr as usize;
+        let fits = len > 0 && len <= isize::MAX as usize && addr.checked_add(len).is_some();
+        (addr != 0 && fits).then(|| Arc::new(AppMemory { addr, len }))
+    }
+}
+
+impl ExternalBytes for AppMemory {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `addr` and `len` are a buffer the application registered (non-null,
+        // `len` within `isize::MAX`, checked in `AppMemory::new`). libfabric's contract
+        // has the application keep it valid and unchanged while the region is open and
+        // while a send from it is outstanding; this is read only by such sends (the
+        // transport's RPP until the acknowledgement, which completes the send).
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
+    }
+}
+
+fn mr_new(
+    domain: *mut Fid,
+    requested_key: u64,
+    context: *mut c_void,
+    mem: Option<Arc<AppMemory>>,
+) -> Result<*mut FidMr, i32> {
     let d = obj::<DomainObj>(domain.cast(), FI_CLASS_DOMAIN)?;
     let key = d.next_key.fetch_add(1, Ordering::Relaxed);
     let mut obj = Box::new(MrObj {
+        domain: domain as usize,
+        mem,
         c: FidMr {
             fid: fid(FI_CLASS_MR, context, &BASIC_FID_OPS),
             mem_desc: std::ptr::null_mut(),
@@ -250,9 +299,22 @@ unsafe extern "C" fn mr_reg(
         if mr.is_null() {
             return Err(-FI_EINVAL);
         }
-        put(mr, mr_new(domain, requested_key, context)?)?;
+        put(
+            mr,
+            mr_new(domain, requested_key, context, AppMemory::new(buf, len))?,
+        )?;
         Ok(0)
     })
+}
+
+/// The one buffer of a vector registration (`None` for several).
+fn one_buffer(iov: *const iovec, count: usize) -> Option<Arc<AppMemory>> {
+    if count != 1 || iov.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, and the caller's contract is that it points at `count` iovecs.
+    let i = unsafe { &*iov };
+    AppMemory::new(i.iov_base, i.iov_len)
 }
 
 unsafe extern "C" fn mr_regv(
@@ -270,7 +332,8 @@ unsafe extern "C" fn mr_regv(
         if (iov.is_null() && count > 0) || mr.is_null() {
             return Err(-FI_EINVAL);
         }
-        put(mr, mr_new(domain, requested_key, context)?)?;
+        let mem = one_buffer(iov, count);
+        put(mr, mr_new(domain, requested_key, context, mem)?)?;
         Ok(0)
     })
 }
@@ -286,7 +349,8 @@ unsafe extern "C" fn mr_regattr(
         if mr.is_null() {
             return Err(-FI_EINVAL);
         }
-        put(mr, mr_new(domain, attr.requested_key, attr.context)?)?;
+        let mem = one_buffer(attr.mr_iov, attr.iov_count);
+        put(mr, mr_new(domain, attr.requested_key, attr.context, mem)?)?;
         Ok(0)
     })
 }
