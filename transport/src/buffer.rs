@@ -45,20 +45,35 @@ use std::sync::{Arc, Mutex};
 /// Memory the application owns and lends to a send ([`Buf::external`]): its bytes must
 /// stay as they are while a [`Buf`] made from it is held by the endpoint (until the send's
 /// [`Completion::Sent`](crate::Completion::Sent) or hand-back).
+///
+/// Only the bytes a send reads are ever borrowed ([`ExternalBytes::bytes`] of its range),
+/// so the rest of the memory may change meanwhile (a receive into another part of the
+/// same registered buffer, say).
 pub trait ExternalBytes: Send + Sync {
-    /// The memory's bytes.
-    fn bytes(&self) -> &[u8];
+    /// How many bytes the memory holds.
+    fn size(&self) -> usize;
+
+    /// The bytes `range`, which lies within [`ExternalBytes::size`] (callers check).
+    fn bytes(&self, range: Range<usize>) -> &[u8];
 }
 
 impl ExternalBytes for Vec<u8> {
-    fn bytes(&self) -> &[u8] {
-        self
+    fn size(&self) -> usize {
+        self.len()
+    }
+
+    fn bytes(&self, range: Range<usize>) -> &[u8] {
+        &self[range]
     }
 }
 
 impl ExternalBytes for Box<[u8]> {
-    fn bytes(&self) -> &[u8] {
-        self
+    fn size(&self) -> usize {
+        self.len()
+    }
+
+    fn bytes(&self, range: Range<usize>) -> &[u8] {
+        &self[range]
     }
 }
 
@@ -117,7 +132,7 @@ impl Buf {
     /// backend can (see the [module documentation](self)); `None` when `range` is not
     /// inside `mem`'s bytes.
     pub fn external(mem: Arc<dyn ExternalBytes>, range: Range<usize>) -> Option<Buf> {
-        if range.start > range.end || range.end > mem.bytes().len() {
+        if range.start > range.end || range.end > mem.size() {
             return None;
         }
         let len = range.len();
@@ -137,7 +152,7 @@ impl Buf {
             BufKind::Shm(s) => s.as_slice(),
             BufKind::Heap(v) => v,
             // A shrunken memory gives nothing rather than a panic.
-            BufKind::External(m, r) => m.bytes().get(r.clone()).unwrap_or(&[]),
+            BufKind::External(m, r) => m.bytes(r.clone()),
         }
     }
 

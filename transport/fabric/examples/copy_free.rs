@@ -87,7 +87,8 @@ fn main() {
                     a.send_registered(b_addr, h, &mem, 0..size, 2, true)
                         .unwrap();
                 } else {
-                    a.send(b_addr, h, &[mem.bytes()], 2, true).unwrap();
+                    a.send(b_addr, h, &[mem.bytes(0..mem.size())], 2, true)
+                        .unwrap();
                 }
                 in_send += t.elapsed();
                 while lock(&a_cq.queue).is_empty() || lock(&b_cq.queue).is_empty() {

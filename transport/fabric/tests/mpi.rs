@@ -127,8 +127,10 @@ fn sent_over(err: &str, ranks: u32) -> [u64; 2] {
 /// The messages sent over `udp://` and over `shm://` in an endpoint's `FI_MYRI_STATS`
 /// line (`myri-fi URL: sent U over udp, S over shm; received ...`).
 fn sent_counts(line: &str) -> Option<[u64; 2]> {
+    // "myri-fi ADDR: sent N over udp (K copy-free), M over shm; received ..."
     let rest = line.split_once(": sent ")?.1;
-    let (udp, rest) = rest.split_once(" over udp, ")?;
+    let (udp, rest) = rest.split_once(" over udp")?;
+    let (_, rest) = rest.split_once(", ")?;
     let (shm, _) = rest.split_once(" over shm;")?;
     Some([udp.parse().ok()?, shm.parse().ok()?])
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::endpoint::ExternalBytes;
+use std::ops::Range;
 
 // ---- Shared fid operations -------------------------------------------------------------
 
@@ -246,13 +247,22 @@ impl AppMemory {
 }
 
 impl ExternalBytes for AppMemory {
-    fn bytes(&self) -> &[u8] {
+    fn size(&self) -> usize {
+        self.len
+    }
+
+    fn bytes(&self, range: Range<usize>) -> &[u8] {
+        // Never past the registered buffer, whatever the caller passes.
+        let end = range.end.min(self.len);
+        let start = range.start.min(end);
         // SAFETY: `addr` and `len` are a buffer the application registered (non-null,
-        // `len` within `isize::MAX`, checked in `AppMemory::new`). libfabric's contract
-        // has the application keep it valid and unchanged while the region is open and
-        // while a send from it is outstanding; this is read only by such sends (the
-        // transport's RPP until the acknowledgement, which completes the send).
-        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
+        // `len` within `isize::MAX`, checked in `AppMemory::new`) and `start..end` lies
+        // inside it. libfabric's contract has the application keep it valid, and the
+        // bytes of an outstanding send unchanged, while the region is open and while a
+        // send from it is outstanding; only the bytes a send reads are borrowed (the
+        // transport's RPP until the acknowledgement, which completes the send), so the
+        // rest of the buffer may change meanwhile.
+        unsafe { std::slice::from_raw_parts((self.addr + start) as *const u8, end - start) }
     }
 }
 
