@@ -27,10 +27,10 @@ configs=("myri" "myri-nocc" "udp;ofi_rxd" "tcp;ofi_rxm" "myri-shm" "myri-auto" "
 run_mpi() { # config round
     local prov=$1 pml=(--mca pml cm --mca mtl ofi) extra=()
     case $1 in
-    myri) extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_SHM=0) ;;
-    myri-nocc) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_SHM=0 -x FI_MYRI_CC=none -x FI_MYRI_PACING=0) ;;
-    myri-shm) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd -x FI_MYRI_TRANSPORT=shm) ;;
-    myri-auto) prov=myri extra=(-x FI_PROVIDER=^ofi_rxd) ;;
+    myri) extra=(-x FI_MYRI_SHM=0) ;;
+    myri-nocc) prov=myri extra=(-x FI_MYRI_SHM=0 -x FI_MYRI_CC=none -x FI_MYRI_PACING=0) ;;
+    myri-shm) prov=myri extra=(-x FI_MYRI_TRANSPORT=shm) ;;
+    myri-auto) prov=myri extra=() ;;
     vader) pml=(--mca pml ob1 --mca btl self,vader) ;;
     esac
     [ "$1" = vader ] || pml+=(--mca mtl_ofi_provider_include "$prov" --mca btl self)
@@ -42,8 +42,8 @@ fi_runs=("myri rdm" "myri dgram" "myri-shm rdm" "udp dgram" "udp;ofi_rxd rdm" "t
 fi_sizes=("8 10000" "65536 1000" "1048576 100")
 run_fi() { # provider endpoint size iterations round
     local port=$((47700 + RANDOM % 200)) env=(env -u FI_PROVIDER) prov=$1
-    [ "$1" = myri ] && env=(env FI_PROVIDER=^ofi_rxd FI_MYRI_SHM=0)
-    [ "$1" = myri-shm ] && env=(env FI_PROVIDER=^ofi_rxd FI_MYRI_TRANSPORT=shm) prov=myri
+    [ "$1" = myri ] && env=(env -u FI_PROVIDER FI_MYRI_SHM=0)
+    [ "$1" = myri-shm ] && env=(env -u FI_PROVIDER FI_MYRI_TRANSPORT=shm) prov=myri
     [ "$2" = dgram ] && [ "$3" -gt 1400 ] && return 0
     # Server and client pinned to a core each, as mpirun binds its two ranks: unpinned,
     # two busy-polling processes on a loaded 2-core host measure the scheduler.

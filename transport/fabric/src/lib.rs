@@ -88,14 +88,18 @@
 //! `FI_MYRI_STATS=1` (each endpoint prints, when closed, how many messages it sent and
 //! received over `udp://` and over `shm://`).
 //!
-//! libfabric also layers its own `ofi_rxd` over the DGRAM endpoints and lists that
-//! (`myri;ofi_rxd`) first; Open MPI takes the first entry matching its include list, so
-//! to run MPI over this provider's own RDM endpoint exclude it:
+//! The provider declines libfabric's utility layering over its DGRAM endpoint (the
+//! `fi_getinfo` a utility provider makes with libfabric's internal `OFI_CORE_PROV_ONLY`
+//! flag): `myri;ofi_rxd` would be a second, slower RDM endpoint that libfabric lists
+//! before this provider's own, and Open MPI, which matches `mtl_ofi_provider_include`
+//! by prefix, would take it. So MPI needs nothing but the include list:
 //!
 //! ```text
-//! FI_PROVIDER=^ofi_rxd mpirun --mca pml cm --mca mtl ofi \
-//!     --mca mtl_ofi_provider_include myri -x FI_PROVIDER_PATH -x FI_PROVIDER ...
+//! mpirun --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include myri \
+//!     -x FI_PROVIDER_PATH ...
 //! ```
+//!
+//! `FI_MYRI_LAYERING=1` allows the layering (to compare against `myri;ofi_rxd`).
 //!
 //! Over `shm://` each pair of endpoints shares a region `/dev/shm/myri-mf-<a>-<b>`, and
 //! with auto-shm each pair of `udp://` endpoints of one host

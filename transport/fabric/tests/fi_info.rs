@@ -11,8 +11,9 @@ fn fi_info(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The endpoint types of entries whose provider is exactly `myri` (libfabric also
-/// layers its own `ofi_rxd` over any DGRAM provider: `myri;ofi_rxd`).
+/// The endpoint types of entries whose provider is exactly `myri` (with
+/// `FI_MYRI_LAYERING=1` libfabric also layers its own `ofi_rxd` over the DGRAM endpoint:
+/// `myri;ofi_rxd`).
 fn myri_types(text: &str) -> Vec<String> {
     let mut types = Vec::new();
     let mut ours = false;
@@ -35,6 +36,34 @@ fn lists_rdm_and_dgram() {
     }
     let types = myri_types(&fi_info(&["-p", "myri"]));
     assert_eq!(types, ["FI_EP_RDM", "FI_EP_DGRAM"]);
+}
+
+/// The providers `fi_info` names.
+fn providers(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("provider:"))
+        .map(|p| p.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn no_utility_provider_layers_over_it_unless_asked() {
+    if !common::require_libfabric() {
+        return;
+    }
+    // Open MPI matches `mtl_ofi_provider_include myri` by prefix and takes the first
+    // match: `myri;ofi_rxd` listed first would win over the provider's own RDM.
+    let text = fi_info(&["-p", "myri", "-t", "FI_EP_RDM"]);
+    assert_eq!(providers(&text), ["myri"], "{text}");
+    let out = common::fi_command("fi_info")
+        .args(["-p", "myri", "-t", "FI_EP_RDM"])
+        .env("FI_MYRI_LAYERING", "1")
+        .output()
+        .expect("running fi_info");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names = providers(&text);
+    assert!(names.iter().any(|p| p == "myri;ofi_rxd"), "{text}");
+    assert!(names.iter().any(|p| p == "myri"), "{text}");
 }
 
 #[test]

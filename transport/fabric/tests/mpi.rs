@@ -5,9 +5,10 @@
 //! requests, cancel, synchronous sends, collectives with checked results and a 64 MiB
 //! message.
 //!
-//! libfabric lists its own `ofi_rxd` layered over this provider's DGRAM endpoints
-//! (`myri;ofi_rxd`) before this provider's RDM, and Open MPI takes the first entry that
-//! matches `myri`; `FI_PROVIDER=^ofi_rxd` leaves the provider's own RDM endpoint.
+//! Nothing else is set: the provider declines libfabric's `ofi_rxd` layering over its
+//! DGRAM endpoint (which libfabric would list first, and Open MPI, matching `myri` by
+//! prefix, would take), so `mtl_ofi_provider_include myri` finds its own RDM endpoint;
+//! the counts each endpoint prints prove it ran.
 //! The matching program also runs over `shm://` (`FI_MYRI_TRANSPORT=shm`), whose
 //! messages are at most 2 MiB (the ping-pong's 4 MiB and the 64 MiB message are not).
 //!
@@ -154,7 +155,6 @@ fn mpirun_with(
             .args(["-x", "FI_MYRI_RANK_PORTS"]);
     }
     let child = command
-        .env("FI_PROVIDER", "^ofi_rxd")
         .env("FI_MYRI_TRANSPORT", transport)
         .env("FI_MYRI_SHM", if auto_shm { "1" } else { "0" })
         .env("FI_MYRI_STATS", "1")
@@ -170,8 +170,6 @@ fn mpirun_with(
         .args([
             "-x",
             "FI_PROVIDER_PATH",
-            "-x",
-            "FI_PROVIDER",
             "-x",
             "FI_MYRI_ADDR",
             "-x",

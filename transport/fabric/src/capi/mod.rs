@@ -143,7 +143,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 9] = [
+pub const PARAMS: [(&CStr, &CStr); 10] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -180,7 +180,26 @@ pub const PARAMS: [(&CStr, &CStr); 9] = [
         c"stats",
         c"1: each endpoint prints to stderr, when closed, how many messages it sent and received over udp and over shm. Default: 0",
     ),
+    (
+        c"layering",
+        c"1: let libfabric's utility providers layer over this provider's DGRAM endpoint (myri;ofi_rxd, a second RDM endpoint listed before this provider's own). Default: 0",
+    ),
 ];
+
+/// The flag libfabric's utility providers (`ofi_rxd`, `ofi_rxm`) set on the `fi_getinfo`
+/// that looks for a core provider to layer over (`OFI_CORE_PROV_ONLY` in libfabric's
+/// `ofi.h`, bit 59 since 1.6).
+const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+
+/// Whether a `fi_getinfo` with `flags` is a utility provider looking for something to
+/// layer over, and `FI_MYRI_LAYERING` (`layering`) does not allow it. The provider's own
+/// RDM endpoint is reliable already; `ofi_rxd` over its DGRAM endpoint would be a second,
+/// slower one that libfabric lists first (external providers come after its ordered
+/// list), and Open MPI, which matches `mtl_ofi_provider_include` by prefix, would take
+/// it for `myri`.
+fn refuses_layering(flags: u64, layering: Option<String>) -> bool {
+    flags & OFI_CORE_PROV_ONLY != 0 && layering.as_deref() != Some("1")
+}
 
 /// libfabric's entry point: the provider.
 #[unsafe(no_mangle)]
@@ -589,6 +608,9 @@ unsafe extern "C" fn getinfo(
         if out.is_null() {
             return Err(-FI_EINVAL);
         }
+        if refuses_layering(flags, env("layering")) {
+            return Err(-FI_ENODATA);
+        }
         let backend = backend()?;
         let h = c_ref(hints).map(read_hints);
         let answers = info::answer(h.as_ref(), backend);
@@ -664,7 +686,18 @@ use objects::fabric_open;
 
 #[cfg(test)]
 mod tests {
-    use super::{auto_shm_wanted, rank_ports};
+    use super::{OFI_CORE_PROV_ONLY, auto_shm_wanted, rank_ports, refuses_layering};
+
+    #[test]
+    fn utility_providers_layer_over_it_only_when_allowed() {
+        let one = Some("1".to_owned());
+        assert!(refuses_layering(OFI_CORE_PROV_ONLY, None));
+        assert!(refuses_layering(OFI_CORE_PROV_ONLY, Some("0".to_owned())));
+        assert!(!refuses_layering(OFI_CORE_PROV_ONLY, one.clone()));
+        // An application's own fi_getinfo (no internal flag) is always answered.
+        assert!(!refuses_layering(0, None));
+        assert!(!refuses_layering(1 << 3, one));
+    }
 
     #[test]
     fn auto_shm_off_when_asked_or_behind_a_proxy() {

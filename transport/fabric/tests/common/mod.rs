@@ -88,6 +88,7 @@ pub fn fi_command(program: &str) -> Command {
     let mut c = Command::new(program);
     c.env("FI_PROVIDER_PATH", provider_dir())
         .env_remove("FI_PROVIDER")
+        .env_remove("FI_MYRI_LAYERING")
         .env("FI_MYRI_ADDR", "127.0.0.1");
     c
 }
