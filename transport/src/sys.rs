@@ -387,37 +387,6 @@ pub(crate) fn path_payload(local: SocketAddr, to: SocketAddr) -> io::Result<usiz
         .ok_or_else(|| io::Error::other(format!("the kernel gave a path mtu of {mtu}")))
 }
 
-/// Reserves the blocks of bytes `0..len` of `file` (`fallocate(2)`, mode 0: no byte
-/// changes, the file grows to `len` if shorter), so that touching them through a mapping
-/// never faults for want of space (on tmpfs, a page that cannot be backed kills the
-/// process with `SIGBUS`). `ENOSPC` when the file system has no room (nothing is then
-/// reserved beyond what was), `EOPNOTSUPP` when it cannot reserve (and on systems other
-/// than Linux, where there is no such call without writing the file).
-pub(crate) fn reserve(file: &impl AsRawFd, len: u64) -> io::Result<()> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        let len =
-            libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
-        loop {
-            // SAFETY: a plain system call on a file descriptor the caller keeps open for
-            // the call; it reads and writes no memory of this process.
-            let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
-            if r == 0 {
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    {
-        let _ = (file.as_raw_fd(), len);
-        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
-    }
-}
-
 /// Room on the file system of `file` (`fstatvfs(3)`): bytes free to an unprivileged
 /// user, or `None` when it reports no size at all (ramfs: no limit).
 pub(crate) fn free_bytes(file: &impl AsRawFd) -> io::Result<Option<u64>> {

@@ -15,14 +15,16 @@
 //!
 //! # Room
 //!
-//! A region's pages are reserved when it is made (`fallocate`), and an opener reserves
-//! what of an existing one is not (a region of another build, or made sparse) before it
-//! touches it: on a tmpfs too small for it (containers often get a 64 MiB `/dev/shm`)
-//! the open fails with [`crate::OpenError::ShmNoSpace`] (the region, the bytes it
-//! lacks, the bytes free, the remedy) instead of a `SIGBUS` at the first touch of a page
-//! the file system cannot back. A creator that fails so removes its half-made file (a
-//! peer waiting for its header sees it gone and starts again). Where the file system
-//! cannot reserve, its free space is compared with what the region lacks instead.
+//! Before a region's pages are touched, the file system's free space is checked against
+//! what the file lacks (an opener checks an existing region too: one of another build,
+//! or made elsewhere): on a tmpfs too small for it (containers often get a 64 MiB
+//! `/dev/shm`) the open fails with [`crate::OpenError::ShmNoSpace`] (the region, the
+//! bytes it lacks, the bytes free, the remedy) instead of a `SIGBUS` at the first touch
+//! of a page the file system cannot back. A creator that fails so removes its half-made
+//! file (a peer waiting for its header sees it gone and starts again). The file stays
+//! sparse: pages are allocated as they are first used (see `ensure_room` for why not
+//! ahead), so another writer filling the file system between the check and a first touch
+//! can still cause a `SIGBUS`.
 //!
 //! # Owners and epochs
 //!
@@ -692,45 +694,39 @@ impl ShmBackend {
     }
 }
 
-/// Reserves the pages of bytes `0..len` of region `name`'s file (growing it to `len` if
-/// shorter), so that no touch of them faults for want of space: [`OpenError::ShmNoSpace`]
-/// when its file system has no room. Where the file system cannot reserve, its free
-/// space is compared with what the file lacks instead (a best effort: another writer
-/// may take that room before the pages are touched).
-fn reserve(file: &File, name: &str, path: &Path, len: u64) -> Result<(), OpenError> {
-    let sized = io_err!(OpenError, "reserving the shared-memory region");
-    let no_space = |free: u64| {
-        let have = file
-            .metadata()
-            .map_or(0, |m| m.blocks().saturating_mul(512));
-        OpenError::ShmNoSpace {
+/// Makes sure the file system of region `name`'s file has room for bytes `0..len` of it
+/// before any of them is touched, growing the file to `len` if shorter (sparse):
+/// [`OpenError::ShmNoSpace`] when its free space (`fstatvfs`; none reported, as on ramfs,
+/// is no limit) is less than what the file lacks. A best effort: another writer may take
+/// that room before the pages are touched.
+///
+/// The pages are not allocated ahead (`fallocate`): a region is some 8 MiB of which a
+/// ping-pong touches a few pages, and on a host whose proactive reclaim pages out cold
+/// memory (DAMON's `pageout`, on this project's development VM) the allocated but unused
+/// pages made the ring's hot ones look cold with them. Measured with `fi_pingpong -p myri
+/// -e rdm -S 8` over `shm://`: 1.0-1.4 us a message with a sparse region, 1.5-33 us with
+/// a preallocated one.
+fn ensure_room(file: &File, name: &str, path: &Path, len: u64) -> Result<(), OpenError> {
+    let sized = io_err!(OpenError, "sizing the shared-memory region");
+    let m = file.metadata().map_err(sized)?;
+    let have = m.blocks().saturating_mul(512);
+    let lacking = len.saturating_sub(have);
+    match crate::sys::free_bytes(file).map_err(sized)? {
+        Some(free) if free < lacking => Err(OpenError::ShmNoSpace {
             name: name.to_owned(),
             path: path.to_owned(),
-            need: len.saturating_sub(have),
+            need: lacking,
             free,
-        }
-    };
-    let free = || crate::sys::free_bytes(file).map_err(sized);
-    match crate::sys::reserve(file, len) {
-        Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(no_space(free()?.unwrap_or(0))),
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            let m = file.metadata().map_err(sized)?;
-            let lacking = len.saturating_sub(m.blocks().saturating_mul(512));
-            match free()? {
-                Some(free) if free < lacking => Err(no_space(free)),
-                _ if m.len() < len => file.set_len(len).map_err(sized),
-                _ => Ok(()),
-            }
-        }
-        Err(e) => Err(sized(e)),
+        }),
+        _ if m.len() < len => file.set_len(len).map_err(sized),
+        _ => Ok(()),
     }
 }
 
-/// Sizes a new region, its pages reserved, and writes its geometry (magic last, by the
+/// Sizes a new region (its room checked) and writes its geometry (magic last, by the
 /// caller).
 fn create(file: &File, name: &str, path: &Path) -> Result<Region, OpenError> {
-    reserve(file, name, path, region_len() as u64)?;
+    ensure_room(file, name, path, region_len() as u64)?;
     let mut region =
         Region::map_file(file).map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
     let put = |r: &mut Region, at: usize, v: u64| r.write_at(at, &v.to_le_bytes());
@@ -769,7 +765,7 @@ fn existing(file: &File, name: &str, path: &Path) -> Result<Existing, OpenError>
         let len = meta.len();
         if len >= layout::HEADER as u64 {
             // Within the file: its length does not change.
-            reserve(file, name, path, layout::HEADER as u64)?;
+            ensure_room(file, name, path, layout::HEADER as u64)?;
             let region = Region::map_file(file)
                 .map_err(io_err!(OpenError, "mapping the shared-memory region"))?;
             let word = |at| region.word(at).map_or(0, |w| w.load(Ordering::Acquire));
@@ -794,7 +790,7 @@ fn existing(file: &File, name: &str, path: &Path) -> Result<Existing, OpenError>
                         return Err(bad(name, RegionProblem::Short { len, need }));
                     }
                     // Within the file too; not removed on failure (it is the peer's).
-                    reserve(file, name, path, region_len() as u64)?;
+                    ensure_room(file, name, path, region_len() as u64)?;
                     return Ok(Existing::Ready(region));
                 }
                 _ => return Err(bad(name, RegionProblem::BadMagic)),
