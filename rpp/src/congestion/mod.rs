@@ -15,8 +15,8 @@
 //!   window held a packet back). An application-limited acknowledgement is not passed on,
 //!   as Linux calls no `cong_avoid` for a flight that is not window-limited (RFC 7661): an
 //!   idle ping-pong would otherwise inflate the window without ever testing it;
-//! * [`Controller::on_rtt_sample`] with each unambiguous round-trip sample (HyStart++
-//!   watches them), before the acknowledgement's `on_ack`;
+//! * [`Controller::on_rtt_sample`] with the unambiguous round-trip sample such an
+//!   acknowledgement gave, if any (HyStart++ watches them), just before its `on_ack`;
 //! * [`Controller::on_app_limited`] instead, once per spell of application-limited
 //!   acknowledgements;
 //! * [`Controller::on_congestion_event`] when packets are declared lost, with when the
@@ -73,8 +73,9 @@ pub trait Controller: Send + fmt::Debug {
     }
 
     /// A round trip of `rtt` nanoseconds was measured at `now`, from an acknowledgement
-    /// that named the transmission it answers (never a resend's ambiguous one), before
-    /// that acknowledgement's [`Controller::on_ack`].
+    /// that named the transmission it answers (never a resend's ambiguous one), just
+    /// before that acknowledgement's [`Controller::on_ack`] (so only from flights that
+    /// tested the window).
     fn on_rtt_sample(&mut self, now: Instant, rtt: u64) {
         let _ = (now, rtt);
     }

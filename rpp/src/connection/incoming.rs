@@ -290,9 +290,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         if let Some(rtt) = out.rtt {
             self.rtt.sample_nanos(rtt, u64::from(a.ack_delay_us) * 1000);
-            if let Some(cc) = self.cc.as_mut() {
-                cc.on_rtt_sample(now, rtt);
-            }
             // A backed-off timeout stands until a new sample (Karn's algorithm). Going
             // back on any ack would let a timeout shorter than a queue's delay fire again
             // and again, each time resending the window.
@@ -303,6 +300,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
         {
             let app_limited = self.flight_high.saturating_add(self.max_packet) < self.cwnd;
             if !app_limited {
+                if let Some(rtt) = out.rtt {
+                    cc.on_rtt_sample(now, rtt);
+                }
                 cc.on_ack(now, out.acked_sent, out.acked_bytes, self.rtt.srtt_nanos());
                 self.cwnd = cc.window();
             } else if !self.app_limited {
