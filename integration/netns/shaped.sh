@@ -28,7 +28,10 @@
 # serve` options, e.g. "--spin 0"), KEEP=DIR (copy the runs' JSON there), TESTS (the
 # benchmarks to run, default "one two tcp control"), TCP_CCS (the TCP controllers to put
 # beside RPP, default the namespace's and cubic), TCP_MAX_RATE (MB/s: caps the TCP flows'
-# rate with SO_MAX_PACING_RATE, to see whether RPP takes the room TCP leaves).
+# rate with SO_MAX_PACING_RATE, to see whether RPP takes the room TCP leaves),
+# SPLIT_CPUS=1 (the senders on CPU 0; the router's forwarding and the receivers on CPU 1,
+# by RPS on their devices and taskset: on a two-core host at 1 Gbit/s the three
+# namespaces' network work otherwise lands on the senders' cores, see RESULTS).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -56,8 +59,28 @@ else
     [[ $TCP_DEFAULT == cubic ]] || TCP_CCS+=(cubic)
 fi
 URL="udp://$SERVER_IP:$PORT?cc=$CC${URL_EXTRA:-}"
+# Where the processes run: anywhere, or (SPLIT_CPUS=1) senders on CPU 0 and everything on
+# the far side of the bottleneck on CPU 1.
+PIN_SENDER=()
+PIN_RECEIVER=()
+if [[ ${SPLIT_CPUS:-0} == 1 ]]; then
+    PIN_SENDER=(taskset -c 0)
+    PIN_RECEIVER=(taskset -c 1)
+    for ns in "$NS_ROUTER" "$NS_SERVER"; do
+        for dev in $(ip -n "$ns" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vx lo); do
+            ip netns exec "$ns" sh -c "echo 2 > /sys/class/net/$dev/queues/rx-0/rps_cpus" \
+                || { say "RPS is not available on $dev"; exit 2; }
+        done
+    done
+    SERVER_MYRI="$WORK/myri-on-cpu1"
+    printf '#!/bin/sh\nexec taskset -c 1 %q "$@"\n' "$MYRI" >"$SERVER_MYRI"
+    chmod +x "$SERVER_MYRI"
+    CLIENT_MYRI=$MYRI
+    MYRI=$SERVER_MYRI
+fi
 # shellcheck disable=SC2086
 start_server ${SERVER_ARGS:-}
+if [[ ${SPLIT_CPUS:-0} == 1 ]]; then MYRI=$CLIENT_MYRI; fi
 
 # json FILE EXPR: evaluates a Python expression over the last JSON line with "test" (t)
 # and the last "session" line (s) of FILE.
@@ -84,7 +107,7 @@ stream() {
     local out=$1 count=$2 rounds=$3
     shift 3
     local rc=0
-    ip netns exec "$NS_CLIENT" "$MYRI" stream --transport "$URL" --size 65536 \
+    ip netns exec "$NS_CLIENT" "${PIN_SENDER[@]}" "$MYRI" stream --transport "$URL" --size 65536 \
         --count "$count" --rounds "$rounds" --json "$@" >"$WORK/$out" 2>"$WORK/$out.err" || rc=$?
     if [[ $rc != 0 ]]; then
         cat "$WORK/$out" "$WORK/$out.err"
@@ -98,7 +121,7 @@ stream() {
 # background; its source's process id is in TCP_PID.
 tcp_flow_start() {
     local cc=$1 port=$2 log=$3
-    ip netns exec "$NS_SERVER" python3 -c "
+    ip netns exec "$NS_SERVER" "${PIN_RECEIVER[@]}" python3 -c "
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('$SERVER_IP', $port)); s.listen(1); c, _ = s.accept()
@@ -109,7 +132,7 @@ while c.recv(1 << 20): pass
         ip netns exec "$NS_SERVER" ss -ltn "sport = :$port" | grep -q LISTEN && break
         sleep 0.02
     done
-    ip netns exec "$NS_CLIENT" python3 -c "
+    ip netns exec "$NS_CLIENT" "${PIN_SENDER[@]}" python3 -c "
 import signal, socket, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 c = socket.socket()
