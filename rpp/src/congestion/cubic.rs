@@ -2,8 +2,7 @@
 //! around the window where the loss happened and steep away from it, never slower than
 //! Reno would grow; β = 0.7, C = 0.4, with fast convergence.
 
-use super::hystart::HyStart;
-use super::{Controller, Sizes, Undo, slow_start_growth};
+use super::{Controller, Sizes, SlowStart, Undo};
 use crate::time::Instant;
 
 /// C of RFC 9438, in packets per second cubed.
@@ -28,8 +27,8 @@ pub struct Cubic {
     epoch_start: Option<Instant>,
     recovery_start: Option<Instant>,
     undo: Undo,
-    /// The first slow start's exit by delay (`None`: turned off).
-    hystart: Option<HyStart>,
+    /// Slow start, the first one's exit by delay included.
+    slow_start: SlowStart,
 }
 
 impl Cubic {
@@ -47,14 +46,14 @@ impl Cubic {
             epoch_start: None,
             recovery_start: None,
             undo: Undo::default(),
-            hystart: Some(HyStart::default()),
+            slow_start: SlowStart::new(true),
         }
     }
 
     /// Whether the first slow start may end by delay (HyStart++, on by default) or only
     /// at a loss.
     pub fn with_hystart(mut self, on: bool) -> Cubic {
-        self.hystart = on.then(HyStart::default);
+        self.slow_start = SlowStart::new(on);
         self
     }
 
@@ -77,12 +76,8 @@ impl Controller for Cubic {
         if self.window < self.ssthresh {
             // Slow start: the window grows by what is acknowledged, up to the threshold
             // (in the first one, by less once the round trip grows: HyStart++).
-            match slow_start_growth(self.hystart.as_mut(), self.ssthresh, now, sent, bytes) {
-                Some(grow) => {
-                    self.window = (self.window + grow).min(self.ssthresh.max(self.window));
-                }
-                None => self.ssthresh = self.window,
-            }
+            self.slow_start
+                .on_ack(&mut self.window, &mut self.ssthresh, now, sent, bytes);
             return;
         }
         let mss = self.sizes.max_packet as f64;
@@ -165,14 +160,10 @@ impl Controller for Cubic {
     }
 
     fn on_rtt_sample(&mut self, _now: Instant, rtt: u64) {
-        if self.ssthresh == u64::MAX
-            && let Some(h) = self.hystart.as_mut()
-        {
-            h.on_rtt_sample(rtt);
-        }
+        self.slow_start.on_rtt_sample(self.ssthresh, rtt);
     }
 
     fn slow_start_delay_exits(&self) -> u64 {
-        self.hystart.as_ref().map_or(0, HyStart::exits)
+        self.slow_start.delay_exits()
     }
 }

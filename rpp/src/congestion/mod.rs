@@ -121,23 +121,59 @@ pub trait Controller: Send + fmt::Debug {
     }
 }
 
-/// The growth of a built-in controller's window on an acknowledgement of `bytes` in slow
-/// start, HyStart++ (when on) watching the first one (`ssthresh` still `u64::MAX`);
-/// `None` when HyStart++ ends it: the caller takes its window as the threshold.
-pub(crate) fn slow_start_growth(
-    hystart: Option<&mut hystart::HyStart>,
-    ssthresh: u64,
-    now: Instant,
-    sent: Instant,
-    bytes: u64,
-) -> Option<u64> {
-    let Some(hystart) = hystart.filter(|_| ssthresh == u64::MAX) else {
-        return Some(bytes);
-    };
-    match hystart.on_ack(now, sent) {
-        hystart::Growth::Full => Some(bytes),
-        hystart::Growth::Conservative => Some(bytes / hystart::CSS_DIVISOR),
-        hystart::Growth::Done => None,
+/// A built-in controller's slow start: the window grows by what is acknowledged up to the
+/// threshold, and in the first one (threshold still `u64::MAX`) HyStart++, when on,
+/// slows it once the round trip grows and may end it.
+#[derive(Debug, Clone)]
+pub(crate) struct SlowStart {
+    hystart: Option<hystart::HyStart>,
+}
+
+impl SlowStart {
+    /// Slow start with HyStart++ on or off.
+    pub(crate) fn new(hystart: bool) -> SlowStart {
+        SlowStart {
+            hystart: hystart.then(hystart::HyStart::default),
+        }
+    }
+
+    /// Grows `window` (below `ssthresh`) on an acknowledgement at `now` of `bytes` whose
+    /// latest packet was sent at `sent`; when HyStart++ ends the first slow start, the
+    /// window becomes the threshold instead.
+    pub(crate) fn on_ack(
+        &mut self,
+        window: &mut u64,
+        ssthresh: &mut u64,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+    ) {
+        let grow = match self.hystart.as_mut().filter(|_| *ssthresh == u64::MAX) {
+            None => bytes,
+            Some(h) => match h.on_ack(now, sent) {
+                hystart::Growth::Full => bytes,
+                hystart::Growth::Conservative => bytes / hystart::CSS_DIVISOR,
+                hystart::Growth::Done => {
+                    *ssthresh = *window;
+                    return;
+                }
+            },
+        };
+        *window = (*window + grow).min((*ssthresh).max(*window));
+    }
+
+    /// A round-trip sample, for HyStart++ in the first slow start.
+    pub(crate) fn on_rtt_sample(&mut self, ssthresh: u64, rtt: u64) {
+        if ssthresh == u64::MAX
+            && let Some(h) = self.hystart.as_mut()
+        {
+            h.on_rtt_sample(rtt);
+        }
+    }
+
+    /// [`Controller::slow_start_delay_exits`].
+    pub(crate) fn delay_exits(&self) -> u64 {
+        self.hystart.as_ref().map_or(0, hystart::HyStart::exits)
     }
 }
 

@@ -1,8 +1,7 @@
 //! NewReno (RFC 9002 §7, after RFC 6582): slow start, congestion avoidance of one
 //! packet per window acknowledged, the window halved once per loss event.
 
-use super::hystart::HyStart;
-use super::{Controller, Sizes, Undo, slow_start_growth};
+use super::{Controller, Sizes, SlowStart, Undo};
 use crate::time::Instant;
 
 /// The NewReno controller.
@@ -17,8 +16,8 @@ pub struct NewReno {
     /// same event, and acknowledgements of them do not grow the window.
     recovery_start: Option<Instant>,
     undo: Undo,
-    /// The first slow start's exit by delay (`None`: turned off).
-    hystart: Option<HyStart>,
+    /// Slow start, the first one's exit by delay included.
+    slow_start: SlowStart,
 }
 
 impl NewReno {
@@ -33,14 +32,14 @@ impl NewReno {
             acked: 0,
             recovery_start: None,
             undo: Undo::default(),
-            hystart: Some(HyStart::default()),
+            slow_start: SlowStart::new(true),
         }
     }
 
     /// Whether the first slow start may end by delay (HyStart++, on by default) or only
     /// at a loss.
     pub fn with_hystart(mut self, on: bool) -> NewReno {
-        self.hystart = on.then(HyStart::default);
+        self.slow_start = SlowStart::new(on);
         self
     }
 
@@ -57,12 +56,8 @@ impl Controller for NewReno {
         if self.window < self.ssthresh {
             // Slow start: the window grows by what is acknowledged, up to the threshold
             // (in the first one, by less once the round trip grows: HyStart++).
-            match slow_start_growth(self.hystart.as_mut(), self.ssthresh, now, sent, bytes) {
-                Some(grow) => {
-                    self.window = (self.window + grow).min(self.ssthresh.max(self.window));
-                }
-                None => self.ssthresh = self.window,
-            }
+            self.slow_start
+                .on_ack(&mut self.window, &mut self.ssthresh, now, sent, bytes);
             return;
         }
         // Congestion avoidance: one packet per window of acknowledged bytes.
@@ -116,14 +111,10 @@ impl Controller for NewReno {
     }
 
     fn on_rtt_sample(&mut self, _now: Instant, rtt: u64) {
-        if self.ssthresh == u64::MAX
-            && let Some(h) = self.hystart.as_mut()
-        {
-            h.on_rtt_sample(rtt);
-        }
+        self.slow_start.on_rtt_sample(self.ssthresh, rtt);
     }
 
     fn slow_start_delay_exits(&self) -> u64 {
-        self.hystart.as_ref().map_or(0, HyStart::exits)
+        self.slow_start.delay_exits()
     }
 }
