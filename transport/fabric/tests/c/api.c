@@ -2,50 +2,13 @@
  * messages, truncation, cancel, peek/claim, CQ data, counters, vectored sends, a 64 MiB
  * message between two endpoints, and bad input answered by error codes. Exits 0 when
  * every check passes; prints the first failure otherwise. */
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "line %d: %s: ", __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-#define OK(call)                                                               \
-    do {                                                                       \
-        long r_ = (long)(call);                                                \
-        CHECK(r_ >= 0, "%s = %ld (%s)", #call, r_, fi_strerror((int)-r_));     \
-    } while (0)
+#include "common.h"
 
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_av *av;
 static struct fid_cq *cq;
 static struct fid_cntr *cntr;
-
-struct ep {
-    struct fid_ep *ep;
-    fi_addr_t addr;
-};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* Reads one completion (or error: returns -FI_EAVAIL) within 30 s. */
 static long read_one(struct fi_cq_tagged_entry *e, fi_addr_t *src) {

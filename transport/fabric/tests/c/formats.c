@@ -3,32 +3,7 @@
  * addresses, inject/injectdata, untagged recvmsg with CQ data, FI_GETOPSFLAG and
  * FI_SETOPSFLAG, FI_SELECTIVE_COMPLETION, fi_setname, and an event queue. Exits 0 when
  * every check passes. */
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "line %d: %s: ", __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-#define OK(call)                                                               \
-    do {                                                                       \
-        long r_ = (long)(call);                                                \
-        CHECK(r_ >= 0, "%s = %ld (%s)", #call, r_, fi_strerror((int)-r_));     \
-    } while (0)
+#include "common.h"
 
 static struct fi_info *find(struct fi_info *hints) {
     struct fi_info *all, *i;

@@ -5,48 +5,11 @@
  * by copying; closing a region with a send outstanding frees nothing the send reads.
  * Run with FI_MYRI_STATS=1: the sender's line on stderr counts the copy-free sends (the
  * Rust side checks it). Exits 0 when every check passes. */
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "line %d: %s: ", __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-#define OK(call)                                                               \
-    do {                                                                       \
-        long r_ = (long)(call);                                                \
-        CHECK(r_ >= 0, "%s = %ld (%s)", #call, r_, fi_strerror((int)-r_));     \
-    } while (0)
+#include "common.h"
 
 static struct fid_domain *domain;
 static struct fid_av *av;
 static struct fid_cq *cq;
-
-struct ep {
-    struct fid_ep *ep;
-    fi_addr_t addr;
-};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static void open_ep(struct fi_info *info, struct ep *out) {
     char name[64];
