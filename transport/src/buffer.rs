@@ -139,6 +139,21 @@ impl Buf {
         Some(Buf::new(BufKind::External(mem, range), len))
     }
 
+    /// The vector of a heap buffer (its length the message's), for the caller to build
+    /// its next message in; any other buffer comes back as it is.
+    pub fn into_heap(self) -> Result<Vec<u8>, Buf> {
+        match self.kind {
+            BufKind::Heap(mut v) => {
+                v.truncate(self.len);
+                Ok(v)
+            }
+            kind => Err(Buf {
+                kind,
+                len: self.len,
+            }),
+        }
+    }
+
     /// Whether the buffer is application memory from [`Buf::external`].
     pub fn is_external(&self) -> bool {
         matches!(self.kind, BufKind::External(..))
@@ -501,6 +516,18 @@ mod tests {
         r.copy_from_slice(&[7; 8]);
         assert!(r.set_len(16));
         assert_eq!(&r[..8], &[7; 8]);
+    }
+
+    #[test]
+    fn a_heap_buffer_gives_its_vector_back_and_others_stay_as_they_are() {
+        let mut b = Buf::from_vec(vec![1, 2, 3, 4]);
+        assert!(b.set_len(2));
+        assert_eq!(b.into_heap().ok(), Some(vec![1, 2]), "cut to the message");
+        let pool = SlotPool::new(1, 16);
+        let r = Buf::new(BufKind::Pool(pool.take().unwrap()), 8);
+        let r = r.into_heap().expect_err("a pool slot is no vector");
+        assert!(r.is_registered());
+        assert_eq!(r.len(), 8);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use myri_fabric::abi::FI_ADDR_UNSPEC;
 use myri_fabric::endpoint::{
-    EpType, ExternalBytes, FabricEndpoint, Posted, Probe, RecvTarget, transport_options,
+    EpType, ExternalBytes, FabricEndpoint, Posted, Probe, RecvTarget, Target, transport_options,
 };
 use myri_fabric::objects::{AddressVector, Av, CompletionQueue, Cq, Progress, lock};
 use myri_fabric::wire::Header;
@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A posted receive writing into a buffer the example keeps.
-struct Target(Arc<Mutex<Vec<u8>>>);
+struct Sink(Arc<Mutex<Vec<u8>>>);
 
-impl RecvTarget for Target {
+impl RecvTarget for Sink {
     fn capacity(&self) -> usize {
         lock(&self.0).len()
     }
@@ -77,7 +77,7 @@ fn main() {
                     src: FI_ADDR_UNSPEC,
                     tag: 0,
                     ignore: 0,
-                    target: Box::new(Target(sink.clone())),
+                    target: Target::new(Sink(sink.clone())),
                     completion: true,
                 };
                 b.post_recv(false, posted, Probe::None).unwrap();

@@ -124,6 +124,7 @@ use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
 use crate::wire::{HEADER_LEN, Header, Piece};
 pub use myri_transport::ExternalBytes;
 use myri_transport::{Completion, Endpoint, MsgId, Peer, RecvBuf, SendErrorKind};
+use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
@@ -149,6 +150,67 @@ pub trait RecvTarget: Send {
     fn first(&self) -> usize;
 }
 
+/// Where a posted receive's bytes go: the application's buffers as the C surface posted
+/// them, held inline (a receive is posted for every message, and a box for each would
+/// be a heap allocation and a free per message), or any other [`RecvTarget`].
+pub struct Target(TargetKind);
+
+/// How the C surface copies bytes into the application's buffers: `copy(iov, offset,
+/// data)`.
+pub(crate) type CopyIn = fn(&[(usize, usize)], usize, &[u8]);
+
+enum TargetKind {
+    /// `(address, length)` pairs, written by the C surface's copy routine: the one place
+    /// that writes through the application's raw addresses.
+    App {
+        iov: SmallVec<[(usize, usize); 2]>,
+        copy: CopyIn,
+    },
+    Other(Box<dyn RecvTarget>),
+}
+
+impl Target {
+    /// A target of its own kind (boxed).
+    pub fn new(target: impl RecvTarget + 'static) -> Target {
+        Target(TargetKind::Other(Box::new(target)))
+    }
+
+    /// The application's buffers `iov`, written by `copy(iov, offset, data)`.
+    pub(crate) fn app(iov: SmallVec<[(usize, usize); 2]>, copy: CopyIn) -> Target {
+        Target(TargetKind::App { iov, copy })
+    }
+
+    /// Bytes the buffers hold.
+    pub fn capacity(&self) -> usize {
+        match &self.0 {
+            TargetKind::App { iov, .. } => iov.iter().map(|&(_, l)| l).sum(),
+            TargetKind::Other(t) => t.capacity(),
+        }
+    }
+
+    /// Copies `data` into the buffers from byte `offset` of them on (`offset +
+    /// data.len()` is at most [`Target::capacity`]).
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) {
+        match &mut self.0 {
+            TargetKind::App { iov, copy } => copy(iov, offset, data),
+            TargetKind::Other(t) => t.write_at(offset, data),
+        }
+    }
+
+    /// Copies `data` (at most [`Target::capacity`] bytes) into the buffers, in order.
+    pub fn write(&mut self, data: &[u8]) {
+        self.write_at(0, data);
+    }
+
+    /// The first buffer's address (for the completion's `buf`).
+    pub fn first(&self) -> usize {
+        match &self.0 {
+            TargetKind::App { iov, .. } => iov.first().map_or(0, |&(b, _)| b),
+            TargetKind::Other(t) => t.first(),
+        }
+    }
+}
+
 /// A posted receive.
 pub struct Posted {
     /// The operation's context.
@@ -160,7 +222,7 @@ pub struct Posted {
     /// Bits of the tag not compared.
     pub ignore: u64,
     /// Where the data goes.
-    pub target: Box<dyn RecvTarget>,
+    pub target: Target,
     /// Whether a successful completion is written (errors always are).
     pub completion: bool,
 }
@@ -300,7 +362,15 @@ pub struct FabricEndpoint {
     shm_active: bool,
     /// Progress passes in a row in which the `udp://` link had nothing to do.
     udp_quiet: u32,
+    /// Vectors of messages RPP has had acknowledged, for the next messages to be built
+    /// in: a send over `udp://` then costs no allocation and no free.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Vectors [`FabricEndpoint`] keeps for reuse (at most).
+const SPARE_VECS: usize = 32;
+/// Largest vector it keeps.
+const SPARE_MAX: usize = 64 << 10;
 
 /// Messages sent and received over `udp://` and over `shm://` regions (long messages in
 /// pieces count once; sends to self not at all).
@@ -616,6 +686,7 @@ impl FabricEndpoint {
             counts: PathCounts::default(),
             report: false,
             shm_active: false,
+            spare: Vec::new(),
             udp_quiet: 0,
         }
     }
@@ -1017,7 +1088,9 @@ impl FabricEndpoint {
                 let heap = (transport.is_reliable() && !transport.is_native())
                     || total > myri_transport::SHM_SLOT_LEN;
                 let buf = if heap {
-                    let mut v = Vec::with_capacity(total);
+                    let mut v = self.spare.pop().unwrap_or_default();
+                    v.clear();
+                    v.reserve(total);
                     v.resize(HEADER_LEN, 0);
                     header.emit(&mut v);
                     parts.iter().for_each(|p| v.extend_from_slice(p));
@@ -1184,10 +1257,11 @@ impl FabricEndpoint {
                 }
             }
             Completion::Connected { .. } => self.links[link].attached = true,
-            Completion::Sent { peer, id, .. } if !self.unacked.is_empty() => {
+            Completion::Sent { peer, id, buf } => {
                 // A copy-free send's payload acknowledged: the send completes now.
                 let key = (link, peer);
-                if let Some(q) = self.unacked.get_mut(&key)
+                if !self.unacked.is_empty()
+                    && let Some(q) = self.unacked.get_mut(&key)
                     && let Some(i) = q.iter().position(|(m, _)| *m == id)
                 {
                     let (_, p) = q.swap_remove(i);
@@ -1195,6 +1269,13 @@ impl FabricEndpoint {
                         self.unacked.remove(&key);
                     }
                     self.complete_send(p.context, p.flags, p.completion, None);
+                }
+                // A copied message's vector builds a later one.
+                if let Ok(v) = buf.into_heap()
+                    && self.spare.len() < SPARE_VECS
+                    && v.capacity() <= SPARE_MAX
+                {
+                    self.spare.push(v);
                 }
             }
             _ => {}
@@ -1818,7 +1899,7 @@ mod tests {
             src: b_addr,
             tag: 77,
             ignore: 0,
-            target: Box::new(VecTarget(got.clone(), 64)),
+            target: Target::new(VecTarget(got.clone(), 64)),
             completion: true,
         };
         a.post_recv(true, posted, Probe::None).unwrap();
@@ -1837,6 +1918,48 @@ mod tests {
         assert_eq!(&lock(&got)[..], b"hello");
     }
 
+    /// Over `udp://` a message is built in the vector of one RPP had acknowledged (no
+    /// allocation per send once warm), and what arrives is each message's own bytes,
+    /// whatever its length against the vector's earlier one.
+    #[test]
+    fn sends_reuse_acknowledged_vectors_and_deliver_their_own_bytes() {
+        let av: Av = Arc::new(Mutex::new(AddressVector::default()));
+        let cq: Cq = Arc::new(CompletionQueue::default());
+        let mut a = open(&av, &cq);
+        let mut b = open(&av, &cq);
+        let a_addr = lock(&av).insert(a.local_url().to_owned());
+        lock(&av).insert(b.local_url().to_owned());
+        let header = Header {
+            tagged: true,
+            tag: 1,
+            data: None,
+        };
+        let mut reused = 0;
+        for (i, len) in [300usize, 8, 1000, 1, 64, 2000, 5]
+            .into_iter()
+            .cycle()
+            .take(40)
+            .enumerate()
+        {
+            let msg: Vec<u8> = (0..len).map(|j| (i * 7 + j) as u8).collect();
+            let spare = b.spare.len();
+            b.send(a_addr, header, &[&msg], i, true).unwrap();
+            reused += usize::from(b.spare.len() < spare);
+            let got = Arc::new(Mutex::new(Vec::new()));
+            post_any(&mut a, &got, 4096);
+            for _ in 0..100_000 {
+                a.progress();
+                b.progress();
+                if lock(&got).len() == len && b.spare.len() == spare.max(1) {
+                    break;
+                }
+            }
+            assert_eq!(lock(&got)[..], msg[..], "message {i}");
+        }
+        assert!(reused >= 30, "{reused} of 40 sends reused a vector");
+        assert!(b.spare.len() <= SPARE_VECS);
+    }
+
     /// Registered memory: bytes 0, 1, ... 250, 0, ... (a pattern a shifted or stale
     /// range would not match).
     fn region(len: usize) -> Arc<dyn ExternalBytes> {
@@ -1853,7 +1976,7 @@ mod tests {
             src: FI_ADDR_UNSPEC,
             tag: 0,
             ignore: !0,
-            target: Box::new(VecTarget(got.clone(), cap)),
+            target: Target::new(VecTarget(got.clone(), cap)),
             completion: true,
         };
         ep.post_recv(true, posted, Probe::None).unwrap();
@@ -1984,7 +2107,7 @@ mod tests {
                 src: FI_ADDR_UNSPEC,
                 tag: 0,
                 ignore: 0,
-                target: Box::new(VecTarget(got.clone(), 1 << 20)),
+                target: Target::new(VecTarget(got.clone(), 1 << 20)),
                 completion: true,
             },
             Probe::None,
@@ -2081,7 +2204,7 @@ mod cc_tests {
             src: FI_ADDR_UNSPEC,
             tag: 0,
             ignore: 0,
-            target: Box::new(Sink(got.clone())),
+            target: Target::new(Sink(got.clone())),
             completion: true,
         };
         eps[1].post_recv(false, posted, Probe::None).unwrap();
@@ -2141,7 +2264,7 @@ mod shm_tests {
                 src: FI_ADDR_UNSPEC,
                 tag: 0,
                 ignore: 0,
-                target: Box::new(Sink(got.clone())),
+                target: Target::new(Sink(got.clone())),
                 completion: true,
             };
             eps[r].post_recv(false, posted, Probe::None).unwrap();
@@ -2219,7 +2342,7 @@ mod shm_tests {
                 src: FI_ADDR_UNSPEC,
                 tag: 0,
                 ignore: 0,
-                target: Box::new(Into(into.clone(), room)),
+                target: Target::new(Into(into.clone(), room)),
                 completion: true,
             };
             eps[1].post_recv(false, posted, Probe::None).unwrap();
@@ -2310,7 +2433,7 @@ mod shm_tests {
             src: FI_ADDR_UNSPEC,
             tag: 0,
             ignore: 0,
-            target: Box::new(target),
+            target: Target::new(target),
             completion: true,
         }
     }
@@ -2578,7 +2701,7 @@ mod auto_shm_tests {
                 src,
                 tag: 0,
                 ignore: u64::MAX,
-                target: Box::new(Keep(got.clone())),
+                target: Target::new(Keep(got.clone())),
                 completion: true,
             };
             ep.post_recv(true, posted, Probe::None).unwrap();
@@ -2968,7 +3091,7 @@ mod auto_shm_tests {
             src: FI_ADDR_UNSPEC,
             tag: 0,
             ignore: u64::MAX,
-            target: Box::new(Keep(got.clone())),
+            target: Target::new(Keep(got.clone())),
             completion: true,
         };
         eps[1].post_recv(true, posted, Probe::None).unwrap();

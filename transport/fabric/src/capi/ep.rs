@@ -365,40 +365,25 @@ unsafe extern "C" fn ep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: size_
 
 // ---- Buffers -----------------------------------------------------------------------------
 
-/// The application's receive buffers (MPI posts one: kept inline, as a receive is
-/// posted for every message).
-struct IovTarget {
-    iov: smallvec::SmallVec<[(usize, usize); 2]>,
-}
-
-impl RecvTarget for IovTarget {
-    fn capacity(&self) -> usize {
-        self.iov.iter().map(|&(_, l)| l).sum()
-    }
-
-    fn write_at(&mut self, mut offset: usize, mut data: &[u8]) {
-        for &(base, len) in &self.iov {
-            if offset >= len {
-                offset -= len;
-                continue;
-            }
-            let n = (len - offset).min(data.len());
-            // SAFETY: each (base, len) is a buffer the application posted and keeps
-            // valid until the receive completes; `offset + n <= len` bytes are written,
-            // so nothing lands past it.
-            unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), (base as *mut u8).add(offset), n)
-            };
-            offset = 0;
-            data = &data[n..];
-            if data.is_empty() {
-                break;
-            }
+/// Copies `data` into the application's receive buffers `iov` (address, length) from
+/// byte `offset` of them on: a posted receive's [`Target`] writes through it.
+fn copy_to_iov(iov: &[(usize, usize)], mut offset: usize, mut data: &[u8]) {
+    for &(base, len) in iov {
+        if offset >= len {
+            offset -= len;
+            continue;
         }
-    }
-
-    fn first(&self) -> usize {
-        self.iov.first().map_or(0, |&(b, _)| b)
+        let n = (len - offset).min(data.len());
+        // SAFETY: each (base, len) is a buffer the application posted and keeps valid
+        // until the receive completes (only `recv_common` makes such targets, from the
+        // iovecs of the call); `offset + n <= len` bytes are written, so nothing lands
+        // past it.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (base as *mut u8).add(offset), n) };
+        offset = 0;
+        data = &data[n..];
+        if data.is_empty() {
+            break;
+        }
     }
 }
 
@@ -838,12 +823,12 @@ fn recv_common(
     if !tagged && probe != Probe::None {
         return Err(-FI_EBADFLAGS);
     }
-    let target = IovTarget {
-        iov: iov
-            .iter()
+    let target = Target::app(
+        iov.iter()
             .map(|i| (i.iov_base as usize, i.iov_len))
             .collect(),
-    };
+        copy_to_iov,
+    );
     let mut core = lock(&e.ep);
     let completion = !core.rx_selective() || flags & FI_COMPLETION != 0;
     let posted = Posted {
@@ -851,7 +836,7 @@ fn recv_common(
         src,
         tag,
         ignore,
-        target: Box::new(target),
+        target,
         completion,
     };
     core.post_recv(tagged, posted, probe)?;

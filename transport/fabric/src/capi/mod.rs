@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use crate::abi::*;
-use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, RecvTarget, transport_options};
+use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, Target, transport_options};
 use crate::info::{self, Answer, Backend, Hints};
 use crate::objects::{AddressVector, Av, Cntr, CompletionQueue, Counter, Cq, Progress, lock};
 use crate::wire::{HEADER_LEN, Header};
