@@ -1696,7 +1696,9 @@ impl FabricEndpoint {
 }
 
 impl Progress for FabricEndpoint {
-    fn progress(&mut self) {
+    fn progress(&mut self) -> bool {
+        let received = self.counts.udp_received + self.counts.shm_received;
+        let mut busy = false;
         self.scan_av();
         self.passes = self.passes.wrapping_add(1);
         let drain = self.passes.is_multiple_of(COMPLETION_DRAIN_PERIOD);
@@ -1718,6 +1720,7 @@ impl Progress for FabricEndpoint {
                 // One pass, then what it delivered: `recv` on an empty queue would run
                 // another pass.
                 let worked = t.progress() || t.pending_deliveries() > 0;
+                busy |= worked;
                 self.udp_quiet = if worked {
                     0
                 } else {
@@ -1746,9 +1749,12 @@ impl Progress for FabricEndpoint {
             }
             if !self.links[i].outq.is_empty() {
                 self.push_pieces(i);
+                busy = true;
             }
             self.settle_transmitted(i);
         }
+        busy || !self.untransmitted.is_empty()
+            || self.counts.udp_received + self.counts.shm_received != received
     }
 }
 

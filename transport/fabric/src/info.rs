@@ -123,6 +123,10 @@ pub struct Answer {
     pub av_type: i32,
     /// Which backend (the domain).
     pub backend: Backend,
+    /// `FI_PROGRESS_AUTO` (a progress thread, when the hints ask for it) or
+    /// `FI_PROGRESS_MANUAL` (the application's calls drive everything), for both data and
+    /// control.
+    pub progress: i32,
 }
 
 /// The answers to `hints` on `backend` (empty: `FI_ENODATA`).
@@ -132,9 +136,6 @@ pub fn answer(hints: Option<&Hints>, backend: Backend) -> Vec<Answer> {
         return Vec::new();
     }
     if (h.tx_op_flags | h.rx_op_flags) & !OP_FLAGS != 0 {
-        return Vec::new();
-    }
-    if h.progress.contains(&FI_PROGRESS_AUTO) {
         return Vec::new();
     }
     if ![FI_AV_UNSPEC, FI_AV_MAP, FI_AV_TABLE].contains(&h.av_type) {
@@ -186,6 +187,11 @@ pub fn answer(hints: Option<&Hints>, backend: Backend) -> Vec<Answer> {
             },
             av_type: h.av_type,
             backend,
+            progress: if h.progress.contains(&FI_PROGRESS_AUTO) {
+                FI_PROGRESS_AUTO
+            } else {
+                FI_PROGRESS_MANUAL
+            },
         });
     }
     out
@@ -227,11 +233,24 @@ mod tests {
             ..Hints::default()
         };
         assert!(answer(Some(&ordered_dgram), Backend::Udp).is_empty());
-        let auto = Hints {
-            progress: [FI_PROGRESS_AUTO, 0],
-            ..Hints::default()
-        };
-        assert!(answer(Some(&auto), Backend::Udp).is_empty());
+    }
+
+    #[test]
+    fn automatic_progress_is_given_when_asked_and_manual_otherwise() {
+        assert!(
+            answer(None, Backend::Udp)
+                .iter()
+                .all(|a| a.progress == FI_PROGRESS_MANUAL)
+        );
+        for progress in [[FI_PROGRESS_AUTO, 0], [0, FI_PROGRESS_AUTO]] {
+            let auto = Hints {
+                progress,
+                ..Hints::default()
+            };
+            let a = answer(Some(&auto), Backend::Udp);
+            assert_eq!(a.len(), 2);
+            assert!(a.iter().all(|a| a.progress == FI_PROGRESS_AUTO));
+        }
     }
 
     #[test]

@@ -9,9 +9,9 @@
 //!   (a raw one) with `FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
 //!   FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` on `udp://`, a 32-byte
 //!   `FI_FORMAT_UNSPEC` name on `shm://` (or `FI_ADDR_STR`, the URL, on either), manual
-//!   progress, no mode bits; `FI_ENODATA` for anything else (RMA, atomics, other
-//!   endpoint types and address formats, auto progress, ordering a DGRAM endpoint does
-//!   not keep).
+//!   progress (automatic when the hints ask for it), no mode bits; `FI_ENODATA` for
+//!   anything else (RMA, atomics, other endpoint types and address formats, ordering a
+//!   DGRAM endpoint does not keep).
 //! - Fabric, domain, endpoint, address vector (`FI_AV_MAP` and `FI_AV_TABLE`), completion
 //!   queues of every format (`fi_cq_read`, `fi_cq_readfrom`, `fi_cq_readerr`, and
 //!   `fi_cq_sread` by polling when a wait object was asked for), counters, memory
@@ -30,7 +30,11 @@
 //!   data travel in a 20-byte header in
 //!   front of each transport message ([`wire`]).
 //! - Manual progress: reading a completion queue or counter, and sending, drive the
-//!   endpoints bound to it.
+//!   endpoints bound to it. Automatic progress (`FI_PROGRESS_AUTO` in the hints' domain
+//!   attributes, data or control: the provider's two are one): the domain runs a thread
+//!   that drives its enabled endpoints, polling while they have work and backing off to a
+//!   pass every 100 us when idle ([`objects::AutoProgress`]), so sends finish and
+//!   messages land while the application computes; queue reads still drive as well.
 //! - Peers on one host over shared memory, automatically (auto-shm, on unless
 //!   `FI_MYRI_SHM=0`): an RDM endpoint over `udp://` reaches an address-vector entry
 //!   whose address is this host's (loopback or a local interface) over an `shm://`
@@ -43,15 +47,16 @@
 //!
 //! # What it does not do
 //!
-//! No DGRAM endpoints over `shm://`. No RMA, atomics,
-//! collectives, scalable or shared contexts, multi-receive, auto progress, wait sets or
-//! file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes
-//! into the transport's registered memory (a registered region is only a key), and a
-//! receive copies the message into the posted buffer (an unexpected message held in
-//! registered memory is copied out once more); a send completes once every packet of it
-//! has left (over `udp://`: RPP's windows and pacer no longer hold any back; over
-//! `shm://`: the last piece is on the ring), not when the peer has it, so a lost packet
-//! is resent only while the application keeps progressing. Messages longer than the
+//! No DGRAM endpoints over `shm://`. No RMA, atomics, collectives, scalable or shared
+//! contexts, multi-receive, wait sets or file-descriptor wait objects (`fi_cq_sread`
+//! polls). Sends copy the caller's bytes into the transport's registered memory (but
+//! for the copy-free sends from registered memory above), and a receive copies the
+//! message into the posted buffer (an unexpected message held in registered memory is
+//! copied out once more); a send completes once every packet of it has left (over
+//! `udp://`: RPP's windows and pacer no longer hold any back; over `shm://`: the last
+//! piece is on the ring), not when the peer has it, so a lost packet is resent only
+//! while the application keeps progressing (or, with automatic progress, the domain's
+//! thread does). Messages longer than the
 //! `shm://` ring carries at once (2 MiB) go in pieces ([`wire`]). A peer that fails
 //! before a send's packets left completes that send with `FI_EIO`; later sends to it
 //! fail until it is back (a new incarnation over `udp://`, a new process on an `shm://`

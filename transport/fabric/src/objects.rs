@@ -189,8 +189,10 @@ impl CqQueue {
 
 /// Something a completion queue or counter reads drive: an endpoint's progress.
 pub trait Progress: Send {
-    /// Runs the endpoint's progress once.
-    fn progress(&mut self);
+    /// Runs the endpoint's progress once; returns whether it did anything or has work
+    /// outstanding (a progress thread keeps polling while it does, and backs off when it
+    /// does not).
+    fn progress(&mut self) -> bool;
 }
 
 /// The endpoints bound to a queue or counter, which reading it drives (manual progress).
@@ -205,8 +207,9 @@ impl Drivers {
         lock(&self.eps).push(ep);
     }
 
-    /// Runs each live endpoint's progress once (and forgets closed ones).
-    pub fn drive(&self) {
+    /// Runs each live endpoint's progress once (and forgets closed ones); returns whether
+    /// any did anything or has work outstanding.
+    pub fn drive(&self) -> bool {
         // Taken out of the list's lock (binding locks an endpoint, then the list); the
         // first few on the stack, as this runs on every poll of a queue.
         const FEW: usize = 4;
@@ -222,8 +225,86 @@ impl Drivers {
                 }
             }
         }
+        let mut worked = false;
         for ep in few.iter().flatten().chain(rest.iter()) {
-            lock(ep).progress();
+            worked |= lock(ep).progress();
+        }
+        worked
+    }
+}
+
+// ---- Automatic progress ----------------------------------------------------------------
+
+/// A domain's progress thread (`FI_PROGRESS_AUTO`): it drives the domain's enabled
+/// endpoints whether or not the application calls in, so a send finishes, and a message
+/// arrives in its queue, while the application computes. It polls while an endpoint has
+/// work (a message taken, a send not all out), then spins [`AutoProgress::SPIN_PASSES`]
+/// idle passes, yields until [`AutoProgress::YIELD_PASSES`], and then sleeps
+/// [`AutoProgress::IDLE_SLEEP`] between passes. Completion-queue reads drive the
+/// endpoints as well, as with manual progress, so an application that polls does not
+/// wait for the thread. Dropping it stops and joins the thread.
+pub struct AutoProgress {
+    shared: Arc<AutoShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct AutoShared {
+    drivers: Drivers,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl AutoProgress {
+    /// Idle passes spent spinning after the last work.
+    pub const SPIN_PASSES: u32 = 64;
+    /// Idle passes after which the thread sleeps between passes (yielding before).
+    pub const YIELD_PASSES: u32 = 1024;
+    /// Sleep between idle passes: the longest an arrival waits for the thread.
+    pub const IDLE_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
+
+    /// Starts a progress thread with no endpoints yet.
+    pub fn start() -> std::io::Result<AutoProgress> {
+        let shared = Arc::new(AutoShared {
+            drivers: Drivers::default(),
+            stop: std::sync::atomic::AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("myri-progress".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                while !s.stop.load(Ordering::Acquire) {
+                    if s.drivers.drive() {
+                        idle = 0;
+                        continue;
+                    }
+                    idle = idle.saturating_add(1);
+                    if idle < Self::SPIN_PASSES {
+                        std::hint::spin_loop();
+                    } else if idle < Self::YIELD_PASSES {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::park_timeout(Self::IDLE_SLEEP);
+                    }
+                }
+            })?;
+        Ok(AutoProgress {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The endpoints the thread drives.
+    pub fn drivers(&self) -> &Drivers {
+        &self.shared.drivers
+    }
+}
+
+impl Drop for AutoProgress {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
         }
     }
 }

@@ -3,7 +3,8 @@
 //! vectored sends, a 64 MiB message and bad input, in one process over loopback; and
 //! (`tests/c/formats.c`) every CQ format, `fi_cq_sread`, counters, `FI_AV_MAP`,
 //! `FI_ADDR_STR`, inject, op flags, selective completion, `fi_setname` and an event queue;
-//! and (`tests/c/mr.c`) sends from registered memory, copy-free where they may be.
+//! and (`tests/c/mr.c`) sends from registered memory, copy-free where they may be; and
+//! (`tests/c/auto.c`) automatic progress.
 
 mod common;
 
@@ -32,6 +33,18 @@ fn c_sends_from_registered_memory_are_copy_free() {
     assert!(stderr.contains("sent 8 over udp (4 copy-free)"), "{stderr}");
 }
 
+#[test]
+fn c_automatic_progress_drives_an_endpoint_nobody_polls() {
+    run_c_with("auto", &[("FI_MYRI_SHM", "0")]);
+    // The premise: with manual progress the same message does not arrive while only the
+    // receiver's queue is read.
+    let out = run_c_args("auto", &["manual"], &[("FI_MYRI_SHM", "0")]);
+    if let Some(out) = out {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("not arrived"), "{stdout}");
+    }
+}
+
 fn run_c(name: &str) {
     run_c_with(name, &[]);
 }
@@ -39,6 +52,11 @@ fn run_c(name: &str) {
 /// Builds and runs `tests/c/<name>.c` with `env` set; its output (None when libfabric is
 /// not installed and the test is skipped).
 fn run_c_with(name: &str, env: &[(&str, &str)]) -> Option<std::process::Output> {
+    run_c_args(name, &[], env)
+}
+
+/// [`run_c_with`], the program given `args`.
+fn run_c_args(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<std::process::Output> {
     if !common::require_libfabric() {
         return None;
     }
@@ -59,6 +77,7 @@ fn run_c_with(name: &str, env: &[(&str, &str)]) -> Option<std::process::Output> 
         String::from_utf8_lossy(&cc.stderr)
     );
     let child = common::fi_command(exe.to_str().unwrap())
+        .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -252,14 +252,24 @@ unsafe extern "C" fn ep_control(fid: *mut Fid, command: c_int, arg: *mut c_void)
         let e = ep_obj(fid.cast())?;
         match command {
             FI_ENABLE => {
-                let ep = lock(&e.ep);
-                if ep.bind.tx_cq.is_none() && ep.bind.rx_cq.is_none() {
-                    return Err(-FI_ENOCQ);
+                {
+                    let ep = lock(&e.ep);
+                    if ep.bind.tx_cq.is_none() && ep.bind.rx_cq.is_none() {
+                        return Err(-FI_ENOCQ);
+                    }
+                    if ep.bind.av.is_none() {
+                        return Err(-FI_ENOAV);
+                    }
                 }
-                if ep.bind.av.is_none() {
-                    return Err(-FI_ENOAV);
+                if !e.enabled.swap(true, Ordering::AcqRel)
+                    && let Ok(d) = obj::<DomainObj>(e.domain as *const c_void, FI_CLASS_DOMAIN)
+                    && let Some(auto) = &d.auto
+                {
+                    // The domain's progress thread drives it from now on (the endpoint's
+                    // lock is not held: the thread takes it).
+                    let driver: Arc<Mutex<dyn Progress>> = e.ep.clone();
+                    auto.drivers().add(Arc::downgrade(&driver));
                 }
-                e.enabled.store(true, Ordering::Release);
                 Ok(0)
             }
             FI_GETOPSFLAG | FI_SETOPSFLAG => {

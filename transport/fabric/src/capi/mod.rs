@@ -12,7 +12,9 @@
 use crate::abi::*;
 use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, Target, transport_options};
 use crate::info::{self, Answer, Backend, Hints};
-use crate::objects::{AddressVector, Av, Cntr, CompletionQueue, Counter, Cq, Progress, lock};
+use crate::objects::{
+    AddressVector, AutoProgress, Av, Cntr, CompletionQueue, Counter, Cq, Progress, lock,
+};
 use crate::wire::{HEADER_LEN, Header};
 use libc::{c_char, c_int, c_void, iovec, size_t, ssize_t};
 use std::cell::UnsafeCell;
@@ -531,8 +533,8 @@ fn build_info(a: &Answer, src: Option<&str>, dest: Option<&str>) -> Result<*mut 
             Backend::Shm => c"shm",
         })?;
         d.threading = FI_THREAD_SAFE;
-        d.control_progress = FI_PROGRESS_MANUAL;
-        d.data_progress = FI_PROGRESS_MANUAL;
+        d.control_progress = a.progress;
+        d.data_progress = a.progress;
         d.resource_mgmt = FI_RM_ENABLED;
         d.av_type = a.av_type;
         d.mr_mode = 0;

@@ -140,6 +140,9 @@ pub(super) struct DomainObj {
     pub(super) backend: Backend,
     pub(super) addr_format: u32,
     next_key: AtomicU64,
+    /// The progress thread, when the domain was opened with `FI_PROGRESS_AUTO`: each
+    /// endpoint joins it when enabled; closing the domain stops it.
+    pub(super) auto: Option<AutoProgress>,
 }
 
 static DOMAIN_OPS: FiOpsDomain = FiOpsDomain {
@@ -188,6 +191,15 @@ unsafe extern "C" fn domain_open2(
             Some(name) => Backend::from_domain_name(&name).ok_or(-FI_EINVAL)?,
             None => backend()?,
         };
+        // Automatic progress where the application asked for it (either kind: this
+        // provider's control and data progress are one).
+        let auto = c_ref(info.domain_attr).is_some_and(|d| {
+            d.data_progress == FI_PROGRESS_AUTO || d.control_progress == FI_PROGRESS_AUTO
+        });
+        let auto = match auto {
+            true => Some(AutoProgress::start().map_err(|_| -FI_ENOMEM)?),
+            false => None,
+        };
         let obj = Box::new(DomainObj {
             c: FidDomain {
                 fid: fid(FI_CLASS_DOMAIN, context, &BASIC_FID_OPS),
@@ -201,6 +213,7 @@ unsafe extern "C" fn domain_open2(
                 (Backend::Shm, _) => FI_FORMAT_UNSPEC,
             },
             next_key: AtomicU64::new(1),
+            auto,
         });
         put(domain, register(obj, FI_CLASS_DOMAIN).cast())?;
         Ok(0)
