@@ -62,6 +62,30 @@ fn raw_messages_are_written_and_read_in_the_region_with_no_copy() {
     );
 }
 
+/// A raw datagram written before a process takes the other side would be skipped by it:
+/// `peer_attached` tells a sender when a datagram can reach someone (a UDP socket always
+/// says yes).
+#[test]
+fn a_raw_sender_learns_when_the_other_side_is_taken() {
+    let name = unique("attached");
+    let url = format!("shm://{name}?reliable=0");
+    let mut a = open(&url);
+    let to_b = a.insert_addr(&format!("shm://{name}")).unwrap();
+    assert!(!a.peer_attached(), "nobody on the other side yet");
+    assert!(!a.peer_attached(), "asking again changes nothing");
+    let mut b = open(&url);
+    assert!(a.peer_attached(), "the other side taken");
+    assert!(b.peer_attached(), "the first side was taken before");
+    let to_a = b.insert_addr(&format!("shm://{name}")).unwrap();
+    let mut m = a.alloc(5);
+    m.copy_from_slice(b"hello");
+    a.send(to_b, m).unwrap();
+    let d = b.recv().expect("in the ring at once");
+    assert_eq!((d.peer, &d.data[..]), (to_a, &b"hello"[..]));
+    let mut u = open("udp://127.0.0.1:0");
+    assert!(u.peer_attached());
+}
+
 #[test]
 fn a_full_region_pushes_back_and_the_heap_fallback_is_copied_and_counted() {
     let name = unique("full");

@@ -1004,6 +1004,17 @@ impl FabricEndpoint {
                 } else {
                     (link, peer)
                 };
+            if self.ep_type == EpType::Dgram
+                && self.shm.is_some()
+                && !self.links[link].transport.peer_attached()
+            {
+                // A raw datagram written to a region before a process takes its other
+                // side would be skipped by that process: the send waits for it instead
+                // (the peer's provider opens the region once its address vector names
+                // this endpoint), as a socket's buffer would hold it.
+                self.progress();
+                return Err(-FI_EAGAIN);
+            }
             let long = len > crate::info::SHM_PIECE;
             if long && self.links[link].transport.is_native() && self.links[link].outq.is_empty() {
                 // The pieces go to the life of the peer this endpoint knows of.

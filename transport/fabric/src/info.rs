@@ -32,6 +32,9 @@ pub const SHM_PIECE: usize = myri_transport::SHM_SLOT_LEN - crate::wire::HEADER_
 
 /// Largest message of a DGRAM endpoint: one unfragmented UDP datagram on Ethernet.
 pub const DGRAM_MAX_MSG: usize = 1472 - HEADER_LEN;
+/// Largest message of a DGRAM endpoint over `shm://`: one slot of the region, less the
+/// header (a datagram is never cut in pieces).
+pub const SHM_DGRAM_MAX_MSG: usize = SHM_PIECE;
 /// Largest message `fi_inject` takes (sends copy the caller's bytes in any case).
 pub const INJECT_SIZE: usize = 1024;
 /// Depth of the transmit and receive queues told to the application.
@@ -166,8 +169,8 @@ pub fn answer(hints: Option<&Hints>, backend: Backend) -> Vec<Answer> {
         let (max, order) = match (ep_type, backend) {
             (FI_EP_RDM, Backend::Udp) => (RDM_MAX_MSG, FI_ORDER_SAS),
             (FI_EP_RDM, Backend::Shm) => (SHM_RDM_MAX_MSG, FI_ORDER_SAS),
-            // Raw datagrams over shm:// are not offered: untested.
-            (_, Backend::Shm) => continue,
+            // Raw datagrams over shm://: the region's raw mode, a slot each.
+            (_, Backend::Shm) => (SHM_DGRAM_MAX_MSG, 0),
             _ => (DGRAM_MAX_MSG, 0),
         };
         if h.msg_order & !order != 0 || h.max_msg_size > max {
@@ -256,9 +259,12 @@ mod tests {
     #[test]
     fn shm_has_its_own_address_format() {
         let a = answer(None, Backend::Shm);
-        assert_eq!(a.len(), 1);
+        assert_eq!(a.len(), 2);
         assert_eq!(a[0].max_msg_size, 64 << 20);
         assert_eq!(a[0].addr_format, FI_FORMAT_UNSPEC);
+        assert_eq!(a[1].ep_type, FI_EP_DGRAM);
+        assert_eq!(a[1].max_msg_size, SHM_DGRAM_MAX_MSG);
+        assert_eq!(a[1].msg_order, 0);
         let inet = Hints {
             addr_format: FI_SOCKADDR_IN,
             ..Hints::default()

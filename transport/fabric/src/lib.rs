@@ -5,9 +5,10 @@
 //! # What it does
 //!
 //! - `fi_getinfo` answers, honestly, `FI_EP_RDM` (a reliable transport endpoint: RPP over
-//!   `udp://`, or the native reliability of `shm://`) and, over `udp://`, `FI_EP_DGRAM`
-//!   (a raw one) with `FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
-//!   FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` on `udp://`, a 32-byte
+//!   `udp://`, or the native reliability of `shm://`) and `FI_EP_DGRAM` (a raw one: a
+//!   socket's datagrams, or the region's raw slots, a datagram of at most one slot, sent
+//!   once the other side's process has taken the region) with `FI_MSG | FI_TAGGED |
+//!   FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV`, addresses `FI_SOCKADDR_IN` on `udp://`, a 32-byte
 //!   `FI_FORMAT_UNSPEC` name on `shm://` (or `FI_ADDR_STR`, the URL, on either), manual
 //!   progress (automatic when the hints ask for it), no mode bits; `FI_ENODATA` for
 //!   anything else (RMA, atomics, other endpoint types and address formats, ordering a
@@ -47,9 +48,8 @@
 //!
 //! # What it does not do
 //!
-//! No DGRAM endpoints over `shm://`. No RMA, atomics, collectives, scalable or shared
-//! contexts, multi-receive, wait sets or file-descriptor wait objects (`fi_cq_sread`
-//! polls). Sends copy the caller's bytes into the transport's registered memory (but
+//! No RMA, atomics, collectives, scalable or shared contexts, multi-receive, wait sets
+//! or file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes into the transport's registered memory (but
 //! for the copy-free sends from registered memory above), and a receive copies the
 //! message into the posted buffer (an unexpected message held in registered memory is
 //! copied out once more); a send completes once every packet of it has left (over

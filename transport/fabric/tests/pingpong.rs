@@ -1,5 +1,5 @@
 //! `fi_pingpong -p myri` between two processes on loopback, data checked, for RDM and
-//! DGRAM endpoints and untagged and tagged messages over `udp://`, and RDM over `shm://`
+//! DGRAM endpoints and untagged and tagged messages over `udp://` and over `shm://`
 //! (`FI_MYRI_TRANSPORT=shm`; `FI_PROVIDER=^ofi_rxd` keeps libfabric's rxd layer out).
 //! `FI_MYRI_SHM=0`: the two processes of this host talk UDP, not over auto-shm's region.
 
@@ -77,6 +77,16 @@ fn shm_rdm_msg() {
 #[test]
 fn shm_rdm_tagged() {
     pingpong_over("shm", "rdm", "tagged", "all", "10");
+}
+
+#[test]
+fn shm_dgram_msg() {
+    pingpong_over("shm", "dgram", "msg", "all", "10");
+}
+
+#[test]
+fn shm_dgram_tagged() {
+    pingpong_over("shm", "dgram", "tagged", "all", "10");
 }
 
 #[test]

@@ -169,6 +169,12 @@ pub(crate) trait Backend: Send {
     fn is_idle(&self) -> bool {
         false
     }
+    /// Whether a datagram sent now can reach a process on the other side: an `shm://`
+    /// region's other side taken (after a look at it); elsewhere always (a socket cannot
+    /// tell).
+    fn peer_attached(&mut self) -> bool {
+        true
+    }
     /// Lets the device start on what was just posted, where the host must step it (a
     /// simulated board run inline: the doorbell rings and the board takes the packet at
     /// once instead of at the next progress call). Returns whether anything happened.
@@ -357,6 +363,10 @@ impl Backend for AnyBackend {
     #[inline]
     fn kick(&mut self) -> bool {
         each!(self, b => b.kick())
+    }
+    #[inline]
+    fn peer_attached(&mut self) -> bool {
+        each!(self, b => b.peer_attached())
     }
     #[inline]
     fn progress(&mut self) -> bool {

@@ -930,6 +930,13 @@ impl Endpoint {
         Ok(id)
     }
 
+    /// Whether a message sent now can reach a process on the other side: over `shm://`,
+    /// whether a process has taken the region's other side (a raw datagram sent before
+    /// that is skipped by the process that comes); elsewhere always.
+    pub fn peer_attached(&mut self) -> bool {
+        self.backend.peer_attached()
+    }
+
     /// Whether [`Endpoint::send`] would take `count` messages of `bytes` bytes in all to
     /// `peer` now, all of them, in reliable mode over RPP (for a message that goes as
     /// several the peer must get together). Elsewhere: whether the peer is usable (the

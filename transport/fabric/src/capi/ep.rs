@@ -150,10 +150,10 @@ pub(super) unsafe extern "C" fn endpoint_open2(
                 std::process::id(),
                 SHM_TOKENS.fetch_add(1, Ordering::Relaxed)
             );
-            if ep_type == EpType::Dgram {
-                return Err(-FI_EINVAL);
-            }
-            let max = info::SHM_RDM_MAX_MSG;
+            let max = match ep_type {
+                EpType::Rdm => info::SHM_RDM_MAX_MSG,
+                EpType::Dgram => info::SHM_DGRAM_MAX_MSG,
+            };
             FabricEndpoint::new_shm(ep_type, &token, max)
         } else {
             let (url, advertised) = match read_addr(d.addr_format, info.src_addr) {

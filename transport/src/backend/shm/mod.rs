@@ -881,6 +881,11 @@ impl Backend for ShmBackend {
         Some(Buf::new(BufKind::Shm(slot), len))
     }
 
+    fn peer_attached(&mut self) -> bool {
+        self.refresh_peer();
+        self.peer_present()
+    }
+
     fn send(&mut self, _to: &RemoteAddr, buf: Buf) -> Result<Sent, SendError> {
         self.refresh_peer();
         let len = buf.len();
