@@ -120,13 +120,16 @@
 //! sender or `FI_ADDR_UNSPEC`.
 
 use crate::abi::*;
+use crate::cma::{CmaError, CmaTx, NonceWord, RemoteRead, Verified};
 use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
-use crate::wire::{HEADER_LEN, Header, Piece};
+use crate::wire::{CMA_DESC_LEN, CONTROL_LEN, CmaDescriptor, Control, HEADER_LEN, Header, Piece};
 pub use myri_transport::ExternalBytes;
 use myri_transport::{Completion, Endpoint, MsgId, Peer, RecvBuf, SendErrorKind};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
+
+mod single_copy;
 
 /// The maps looked up per message (keys are small integers of our own): foldhash, not
 /// SipHash.
@@ -147,6 +150,17 @@ pub trait RecvTarget: Send {
     }
     /// The first buffer's address (for the completion's `buf`).
     fn first(&self) -> usize;
+    /// Reads the first `n` bytes (at most [`RecvTarget::capacity`]) of a message
+    /// straight from the sender's process into the buffers, from byte 0 on (the
+    /// single-copy path, [`crate::cma`]). What the buffers hold after an error is
+    /// unspecified. The default reads into a heap buffer and writes that (a target with
+    /// no raw buffers of its own); the C surface's reads into the application's.
+    fn read_remote(&mut self, from: &RemoteRead, n: usize) -> Result<(), CmaError> {
+        let mut v = vec![0u8; n];
+        crate::cma::read(from, &mut v)?;
+        self.write(&v);
+        Ok(())
+    }
 }
 
 /// A posted receive.
@@ -298,6 +312,13 @@ pub struct FabricEndpoint {
     pub report: bool,
     /// Auto-shm: some peer is reached over a region.
     shm_active: bool,
+    /// The single-copy path ([`crate::cma`]) allowed (`FI_MYRI_CMA`, on unless `0`):
+    /// large sends to probed peers, and answering peers' probes.
+    pub cma: bool,
+    /// The word peers' probes and reads check.
+    cma_word: NonceWord,
+    /// The next single-copy send's id.
+    cma_next: u64,
     /// Progress passes in a row in which the `udp://` link had nothing to do.
     udp_quiet: u32,
 }
@@ -317,6 +338,13 @@ pub struct PathCounts {
     /// Of the messages sent over `udp://`, those sent from registered memory without a
     /// copy (see "Sending from registered memory" in the module docs).
     pub copy_free_sent: u64,
+    /// Of the messages sent over a region, those sent single-copy ([`crate::cma`]).
+    pub cma_sent: u64,
+    /// Of the messages received over a region, those read single-copy.
+    pub cma_received: u64,
+    /// Single-copy probes and reads that failed, and descriptors refused (see "Reads" in
+    /// [`crate::cma`]).
+    pub cma_failed: u64,
 }
 
 /// Least payload sent from registered memory without a copy: a shorter one is copied
@@ -413,6 +441,14 @@ struct Link {
     auto: bool,
     /// `shm://`: the other side has attached (and not gone since).
     attached: bool,
+    /// `shm://`: where this side stands with the peer's single-copy path.
+    cma_tx: CmaTx,
+    /// `shm://`: single-copy sends waiting for their done, by id.
+    cma_pending: Vec<(u64, PendingTx)>,
+    /// `shm://`: the peer's probe, when it succeeded (its life).
+    cma_peer: Option<Verified>,
+    /// `shm://`: control messages the ring had no room for, in order.
+    ctrlq: VecDeque<(Peer, [u8; CONTROL_LEN])>,
 }
 
 impl Link {
@@ -423,6 +459,10 @@ impl Link {
             outq: VecDeque::new(),
             auto: false,
             attached: false,
+            cma_tx: CmaTx::Unknown,
+            cma_pending: Vec::new(),
+            cma_peer: None,
+            ctrlq: VecDeque::new(),
         }
     }
 
@@ -617,6 +657,9 @@ impl FabricEndpoint {
             report: false,
             shm_active: false,
             udp_quiet: 0,
+            cma: true,
+            cma_word: NonceWord::new(),
+            cma_next: 0,
         }
     }
 
@@ -866,7 +909,22 @@ impl FabricEndpoint {
         context: usize,
         completion: bool,
     ) -> Result<(), i32> {
-        self.send_inner(dest, header, parts, None, context, completion)
+        self.send_inner(dest, header, parts, None, false, context, completion)
+    }
+
+    /// [`FabricEndpoint::send`] of bytes the caller keeps, unchanged and mapped, until
+    /// the send completes (libfabric's contract for every send but an inject): a large
+    /// one from one buffer to a peer of this host may go single-copy ([`crate::cma`]),
+    /// the peer reading it from there.
+    pub fn send_held(
+        &mut self,
+        dest: FiAddr,
+        header: Header,
+        parts: &[&[u8]],
+        context: usize,
+        completion: bool,
+    ) -> Result<(), i32> {
+        self.send_inner(dest, header, parts, None, true, context, completion)
     }
 
     /// Sends the bytes `range` of registered memory `mem` to `dest` with `header`, without
@@ -887,15 +945,25 @@ impl FabricEndpoint {
         }
         let bytes = mem.bytes(range.clone());
         let external = (mem, range);
-        self.send_inner(dest, header, &[bytes], Some(external), context, completion)
+        self.send_inner(
+            dest,
+            header,
+            &[bytes],
+            Some(external),
+            true,
+            context,
+            completion,
+        )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send_inner(
         &mut self,
         dest: FiAddr,
         header: Header,
         parts: &[&[u8]],
         external: Option<(&Arc<dyn ExternalBytes>, Range<usize>)>,
+        held: bool,
         context: usize,
         completion: bool,
     ) -> Result<(), i32> {
@@ -934,9 +1002,30 @@ impl FabricEndpoint {
                     (link, peer)
                 };
             let long = len > crate::info::SHM_PIECE;
-            if long && self.links[link].transport.is_native() && self.links[link].outq.is_empty() {
-                // The pieces go to the life of the peer this endpoint knows of.
+            let single = held
+                && self.cma
+                && parts.len() == 1
+                && len >= crate::cma::CMA_MIN
+                && self.ep_type == EpType::Rdm
+                && (completion || self.bind.send_cntr.is_some());
+            if (long || single)
+                && self.links[link].transport.is_native()
+                && self.links[link].outq.is_empty()
+            {
+                // The pieces (or the descriptor) go to the life of the peer this
+                // endpoint knows of.
                 self.take_completions(link);
+                if single {
+                    match self.links[link].cma_tx {
+                        CmaTx::On => {
+                            return self.send_single_copy(
+                                link, peer, header, parts[0], context, completion,
+                            );
+                        }
+                        CmaTx::Unknown => self.send_hello(link, peer),
+                        CmaTx::Probing | CmaTx::Off => {}
+                    }
+                }
             }
             let rdm = self.ep_type == EpType::Rdm;
             let l = &mut self.links[link];
@@ -1208,6 +1297,9 @@ impl FabricEndpoint {
     /// new life drops it, see [`crate::wire`]).
     fn life_ended(&mut self, link: usize, peer: Peer) {
         self.links[link].outq.retain(|m| m.peer != peer);
+        if self.links[link].transport.is_native() {
+            self.single_copy_life_ended(link);
+        }
         self.settle_sends((link, peer), Some(FI_EIO));
         // Copy-free sends not acknowledged: their buffers came back with the event.
         if let Some(q) = self.unacked.remove(&(link, peer)) {
@@ -1505,6 +1597,16 @@ impl FabricEndpoint {
             self.malformed += 1;
             return;
         }
+        let native = self.links[link].transport.is_native();
+        if (piece.control || piece.cma) && !native {
+            // The single-copy path runs between processes of one host only.
+            self.malformed += 1;
+            return;
+        }
+        if piece.control {
+            self.take_control(link, peer, &data);
+            return;
+        }
         if !self.reassembly.is_empty() || piece.cont {
             let open = self.reassembly.contains_key(&key);
             if piece.cont != open {
@@ -1528,12 +1630,15 @@ impl FabricEndpoint {
             self.take_piece(link, peer, header, piece.more, &data[HEADER_LEN..]);
             return;
         }
+        if piece.cma {
+            self.take_single_copy(link, peer, header, &data);
+            return;
+        }
         let src = self.source_of(link, peer);
         // A message the transport assembled in heap memory goes back to it as the next
         // one's buffer (no allocation and page faults per message). Over shm:// that is
         // one longer than a slot: a short one came inline in the ring record, and making
         // a vector of it to recycle would cost an allocation per message.
-        let native = self.links[link].transport.is_native();
         if let Some(Payload::View(data)) = self.incoming(src, header, Payload::View(data))
             && !data.is_registered()
             && (!native || data.len() > myri_transport::SHM_SLOT_LEN)
@@ -1652,16 +1757,21 @@ impl Progress for FabricEndpoint {
             // transport's bookkeeping (acknowledged buffers going back to their pool,
             // peers learned). Polling it runs a pass when it is empty, so only every
             // few passes, and always when sends are outstanding on shm (few slots: the
-            // acknowledged come back this way).
+            // acknowledged come back this way) or wait for a single-copy done (a peer
+            // that dies shows here).
             let t = &self.links[i].transport;
             // Before pieces go out (see `take_completions`).
             if drain
                 || (t.is_native() && t.has_unacked())
+                || !self.links[i].cma_pending.is_empty()
                 || !self.untransmitted.is_empty()
                 || !self.unacked.is_empty()
                 || !self.links[i].outq.is_empty()
             {
                 self.take_completions(i);
+            }
+            if !self.links[i].ctrlq.is_empty() {
+                self.flush_control(i);
             }
             if !self.links[i].outq.is_empty() {
                 self.push_pieces(i);
@@ -1696,19 +1806,33 @@ impl Drop for FabricEndpoint {
             let c = self.counts;
             let line = format!(
                 "myri-fi {}: sent {} over udp ({} copy-free), {} over shm; \
-                 received {} over udp, {} over shm\n",
+                 received {} over udp, {} over shm; \
+                 single-copy: sent {}, received {}, failed {}\n",
                 self.local_url,
                 c.udp_sent,
                 c.copy_free_sent,
                 c.shm_sent,
                 c.udp_received,
-                c.shm_received
+                c.shm_received,
+                c.cma_sent,
+                c.cma_received,
+                c.cma_failed
             );
             // One write: the lines of several processes sharing a pipe stay whole.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         }
         let start = std::time::Instant::now();
         loop {
+            // Single-copy: dones owed to peers go out, and peers reading this side's
+            // sends get the time to (dones taken by whole passes).
+            let single = self
+                .links
+                .iter()
+                .any(|l| !l.cma_pending.is_empty() || !l.ctrlq.is_empty());
+            if single && start.elapsed() <= LINGER {
+                Progress::progress(self);
+                continue;
+            }
             let busy = self.links.iter_mut().any(|l| {
                 let t = &mut l.transport;
                 let rpp = t.is_reliable() && !t.is_native();
@@ -1724,6 +1848,9 @@ impl Drop for FabricEndpoint {
                 self.links[i].transport.progress();
             }
         }
+        // Reads of this endpoint's buffers fail from here on (see "Reads" in
+        // crate::cma): the application may free them once it is closed.
+        self.cma_word.clear();
     }
 }
 

@@ -110,6 +110,7 @@
 
 pub mod abi;
 mod capi;
+pub mod cma;
 pub mod endpoint;
 pub mod info;
 pub mod objects;

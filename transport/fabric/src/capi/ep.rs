@@ -175,6 +175,7 @@ pub(super) unsafe extern "C" fn endpoint_open2(
             ep
         };
         core.report = env("stats").as_deref() == Some("1");
+        core.cma = env("cma").as_deref() != Some("0");
         core.directed_recv = info.caps & FI_DIRECTED_RECV != 0;
         let obj = Box::new(EpObj {
             c: FidEp {
@@ -400,6 +401,17 @@ impl RecvTarget for IovTarget {
     fn first(&self) -> usize {
         self.iov.first().map_or(0, |&(b, _)| b)
     }
+
+    fn read_remote(
+        &mut self,
+        from: &crate::cma::RemoteRead,
+        n: usize,
+    ) -> Result<(), crate::cma::CmaError> {
+        // SAFETY: each (base, len) is a buffer the application posted and keeps valid
+        // until the receive completes; `read_into_iov` names at most `n` bytes of them,
+        // `n` at most their total (the caller's contract, as for `write_at`).
+        unsafe { super::cma::read_into_iov(from, &self.iov, n) }
+    }
 }
 
 fn iovs<'a>(iov: *const iovec, count: usize) -> Result<&'a [iovec], i32> {
@@ -489,7 +501,9 @@ fn send_common(
         Some((mem, range)) => {
             core.send_registered(dest, header, &mem, range, context as usize, completion)?
         }
-        None => core.send(dest, header, parts, context as usize, completion)?,
+        // Every send but an inject leaves its buffers to the provider until it completes.
+        None if inject => core.send(dest, header, parts, context as usize, completion)?,
+        None => core.send_held(dest, header, parts, context as usize, completion)?,
     }
     Ok(0)
 }

@@ -143,7 +143,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 10] = [
+pub const PARAMS: [(&CStr, &CStr); 11] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -175,6 +175,10 @@ pub const PARAMS: [(&CStr, &CStr); 10] = [
     (
         c"shm",
         c"0: a udp RDM endpoint talks to peers of this host over udp too. Default: 1 (over a shared-memory region once the peer's provider opened its side; always off with via or rank_ports)",
+    ),
+    (
+        c"cma",
+        c"0: no single-copy reads (process_vm_readv) between processes of one host; large messages over shm are copied through the region. Default: 1 (on toward each peer whose probe succeeds)",
     ),
     (
         c"stats",
@@ -679,6 +683,7 @@ unsafe extern "C" fn getinfo(
     })
 }
 
+pub(crate) mod cma;
 mod ep;
 mod objects;
 
