@@ -35,12 +35,19 @@
 //!
 //! - Matched: it reads `min(length, room)` bytes into the receive's buffers, writes the
 //!   receive's completion (`FI_ETRUNC` when the message was longer), and answers done.
-//! - Unexpected: it reads the whole message at once into a heap buffer, which waits in
-//!   the unexpected queue as a copied message would (`FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`
-//!   see no difference), and answers done. Holding the sender until the receive is posted
-//!   would save that copy but turn every unexpected large send into a rendezvous: two
-//!   ranks that both send before they receive (legal with eager buffering, common in MPI
-//!   codes) would wait on each other for ever. The copied path buffers too.
+//! - Unexpected: it holds the descriptor, unread, in the unexpected queue, in order
+//!   with the pair's other messages (`FI_PEEK` reports it, `FI_CLAIM` reads it into
+//!   the claiming receive, `FI_DISCARD` drops it unread and answers done). A receive
+//!   posted later reads it straight into its buffers and answers done: one copy, as in
+//!   a ping-pong whose answer arrives before the receive for it is posted (the sender's
+//!   done and the answer travel together). After 256 progress passes of the receiver
+//!   with no such receive (and not claimed), it is read
+//!   into a heap buffer, waits there as a copied message would, and the sender is
+//!   answered. Holding it for ever would turn every unexpected large send into a
+//!   rendezvous: two ranks that both send before they receive (legal with a provider
+//!   that buffers, and the copied path buffers) would wait on each other for ever. The
+//!   bound is in passes, not time: a receiver that does not progress holds its senders
+//!   either way.
 //!
 //! The sender's send completes when the done comes back (libfabric lets a provider hold
 //! the buffer until the send's completion). A done with an error completes it with
@@ -54,11 +61,12 @@
 //! still holds the nonce read the bytes while the endpoint, and the application's
 //! buffer, were live, and a pid now someone else's fails the same check. A read that
 //! fails (the sender gone: `ESRCH` or the word cleared; an unmapped address: `EFAULT`;
-//! fewer bytes than asked) delivers nothing: a receive it had matched goes back to the
-//! posted queue when the sender is gone (as when a sender dies part-way through a
-//! message in pieces), else completes with `FI_EIO`; the sender's send completes with
-//! `FI_EIO` too. A descriptor that does not parse, names no probed nonce or a length
-//! beyond the largest message is refused alike. Each is counted
+//! fewer bytes than asked) delivers nothing: a receive it had matched on arrival goes
+//! back to the posted queue when the sender is gone (as when a sender dies part-way
+//! through a message in pieces), else (and for a held message's receive) completes with
+//! `FI_EIO`; the sender's send completes with `FI_EIO` too. A held message whose
+//! sender's life ends is dropped unread. A descriptor that does not parse, names no
+//! probed nonce or a length beyond the largest message is refused alike. Each is counted
 //! ([`crate::endpoint::PathCounts::cma_failed`]); none reads into memory but the posted
 //! buffer's first `room` bytes or a heap buffer of the descriptor's length.
 

@@ -99,9 +99,24 @@
 //!
 //! Everything else is copied as [`FabricEndpoint::send`] copies: shorter messages (the
 //! second message costs more than the copy), DGRAM endpoints (a raw datagram completes
-//! when it leaves, and the kernel has copied it then), `shm://` links and auto-shm
-//! regions (the region's slots are the backend's registered memory: the bytes are copied
-//! into a slot once, as with a `sim://` board's DMA buffers), and sends to self.
+//! when it leaves, and the kernel has copied it then), and sends to self. Over `shm://`
+//! links and auto-shm regions the region's slots are the backend's registered memory,
+//! so a registered region changes nothing there: a message is copied into slots and out
+//! of them, or, at least [`crate::cma::CMA_MIN`] bytes long and from a buffer held until
+//! the send completes (every send but an inject, registered or not:
+//! [`FabricEndpoint::send_held`]), read by the receiver straight from the sender's
+//! buffer (below).
+//!
+//! # Single copy between processes of one host
+//!
+//! Over `shm://` and auto-shm regions a large RDM send to a peer whose probe succeeded
+//! goes as a descriptor on the ring, in order with the pair's copied messages; the
+//! receiver matches it as it would the message, reads the bytes from the sender's
+//! process into the posted buffers (`process_vm_readv`), and answers with a done
+//! control message that completes the send. [`crate::cma`] has the protocol: the
+//! probe, unexpected messages (read at once), failures. A peer's life ending completes
+//! the sends waiting for their done with `FI_EIO`, as above. Counted in
+//! [`PathCounts::cma_sent`] and [`PathCounts::cma_received`].
 //!
 //! The receiver takes a split header's payload from the next message of the same peer
 //! on the same link (RPP keeps their order). Before it does, it takes the completions
@@ -185,6 +200,8 @@ enum Payload {
     View(RecvBuf),
     Bare(RecvBuf),
     Owned(Vec<u8>),
+    /// A single-copy message not read yet: still in the sender's buffer.
+    Held(single_copy::Held),
 }
 
 struct Unexpected {
@@ -194,11 +211,21 @@ struct Unexpected {
 }
 
 impl Unexpected {
+    /// The bytes (none for a held single-copy message: see [`Unexpected::len`]).
     fn payload(&self) -> &[u8] {
         match &self.data {
             Payload::View(b) => &b[HEADER_LEN..],
             Payload::Bare(b) => b,
             Payload::Owned(v) => v,
+            Payload::Held(_) => &[],
+        }
+    }
+
+    /// The message's length.
+    fn len(&self) -> usize {
+        match &self.data {
+            Payload::Held(h) => h.len,
+            _ => self.payload().len(),
         }
     }
 
@@ -319,6 +346,8 @@ pub struct FabricEndpoint {
     cma_word: NonceWord,
     /// The next single-copy send's id.
     cma_next: u64,
+    /// Single-copy messages waiting unread in the unexpected queues or claimed.
+    held: usize,
     /// Progress passes in a row in which the `udp://` link had nothing to do.
     udp_quiet: u32,
 }
@@ -660,6 +689,7 @@ impl FabricEndpoint {
             cma: true,
             cma_word: NonceWord::new(),
             cma_next: 0,
+            held: 0,
         }
     }
 
@@ -1394,6 +1424,10 @@ impl FabricEndpoint {
 
     /// Copies `msg` into `p`'s buffers and writes the completion (or `FI_ETRUNC`).
     fn complete_recv(&mut self, mut p: Posted, msg: &Unexpected) {
+        if let Payload::Held(h) = &msg.data {
+            self.complete_held(p, msg.src, msg.header, h);
+            return;
+        }
         let payload = msg.payload();
         let room = p.target.capacity();
         let n = payload.len().min(room);
@@ -1471,6 +1505,7 @@ impl FabricEndpoint {
                     self.complete_recv(p, &msg);
                 } else {
                     let e = self.recv_entry(p.context, &msg, 0, 0);
+                    self.discard_held(&msg);
                     cq_push(self, e);
                 }
                 Ok(())
@@ -1504,7 +1539,7 @@ impl FabricEndpoint {
                 let len = if probe == Probe::PeekDiscard {
                     0
                 } else {
-                    m.payload().len()
+                    m.len()
                 };
                 let e = self.recv_entry(p.context, m, len, 0);
                 match probe {
@@ -1515,7 +1550,10 @@ impl FabricEndpoint {
                         self.claimed.insert(p.context, msg);
                     }
                     Probe::PeekDiscard => {
-                        self.unexpected[TAGGED].remove(i);
+                        let msg = self.unexpected[TAGGED]
+                            .remove(i)
+                            .expect("index found above");
+                        self.discard_held(&msg);
                     }
                     _ => {}
                 }
@@ -1772,6 +1810,9 @@ impl Progress for FabricEndpoint {
             }
             if !self.links[i].ctrlq.is_empty() {
                 self.flush_control(i);
+            }
+            if self.held > 0 && i == 0 && self.passes.is_multiple_of(16) {
+                self.release_held();
             }
             if !self.links[i].outq.is_empty() {
                 self.push_pieces(i);

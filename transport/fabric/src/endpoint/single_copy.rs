@@ -3,6 +3,26 @@
 
 use super::*;
 
+/// Progress passes an unexpected single-copy message waits unread for its receive
+/// before it is read into a heap buffer, releasing its sender (see "A send" in
+/// [`crate::cma`]).
+pub(super) const HOLD_PASSES: u64 = 256;
+
+/// A single-copy message that matched no receive, not read yet: where it is, and whom
+/// to answer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    from: RemoteRead,
+    /// The message's length.
+    pub(super) len: usize,
+    link: usize,
+    peer: Peer,
+    nonce: u64,
+    id: u64,
+    /// The progress pass it arrived in.
+    since: u64,
+}
+
 impl FabricEndpoint {
     /// Sends `bytes` to `peer` on the native `link` as a descriptor: the peer reads them
     /// from this process and answers done, which completes the send (see
@@ -167,7 +187,8 @@ impl FabricEndpoint {
             }
         };
         let status = match self.read_descriptor(link, peer, header, &d) {
-            Ok(()) => {
+            Ok(false) => return,
+            Ok(true) => {
                 self.counts.cma_received += 1;
                 0
             }
@@ -184,13 +205,16 @@ impl FabricEndpoint {
         self.send_control(link, peer, done);
     }
 
+    /// Reads the message `d` describes into the receive it matches, or holds it in the
+    /// unexpected queue: whether it was answered now (else the read that takes it
+    /// answers).
     fn read_descriptor(
         &mut self,
         link: usize,
         peer: Peer,
         header: Header,
         d: &CmaDescriptor,
-    ) -> Result<(), CmaError> {
+    ) -> Result<bool, CmaError> {
         let v = match self.links[link].cma_peer {
             Some(v) if v.nonce == d.nonce && self.cma => v,
             _ => return Err(CmaError::Unverified),
@@ -215,7 +239,7 @@ impl FabricEndpoint {
                 match p.target.read_remote(&from, n) {
                     Ok(()) => {
                         self.finish_recv(&p, src, header, n, len);
-                        Ok(())
+                        Ok(true)
                     }
                     Err(e) if e.sender_gone() => {
                         // As a dead sender's message in pieces: the receive completed
@@ -244,11 +268,24 @@ impl FabricEndpoint {
                 }
             }
             None => {
-                // Read now, releasing the sender (see "A send" in crate::cma).
-                let mut whole = vec![0u8; len];
-                crate::cma::read(&from, &mut whole)?;
-                let _ = self.incoming(src, header, Payload::Owned(whole));
-                Ok(())
+                // Held until a receive takes it, or read into a heap buffer after a
+                // while (see "A send" in crate::cma).
+                let held = Held {
+                    from,
+                    len,
+                    link,
+                    peer,
+                    nonce: d.nonce,
+                    id: d.id,
+                    since: self.passes,
+                };
+                self.unexpected[k].push_back(Unexpected {
+                    src,
+                    header,
+                    data: Payload::Held(held),
+                });
+                self.held += 1;
+                Ok(false)
             }
         }
     }
@@ -257,12 +294,131 @@ impl FabricEndpoint {
     /// a done complete with `FI_EIO`, the probe is forgotten both ways (a new process is
     /// probed again), control messages for it are dropped.
     pub(super) fn single_copy_life_ended(&mut self, link: usize) {
+        if self.held > 0 {
+            // Its held messages can no longer be read: dropped, as a dead sender's
+            // message in pieces is.
+            let of_link = |m: &Unexpected| matches!(&m.data, Payload::Held(h) if h.link == link);
+            let before = self.held;
+            for q in &mut self.unexpected {
+                q.retain(|m| !of_link(m));
+            }
+            self.claimed.retain(|_, m| !of_link(m));
+            self.held = self.count_held();
+            self.broken_pieces += (before - self.held) as u64;
+        }
         let l = &mut self.links[link];
         l.cma_tx = CmaTx::Unknown;
         l.cma_peer = None;
         l.ctrlq.clear();
         for (_, p) in std::mem::take(&mut l.cma_pending) {
             self.complete_send(p.context, p.flags, p.completion, Some(FI_EIO));
+        }
+    }
+}
+
+impl FabricEndpoint {
+    fn count_held(&self) -> usize {
+        let held = |m: &&Unexpected| matches!(m.data, Payload::Held(_));
+        self.unexpected.iter().flatten().filter(held).count()
+            + self.claimed.values().filter(held).count()
+    }
+
+    /// Answers a held message's sender: done, or failed with `status`.
+    fn answer(&mut self, h: &Held, status: u32) {
+        if status == 0 {
+            self.counts.cma_received += 1;
+        } else {
+            self.counts.cma_failed += 1;
+        }
+        let done = Control::Done {
+            nonce: h.nonce,
+            id: h.id,
+            status,
+        };
+        self.send_control(h.link, h.peer, done);
+    }
+
+    /// A receive takes a held message: read straight into its buffers (or, failing,
+    /// an `FI_EIO` completion), then the sender is answered.
+    pub(super) fn complete_held(&mut self, mut p: Posted, src: FiAddr, header: Header, h: &Held) {
+        self.held -= 1;
+        let n = h.len.min(p.target.capacity());
+        let status = match p.target.read_remote(&h.from, n) {
+            Ok(()) => {
+                self.finish_recv(&p, src, header, n, h.len);
+                0
+            }
+            Err(_) => {
+                let data_flag = if header.data.is_some() {
+                    FI_REMOTE_CQ_DATA
+                } else {
+                    0
+                };
+                let entry = Entry {
+                    context: p.context,
+                    flags: FI_RECV | kind_flags(header.tagged) | data_flag,
+                    len: 0,
+                    buf: p.target.first(),
+                    data: header.data.unwrap_or(0),
+                    tag: header.tag,
+                    src,
+                };
+                self.recv_error(entry, h.len, FI_EIO);
+                FI_EIO as u32
+            }
+        };
+        self.answer(h, status);
+    }
+
+    /// A message dropped by `FI_DISCARD`: a held one's sender is answered (its send
+    /// succeeded: the message was taken, to be dropped).
+    pub(super) fn discard_held(&mut self, msg: &Unexpected) {
+        if let Payload::Held(h) = &msg.data {
+            self.held -= 1;
+            let done = Control::Done {
+                nonce: h.nonce,
+                id: h.id,
+                status: 0,
+            };
+            self.send_control(h.link, h.peer, done);
+        }
+    }
+
+    /// Reads the held messages that waited [`HOLD_PASSES`] passes in the unexpected
+    /// queues into heap buffers, where they wait for their receive as copied messages
+    /// do, and answers their senders: a program whose ranks all send before they
+    /// receive does not wait for ever. One that cannot be read is dropped (its sender's
+    /// send fails). A claimed one (`FI_PEEK | FI_CLAIM`) waits for its claim.
+    pub(super) fn release_held(&mut self) {
+        let now = self.passes;
+        let due = |m: &Unexpected| matches!(&m.data, Payload::Held(h) if now.wrapping_sub(h.since) >= HOLD_PASSES);
+        let mut answers = Vec::new();
+        for q in &mut self.unexpected {
+            q.retain_mut(|m| !due(m) || read_out(m, &mut answers));
+        }
+        for (h, status) in answers {
+            self.held -= 1;
+            self.answer(&h, status);
+        }
+    }
+}
+
+/// Reads held message `m` into a heap buffer it keeps from now on; whether it stays
+/// (false: unreadable, to be dropped). The answer its sender gets goes to `answers`.
+fn read_out(m: &mut Unexpected, answers: &mut Vec<(Held, u32)>) -> bool {
+    let Payload::Held(h) = m.data else {
+        return true;
+    };
+    let mut whole = vec![0u8; h.len];
+    match crate::cma::read(&h.from, &mut whole) {
+        Ok(()) => {
+            m.data = Payload::Owned(whole);
+            answers.push((h, 0));
+            true
+        }
+        Err(_) => {
+            answers.push((h, FI_EIO as u32));
+            false
         }
     }
 }
@@ -459,9 +615,10 @@ mod tests {
 
     /// Large messages go single-copy, read straight into the posted (unaligned) buffers,
     /// at sizes that are not multiples of a page and from unaligned sender buffers,
-    /// short ones copied, all in order; messages that came before their receive were
-    /// read at once (the sender's sends completed before any receive was posted) and
-    /// wait whole; a receive too short takes what fits and gets FI_ETRUNC.
+    /// short ones copied, all in order; messages that came before their receive, with
+    /// their receiver progressing and no receive posted for a while, were read into heap
+    /// buffers (their sends completed before any receive was posted) and wait whole; a
+    /// receive too short takes what fits and gets FI_ETRUNC.
     #[test]
     fn single_copy_reads_land_in_the_posted_buffers_in_order() {
         let (mut eps, addrs, cqs) = pair("c1");
@@ -587,8 +744,111 @@ mod tests {
         let (b, l) = Buffer::new(n, 1);
         eps[1].post_recv(true, posted(5, b), Probe::Claim).unwrap();
         assert_eq!(entries(&cqs[1][1])[0].len, n);
-        assert!(landed(&l, 1, n).0 == m);
+        let (bytes, reads, writes) = landed(&l, 1, n);
+        assert!(bytes == m);
+        assert_eq!(
+            (reads, writes),
+            (1, 0),
+            "read straight into the claiming receive"
+        );
         assert_eq!(eps[0].counts.cma_sent, 1);
+        drive(&mut eps, |_| !entries(&cqs[0][0]).is_empty());
+        // FI_PEEK | FI_DISCARD of a held one: dropped unread, its send succeeds.
+        send(&mut eps, addrs[1], &m, 2);
+        drive(&mut eps, |e| !e[1].unexpected[TAGGED].is_empty());
+        let (b, _) = Buffer::new(n, 0);
+        eps[1]
+            .post_recv(true, posted(6, b), Probe::PeekDiscard)
+            .unwrap();
+        assert!(eps[1].unexpected[TAGGED].is_empty());
+        assert_eq!(eps[1].held, 0);
+        let mut sent = Vec::new();
+        drive(&mut eps, |_| {
+            sent.extend(entries(&cqs[0][0]));
+            !sent.is_empty()
+        });
+        assert_eq!(sent[0].context, 2);
+        assert!(lock(&cqs[0][0].queue).take_err().is_none());
+    }
+
+    /// A message that came before its receive waits unread, its send not complete,
+    /// until the receive is posted a few passes later: then it is read straight into
+    /// it, and the send completes.
+    #[test]
+    fn an_unexpected_message_is_held_until_its_receive() {
+        let (mut eps, addrs, cqs) = pair("c6");
+        warm_up(&mut eps, addrs, &cqs);
+        let n = 1_000_001;
+        let m = message(n, 6);
+        send(&mut eps, addrs[1], &m[..], 6);
+        drive(&mut eps, |e| !e[1].unexpected[TAGGED].is_empty());
+        assert_eq!(eps[1].held, 1);
+        for _ in 0..3 {
+            eps[0].progress();
+            eps[1].progress();
+        }
+        assert!(
+            entries(&cqs[0][0]).is_empty(),
+            "not complete before it is read"
+        );
+        let (b, l) = Buffer::new(n, 5);
+        eps[1].post_recv(true, posted(6, b), Probe::None).unwrap();
+        let (bytes, reads, writes) = landed(&l, 5, n);
+        assert!(bytes == m);
+        assert_eq!(
+            (reads, writes),
+            (1, 0),
+            "one read, straight into the receive"
+        );
+        drive(&mut eps, |_| !entries(&cqs[0][0]).is_empty());
+        assert_eq!(eps[1].held, 0);
+    }
+
+    /// Both endpoints send a large message to the other before either posts a receive
+    /// (a program that counts on the provider buffering): held, then read into heap
+    /// buffers after a bounded number of passes, so both sends complete; the receives
+    /// posted afterwards get the bytes.
+    #[test]
+    fn two_sides_that_send_before_they_receive_do_not_wait_for_ever() {
+        let (mut eps, addrs, cqs) = pair("c7");
+        warm_up(&mut eps, addrs, &cqs);
+        eps.swap(0, 1);
+        let back = [addrs[1], addrs[0]];
+        let cqs_back = [cqs[1].clone(), cqs[0].clone()];
+        warm_up(&mut eps, back, &cqs_back);
+        eps.swap(0, 1);
+        let n = 200_003;
+        let m = [message(n, 1), message(n, 2)];
+        let mut turns = 0;
+        while let Err(e) = eps[0].send_held(addrs[1], header(1), &[&m[0]], 1, true) {
+            assert_eq!(e, -FI_EAGAIN);
+            eps[1].progress();
+            turns += 1;
+            assert!(turns < 1_000_000);
+        }
+        while let Err(e) = eps[1].send_held(addrs[0], header(2), &[&m[1]], 2, true) {
+            assert_eq!(e, -FI_EAGAIN);
+            eps[0].progress();
+            turns += 1;
+            assert!(turns < 1_000_000);
+        }
+        assert_eq!((eps[0].counts.cma_sent, eps[1].counts.cma_sent), (1, 1));
+        // Both wait for their send's completion, progressing, receiving nothing.
+        let mut done = [false; 2];
+        drive(&mut eps, |_| {
+            done[0] |= !entries(&cqs[0][0]).is_empty();
+            done[1] |= !entries(&cqs[1][0]).is_empty();
+            done == [true, true]
+        });
+        for (r, s) in [(1, 0), (0, 1)] {
+            assert_eq!(eps[r].held, 0);
+            let (b, l) = Buffer::new(n, 0);
+            eps[r].post_recv(true, posted(9, b), Probe::None).unwrap();
+            let (bytes, reads, _) = landed(&l, 0, n);
+            assert!(bytes == m[s], "from {s}");
+            assert_eq!(reads, 0, "read into a heap buffer before");
+            assert_eq!(eps[r].counts.cma_received, 1);
+        }
     }
 
     /// Sends and checks one large message after the warm-up; whether it went single-copy.
