@@ -371,6 +371,9 @@ pub struct PathCounts {
     pub cma_sent: u64,
     /// Of the messages received over a region, those read single-copy.
     pub cma_received: u64,
+    /// Of those, the ones that matched no receive when they came and waited unread (see
+    /// "A send" in [`crate::cma`]).
+    pub cma_held: u64,
     /// Single-copy probes and reads that failed, and descriptors refused (see "Reads" in
     /// [`crate::cma`]).
     pub cma_failed: u64,
@@ -1848,7 +1851,7 @@ impl Drop for FabricEndpoint {
             let line = format!(
                 "myri-fi {}: sent {} over udp ({} copy-free), {} over shm; \
                  received {} over udp, {} over shm; \
-                 single-copy: sent {}, received {}, failed {}\n",
+                 single-copy: sent {}, received {}, failed {}, held {}\n",
                 self.local_url,
                 c.udp_sent,
                 c.copy_free_sent,
@@ -1857,7 +1860,8 @@ impl Drop for FabricEndpoint {
                 c.shm_received,
                 c.cma_sent,
                 c.cma_received,
-                c.cma_failed
+                c.cma_failed,
+                c.cma_held
             );
             // One write: the lines of several processes sharing a pipe stay whole.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());

@@ -77,7 +77,8 @@ fn pingpong_with(
 }
 
 /// Messages sent single-copy, by the `FI_MYRI_STATS=1` lines in `err`
-/// (`...; single-copy: sent N, received R, failed F`): sent, received, failed.
+/// (`...; single-copy: sent N, received R, failed F, held H`): sent, received,
+/// failed.
 fn single_copy(err: &str) -> [u64; 3] {
     let mut n = [0; 3];
     for line in err.lines().filter(|l| l.starts_with("myri-fi ")) {
@@ -88,7 +89,7 @@ fn single_copy(err: &str) -> [u64; 3] {
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|w| w.parse().ok())
             .collect();
-        assert_eq!(words.len(), 3, "{line}");
+        assert_eq!(words.len(), 4, "{line}");
         for (t, w) in n.iter_mut().zip(words) {
             *t += w;
         }

@@ -285,6 +285,7 @@ impl FabricEndpoint {
                     data: Payload::Held(held),
                 });
                 self.held += 1;
+                self.counts.cma_held += 1;
                 Ok(false)
             }
         }
@@ -802,6 +803,7 @@ mod tests {
         );
         drive(&mut eps, |_| !entries(&cqs[0][0]).is_empty());
         assert_eq!(eps[1].held, 0);
+        assert_eq!((eps[1].counts.cma_held, eps[1].counts.cma_received), (1, 1));
     }
 
     /// Both endpoints send a large message to the other before either posts a receive
