@@ -13,6 +13,12 @@
 //! buffers (`fi_sendv`), injects, sends to self, `udp://`, and every peer for which the
 //! probe failed, was refused (`FI_MYRI_CMA=0` on either side) or is not done yet.
 //!
+//! Single copy is not free: on the development VM `process_vm_readv` copies at about
+//! half a user-space `memcpy`'s speed, so it wins where the copying path's slot
+//! bookkeeping costs too (`fi_pingpong`: 64 KiB 7.3 against 12.1 us) and loses where it
+//! does not (an MPI ping-pong that touches every byte: 64 KiB 20 against 17 us).
+//! `FI_MYRI_CMA=0` keeps the copying path; RESULTS.md has the figures.
+//!
 //! # The probe: a pid is never trusted alone
 //!
 //! Containers may share `/dev/shm` across pid namespaces, and pids are reused. A sender
@@ -75,9 +81,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Least message sent single-copy: shorter ones are copied through the region's slots.
 ///
 /// Measured with `fi_pingpong -p myri -e rdm` over `shm://` on the 2-core VM (see
-/// RESULTS.md): at 16 KiB the two paths are within a few percent of each other, the
-/// system call and the done message costing about what the second copy saves; from
-/// 32 KiB up the single copy wins, by more the longer the message.
+/// RESULTS.md): copying wins at 4 KiB, single copy is ahead by 8% at 8 KiB (within the
+/// rounds' spread) and by a third at 16 KiB, the least size where it wins clearly;
+/// below, the system call and the done message cost what the second copy saves.
 pub const CMA_MIN: usize = 16 << 10;
 
 /// Why a single-copy read, or the descriptor that asked for it, failed.
