@@ -1033,4 +1033,35 @@ mod tests {
         assert_eq!(eps[0].links[l].cma_tx, CmaTx::On);
         assert!(one_large(&mut eps, addrs, &cqs));
     }
+
+    /// The sender goes (its endpoint closed, its word cleared) while a message of its
+    /// waits unread at the receiver: the receiver drops it (the death seen first) or
+    /// fails its read (the hold's bound first), and never delivers it.
+    #[test]
+    fn a_held_message_of_a_sender_gone_is_never_delivered() {
+        let (mut eps, addrs, cqs) = pair("c8");
+        warm_up(&mut eps, addrs, &cqs);
+        let n = 100_000;
+        let m = message(n, 8);
+        send(&mut eps, addrs[1], &m, 8);
+        drive(&mut eps, |e| e[1].held == 1);
+        let [a, mut b] = eps;
+        let before = b.broken_pieces + b.counts.cma_failed;
+        drop(a);
+        let mut turns = 0;
+        while b.held > 0 {
+            b.progress();
+            turns += 1;
+            assert!(turns < 50_000_000, "never dropped");
+        }
+        assert!(b.unexpected[TAGGED].is_empty());
+        assert_eq!(b.broken_pieces + b.counts.cma_failed, before + 1);
+        let (buf, l) = Buffer::new(n, 0);
+        b.post_recv(true, posted(8, buf), Probe::None).unwrap();
+        for _ in 0..1000 {
+            b.progress();
+        }
+        assert!(entries(&cqs[1][1]).is_empty(), "nothing delivered");
+        assert_eq!(landed(&l, 0, n).1, 0, "nothing read");
+    }
 }
