@@ -99,9 +99,24 @@
 //!
 //! Everything else is copied as [`FabricEndpoint::send`] copies: shorter messages (the
 //! second message costs more than the copy), DGRAM endpoints (a raw datagram completes
-//! when it leaves, and the kernel has copied it then), `shm://` links and auto-shm
-//! regions (the region's slots are the backend's registered memory: the bytes are copied
-//! into a slot once, as with a `sim://` board's DMA buffers), and sends to self.
+//! when it leaves, and the kernel has copied it then), and sends to self. Over `shm://`
+//! links and auto-shm regions the region's slots are the backend's registered memory,
+//! so a registered region changes nothing there: a message is copied into slots and out
+//! of them, or, at least [`crate::cma::CMA_MIN`] bytes long and from a buffer held until
+//! the send completes (every send but an inject, registered or not:
+//! [`FabricEndpoint::send_held`]), read by the receiver straight from the sender's
+//! buffer (below).
+//!
+//! # Single copy between processes of one host
+//!
+//! Over `shm://` and auto-shm regions a large RDM send to a peer whose probe succeeded
+//! goes as a descriptor on the ring, in order with the pair's copied messages; the
+//! receiver matches it as it would the message, reads the bytes from the sender's
+//! process into the posted buffers (`process_vm_readv`), and answers with a done
+//! control message that completes the send. [`crate::cma`] has the protocol: the
+//! probe, unexpected messages (read at once), failures. A peer's life ending completes
+//! the sends waiting for their done with `FI_EIO`, as above. Counted in
+//! [`PathCounts::cma_sent`] and [`PathCounts::cma_received`].
 //!
 //! The receiver takes a split header's payload from the next message of the same peer
 //! on the same link (RPP keeps their order). Before it does, it takes the completions
@@ -120,14 +135,17 @@
 //! sender or `FI_ADDR_UNSPEC`.
 
 use crate::abi::*;
+use crate::cma::{CmaError, CmaTx, NonceWord, RemoteRead, Verified};
 use crate::objects::{Av, Cntr, Cq, Entry, ErrorEntry, Progress, lock};
-use crate::wire::{HEADER_LEN, Header, Piece};
+use crate::wire::{CMA_DESC_LEN, CONTROL_LEN, CmaDescriptor, Control, HEADER_LEN, Header, Piece};
 pub use myri_transport::ExternalBytes;
 use myri_transport::{Completion, Endpoint, MsgId, Peer, RecvBuf, SendErrorKind};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
+
+mod single_copy;
 
 /// The maps looked up per message (keys are small integers of our own): foldhash, not
 /// SipHash.
@@ -148,6 +166,17 @@ pub trait RecvTarget: Send {
     }
     /// The first buffer's address (for the completion's `buf`).
     fn first(&self) -> usize;
+    /// Reads the first `n` bytes (at most [`RecvTarget::capacity`]) of a message
+    /// straight from the sender's process into the buffers, from byte 0 on (the
+    /// single-copy path, [`crate::cma`]). What the buffers hold after an error is
+    /// unspecified. The default reads into a heap buffer and writes that (a target with
+    /// no raw buffers of its own); the C surface's reads into the application's.
+    fn read_remote(&mut self, from: &RemoteRead, n: usize) -> Result<(), CmaError> {
+        let mut v = vec![0u8; n];
+        crate::cma::read(from, &mut v)?;
+        self.write(&v);
+        Ok(())
+    }
 }
 
 /// Where a posted receive's bytes go: the application's buffers as the C surface posted
@@ -155,16 +184,25 @@ pub trait RecvTarget: Send {
 /// be a heap allocation and a free per message), or any other [`RecvTarget`].
 pub struct Target(TargetKind);
 
-/// How the C surface copies bytes into the application's buffers: `copy(iov, offset,
-/// data)`.
+/// How the C surface reaches the application's buffers: `copy(iov, offset, data)`
+/// writes bytes of this process, `read(from, iov, n)` reads `n` bytes of another
+/// process's buffer straight in (the single-copy path).
+pub(crate) struct AppIo {
+    pub(crate) copy: CopyIn,
+    pub(crate) read: ReadIn,
+}
+
+/// [`AppIo::copy`]'s type.
 pub(crate) type CopyIn = fn(&[(usize, usize)], usize, &[u8]);
+/// [`AppIo::read`]'s type.
+pub(crate) type ReadIn = fn(&RemoteRead, &[(usize, usize)], usize) -> Result<(), CmaError>;
 
 enum TargetKind {
     /// `(address, length)` pairs, written by the C surface's copy routine: the one place
     /// that writes through the application's raw addresses.
     App {
         iov: SmallVec<[(usize, usize); 2]>,
-        copy: CopyIn,
+        io: &'static AppIo,
     },
     Other(Box<dyn RecvTarget>),
 }
@@ -176,8 +214,8 @@ impl Target {
     }
 
     /// The application's buffers `iov`, written by `copy(iov, offset, data)`.
-    pub(crate) fn app(iov: SmallVec<[(usize, usize); 2]>, copy: CopyIn) -> Target {
-        Target(TargetKind::App { iov, copy })
+    pub(crate) fn app(iov: SmallVec<[(usize, usize); 2]>, io: &'static AppIo) -> Target {
+        Target(TargetKind::App { iov, io })
     }
 
     /// Bytes the buffers hold.
@@ -192,7 +230,7 @@ impl Target {
     /// data.len()` is at most [`Target::capacity`]).
     pub fn write_at(&mut self, offset: usize, data: &[u8]) {
         match &mut self.0 {
-            TargetKind::App { iov, copy } => copy(iov, offset, data),
+            TargetKind::App { iov, io } => (io.copy)(iov, offset, data),
             TargetKind::Other(t) => t.write_at(offset, data),
         }
     }
@@ -200,6 +238,16 @@ impl Target {
     /// Copies `data` (at most [`Target::capacity`] bytes) into the buffers, in order.
     pub fn write(&mut self, data: &[u8]) {
         self.write_at(0, data);
+    }
+
+    /// Reads `n` bytes (at most [`Target::capacity`]) of another process's buffer into
+    /// the buffers (the single-copy path, [`crate::cma`]); see
+    /// [`RecvTarget::read_remote`].
+    pub fn read_remote(&mut self, from: &RemoteRead, n: usize) -> Result<(), CmaError> {
+        match &mut self.0 {
+            TargetKind::App { iov, io } => (io.read)(from, iov, n),
+            TargetKind::Other(t) => t.read_remote(from, n),
+        }
     }
 
     /// The first buffer's address (for the completion's `buf`).
@@ -233,6 +281,8 @@ enum Payload {
     View(RecvBuf),
     Bare(RecvBuf),
     Owned(Vec<u8>),
+    /// A single-copy message not read yet: still in the sender's buffer.
+    Held(single_copy::Held),
 }
 
 struct Unexpected {
@@ -242,11 +292,21 @@ struct Unexpected {
 }
 
 impl Unexpected {
+    /// The bytes (none for a held single-copy message: see [`Unexpected::len`]).
     fn payload(&self) -> &[u8] {
         match &self.data {
             Payload::View(b) => &b[HEADER_LEN..],
             Payload::Bare(b) => b,
             Payload::Owned(v) => v,
+            Payload::Held(_) => &[],
+        }
+    }
+
+    /// The message's length.
+    fn len(&self) -> usize {
+        match &self.data {
+            Payload::Held(h) => h.len,
+            _ => self.payload().len(),
         }
     }
 
@@ -360,6 +420,15 @@ pub struct FabricEndpoint {
     pub report: bool,
     /// Auto-shm: some peer is reached over a region.
     shm_active: bool,
+    /// The single-copy path ([`crate::cma`]) allowed (`FI_MYRI_CMA`, on unless `0`):
+    /// large sends to probed peers, and answering peers' probes.
+    pub cma: bool,
+    /// The word peers' probes and reads check.
+    cma_word: NonceWord,
+    /// The next single-copy send's id.
+    cma_next: u64,
+    /// Single-copy messages waiting unread in the unexpected queues or claimed.
+    held: usize,
     /// Progress passes in a row in which the `udp://` link had nothing to do.
     udp_quiet: u32,
     /// Vectors of messages RPP has had acknowledged, for the next messages to be built
@@ -387,6 +456,16 @@ pub struct PathCounts {
     /// Of the messages sent over `udp://`, those sent from registered memory without a
     /// copy (see "Sending from registered memory" in the module docs).
     pub copy_free_sent: u64,
+    /// Of the messages sent over a region, those sent single-copy ([`crate::cma`]).
+    pub cma_sent: u64,
+    /// Of the messages received over a region, those read single-copy.
+    pub cma_received: u64,
+    /// Of those, the ones that matched no receive when they came and waited unread (see
+    /// "A send" in [`crate::cma`]).
+    pub cma_held: u64,
+    /// Single-copy probes and reads that failed, and descriptors refused (see "Reads" in
+    /// [`crate::cma`]).
+    pub cma_failed: u64,
 }
 
 /// Least payload sent from registered memory without a copy: a shorter one is copied
@@ -483,6 +562,14 @@ struct Link {
     auto: bool,
     /// `shm://`: the other side has attached (and not gone since).
     attached: bool,
+    /// `shm://`: where this side stands with the peer's single-copy path.
+    cma_tx: CmaTx,
+    /// `shm://`: single-copy sends waiting for their done, by id.
+    cma_pending: Vec<(u64, PendingTx)>,
+    /// `shm://`: the peer's probe, when it succeeded (its life).
+    cma_peer: Option<Verified>,
+    /// `shm://`: control messages the ring had no room for, in order.
+    ctrlq: VecDeque<(Peer, [u8; CONTROL_LEN])>,
 }
 
 impl Link {
@@ -493,6 +580,10 @@ impl Link {
             outq: VecDeque::new(),
             auto: false,
             attached: false,
+            cma_tx: CmaTx::Unknown,
+            cma_pending: Vec::new(),
+            cma_peer: None,
+            ctrlq: VecDeque::new(),
         }
     }
 
@@ -688,6 +779,10 @@ impl FabricEndpoint {
             shm_active: false,
             spare: Vec::new(),
             udp_quiet: 0,
+            cma: true,
+            cma_word: NonceWord::new(),
+            cma_next: 0,
+            held: 0,
         }
     }
 
@@ -937,7 +1032,22 @@ impl FabricEndpoint {
         context: usize,
         completion: bool,
     ) -> Result<(), i32> {
-        self.send_inner(dest, header, parts, None, context, completion)
+        self.send_inner(dest, header, parts, None, false, context, completion)
+    }
+
+    /// [`FabricEndpoint::send`] of bytes the caller keeps, unchanged and mapped, until
+    /// the send completes (libfabric's contract for every send but an inject): a large
+    /// one from one buffer to a peer of this host may go single-copy ([`crate::cma`]),
+    /// the peer reading it from there.
+    pub fn send_held(
+        &mut self,
+        dest: FiAddr,
+        header: Header,
+        parts: &[&[u8]],
+        context: usize,
+        completion: bool,
+    ) -> Result<(), i32> {
+        self.send_inner(dest, header, parts, None, true, context, completion)
     }
 
     /// Sends the bytes `range` of registered memory `mem` to `dest` with `header`, without
@@ -958,15 +1068,25 @@ impl FabricEndpoint {
         }
         let bytes = mem.bytes(range.clone());
         let external = (mem, range);
-        self.send_inner(dest, header, &[bytes], Some(external), context, completion)
+        self.send_inner(
+            dest,
+            header,
+            &[bytes],
+            Some(external),
+            true,
+            context,
+            completion,
+        )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send_inner(
         &mut self,
         dest: FiAddr,
         header: Header,
         parts: &[&[u8]],
         external: Option<(&Arc<dyn ExternalBytes>, Range<usize>)>,
+        held: bool,
         context: usize,
         completion: bool,
     ) -> Result<(), i32> {
@@ -1016,9 +1136,30 @@ impl FabricEndpoint {
                 return Err(-FI_EAGAIN);
             }
             let long = len > crate::info::SHM_PIECE;
-            if long && self.links[link].transport.is_native() && self.links[link].outq.is_empty() {
-                // The pieces go to the life of the peer this endpoint knows of.
+            let single = held
+                && self.cma
+                && parts.len() == 1
+                && len >= crate::cma::CMA_MIN
+                && self.ep_type == EpType::Rdm
+                && (completion || self.bind.send_cntr.is_some());
+            if (long || single)
+                && self.links[link].transport.is_native()
+                && self.links[link].outq.is_empty()
+            {
+                // The pieces (or the descriptor) go to the life of the peer this
+                // endpoint knows of.
                 self.take_completions(link);
+                if single {
+                    match self.links[link].cma_tx {
+                        CmaTx::On => {
+                            return self.send_single_copy(
+                                link, peer, header, parts[0], context, completion,
+                            );
+                        }
+                        CmaTx::Unknown => self.send_hello(link, peer),
+                        CmaTx::Probing | CmaTx::Off => {}
+                    }
+                }
             }
             let rdm = self.ep_type == EpType::Rdm;
             let l = &mut self.links[link];
@@ -1300,6 +1441,9 @@ impl FabricEndpoint {
     /// new life drops it, see [`crate::wire`]).
     fn life_ended(&mut self, link: usize, peer: Peer) {
         self.links[link].outq.retain(|m| m.peer != peer);
+        if self.links[link].transport.is_native() {
+            self.single_copy_life_ended(link);
+        }
         self.settle_sends((link, peer), Some(FI_EIO));
         // Copy-free sends not acknowledged: their buffers came back with the event.
         if let Some(q) = self.unacked.remove(&(link, peer)) {
@@ -1394,6 +1538,10 @@ impl FabricEndpoint {
 
     /// Copies `msg` into `p`'s buffers and writes the completion (or `FI_ETRUNC`).
     fn complete_recv(&mut self, mut p: Posted, msg: &Unexpected) {
+        if let Payload::Held(h) = &msg.data {
+            self.complete_held(p, msg.src, msg.header, h);
+            return;
+        }
         let payload = msg.payload();
         let room = p.target.capacity();
         let n = payload.len().min(room);
@@ -1471,6 +1619,7 @@ impl FabricEndpoint {
                     self.complete_recv(p, &msg);
                 } else {
                     let e = self.recv_entry(p.context, &msg, 0, 0);
+                    self.discard_held(&msg);
                     cq_push(self, e);
                 }
                 Ok(())
@@ -1504,7 +1653,7 @@ impl FabricEndpoint {
                 let len = if probe == Probe::PeekDiscard {
                     0
                 } else {
-                    m.payload().len()
+                    m.len()
                 };
                 let e = self.recv_entry(p.context, m, len, 0);
                 match probe {
@@ -1515,7 +1664,10 @@ impl FabricEndpoint {
                         self.claimed.insert(p.context, msg);
                     }
                     Probe::PeekDiscard => {
-                        self.unexpected[TAGGED].remove(i);
+                        let msg = self.unexpected[TAGGED]
+                            .remove(i)
+                            .expect("index found above");
+                        self.discard_held(&msg);
                     }
                     _ => {}
                 }
@@ -1597,6 +1749,16 @@ impl FabricEndpoint {
             self.malformed += 1;
             return;
         }
+        let native = self.links[link].transport.is_native();
+        if (piece.control || piece.cma) && !native {
+            // The single-copy path runs between processes of one host only.
+            self.malformed += 1;
+            return;
+        }
+        if piece.control {
+            self.take_control(link, peer, &data);
+            return;
+        }
         if !self.reassembly.is_empty() || piece.cont {
             let open = self.reassembly.contains_key(&key);
             if piece.cont != open {
@@ -1620,12 +1782,15 @@ impl FabricEndpoint {
             self.take_piece(link, peer, header, piece.more, &data[HEADER_LEN..]);
             return;
         }
+        if piece.cma {
+            self.take_single_copy(link, peer, header, &data);
+            return;
+        }
         let src = self.source_of(link, peer);
         // A message the transport assembled in heap memory goes back to it as the next
         // one's buffer (no allocation and page faults per message). Over shm:// that is
         // one longer than a slot: a short one came inline in the ring record, and making
         // a vector of it to recycle would cost an allocation per message.
-        let native = self.links[link].transport.is_native();
         if let Some(Payload::View(data)) = self.incoming(src, header, Payload::View(data))
             && !data.is_registered()
             && (!native || data.len() > myri_transport::SHM_SLOT_LEN)
@@ -1747,16 +1912,24 @@ impl Progress for FabricEndpoint {
             // transport's bookkeeping (acknowledged buffers going back to their pool,
             // peers learned). Polling it runs a pass when it is empty, so only every
             // few passes, and always when sends are outstanding on shm (few slots: the
-            // acknowledged come back this way).
+            // acknowledged come back this way) or wait for a single-copy done (a peer
+            // that dies shows here).
             let t = &self.links[i].transport;
             // Before pieces go out (see `take_completions`).
             if drain
                 || (t.is_native() && t.has_unacked())
+                || !self.links[i].cma_pending.is_empty()
                 || !self.untransmitted.is_empty()
                 || !self.unacked.is_empty()
                 || !self.links[i].outq.is_empty()
             {
                 self.take_completions(i);
+            }
+            if !self.links[i].ctrlq.is_empty() {
+                self.flush_control(i);
+            }
+            if self.held > 0 && i == 0 && self.passes.is_multiple_of(16) {
+                self.release_held();
             }
             if !self.links[i].outq.is_empty() {
                 self.push_pieces(i);
@@ -1794,19 +1967,34 @@ impl Drop for FabricEndpoint {
             let c = self.counts;
             let line = format!(
                 "myri-fi {}: sent {} over udp ({} copy-free), {} over shm; \
-                 received {} over udp, {} over shm\n",
+                 received {} over udp, {} over shm; \
+                 single-copy: sent {}, received {}, failed {}, held {}\n",
                 self.local_url,
                 c.udp_sent,
                 c.copy_free_sent,
                 c.shm_sent,
                 c.udp_received,
-                c.shm_received
+                c.shm_received,
+                c.cma_sent,
+                c.cma_received,
+                c.cma_failed,
+                c.cma_held
             );
             // One write: the lines of several processes sharing a pipe stay whole.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         }
         let start = std::time::Instant::now();
         loop {
+            // Single-copy: dones owed to peers go out, and peers reading this side's
+            // sends get the time to (dones taken by whole passes).
+            let single = self
+                .links
+                .iter()
+                .any(|l| !l.cma_pending.is_empty() || !l.ctrlq.is_empty());
+            if single && start.elapsed() <= LINGER {
+                Progress::progress(self);
+                continue;
+            }
             let busy = self.links.iter_mut().any(|l| {
                 let t = &mut l.transport;
                 let rpp = t.is_reliable() && !t.is_native();
@@ -1822,6 +2010,9 @@ impl Drop for FabricEndpoint {
                 self.links[i].transport.progress();
             }
         }
+        // Reads of this endpoint's buffers fail from here on (see "Reads" in
+        // crate::cma): the application may free them once it is closed.
+        self.cma_word.clear();
     }
 }
 

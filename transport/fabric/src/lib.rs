@@ -18,7 +18,7 @@
 //!   `fi_cq_sread` by polling when a wait object was asked for), counters, memory
 //!   registration (a key and a descriptor; an RDM send over `udp://` of at least 16 KiB
 //!   whose `desc` is a region holding its buffer goes from that buffer without a copy
-//!   and completes once acknowledged; shm://, DGRAM and other sends copy: see
+//!   and completes once acknowledged; DGRAM and other sends copy: see
 //!   [`endpoint`], "Sending from registered memory"), an event queue that stays empty,
 //!   `fi_getname`/`fi_setname`, `fi_close` of everything, `fi_control` (`FI_ENABLE`,
 //!   `FI_GETOPSFLAG`/`FI_SETOPSFLAG`, `FI_GETFIDFLAG`).
@@ -30,6 +30,13 @@
 //!   buffer; RDM messages up to 64 MiB over `udp://` and 2 MiB over `shm://`. Tag and CQ
 //!   data travel in a 20-byte header in
 //!   front of each transport message ([`wire`]).
+//! - Single-copy large messages between processes of one host ([`cma`]): an RDM send of
+//!   at least 16 KiB from one buffer over `shm://` or an auto-shm region goes as a
+//!   descriptor, and the receiver reads the bytes straight from the sender's buffer into
+//!   the posted one with `process_vm_readv`; the send completes once the receiver has
+//!   read them. Only toward a peer whose probe (a random nonce read back from the
+//!   sender's memory) succeeded; copies wherever the kernel forbids it (seccomp),
+//!   across pid namespaces, and with `FI_MYRI_CMA=0`.
 //! - Manual progress: reading a completion queue or counter, and sending, drive the
 //!   endpoints bound to it. Automatic progress (`FI_PROGRESS_AUTO` in the hints' domain
 //!   attributes, data or control: the provider's two are one): the domain runs a thread
@@ -49,14 +56,14 @@
 //! # What it does not do
 //!
 //! No RMA, atomics, collectives, scalable or shared contexts, multi-receive, wait sets
-//! or file-descriptor wait objects (`fi_cq_sread` polls). Sends copy the caller's bytes into the transport's registered memory (but
-//! for the copy-free sends from registered memory above), and a receive copies the
-//! message into the posted buffer (an unexpected message held in registered memory is
-//! copied out once more); a send completes once every packet of it has left (over
-//! `udp://`: RPP's windows and pacer no longer hold any back; over `shm://`: the last
-//! piece is on the ring), not when the peer has it, so a lost packet is resent only
-//! while the application keeps progressing (or, with automatic progress, the domain's
-//! thread does). Messages longer than the
+//! or file-descriptor wait objects (`fi_cq_sread` polls). Sends other than the
+//! copy-free and single-copy ones copy the caller's bytes into the transport's
+//! registered memory, and a receive copies the message into the posted buffer (an
+//! unexpected message held in registered memory is copied out once more); such a send
+//! completes once every packet of it has left (over `udp://`: RPP's windows and pacer
+//! no longer hold any back; over `shm://`: the last piece is on the ring), not when the
+//! peer has it, so a lost packet is resent only while the application keeps progressing
+//! (or, with automatic progress, the domain's thread does). Messages longer than the
 //! `shm://` ring carries at once (2 MiB) go in pieces ([`wire`]). A peer that fails
 //! before a send's packets left completes that send with `FI_EIO`; later sends to it
 //! fail until it is back (a new incarnation over `udp://`, a new process on an `shm://`
@@ -89,9 +96,11 @@
 //! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno` or
 //! `cubic`, RPP's congestion controller over `udp://`, default `cubic`),
 //! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_SHM=0` (auto-shm off: peers of this host
-//! over `udp://` too, as the tests and `compare.sh` that measure UDP set) and
-//! `FI_MYRI_STATS=1` (each endpoint prints, when closed, how many messages it sent and
-//! received over `udp://` and over `shm://`).
+//! over `udp://` too, as the tests and `compare.sh` that measure UDP set),
+//! `FI_MYRI_CMA=0` (no single-copy reads: large messages over `shm://` copied through
+//! the region, see [`cma`]) and `FI_MYRI_STATS=1` (each endpoint prints, when closed,
+//! how many messages it sent and received over `udp://` and over `shm://`, and how many
+//! of those went single-copy).
 //!
 //! The provider declines libfabric's utility layering over its DGRAM endpoint (the
 //! `fi_getinfo` a utility provider makes with libfabric's internal `OFI_CORE_PROV_ONLY`
@@ -115,6 +124,7 @@
 
 pub mod abi;
 mod capi;
+pub mod cma;
 pub mod endpoint;
 pub mod info;
 pub mod objects;

@@ -108,6 +108,7 @@ fn lists_its_environment_variables() {
         "FI_MYRI_CC",
         "FI_MYRI_PACING",
         "FI_MYRI_SHM",
+        "FI_MYRI_CMA",
         "FI_MYRI_STATS",
     ] {
         assert!(text.contains(var), "fi_info -e lacks {var}");

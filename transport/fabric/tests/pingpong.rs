@@ -2,6 +2,8 @@
 //! DGRAM endpoints and untagged and tagged messages over `udp://` and over `shm://`
 //! (`FI_MYRI_TRANSPORT=shm`; `FI_PROVIDER=^ofi_rxd` keeps libfabric's rxd layer out).
 //! `FI_MYRI_SHM=0`: the two processes of this host talk UDP, not over auto-shm's region.
+//! Over `shm://` the large messages go single-copy (`process_vm_readv`), and copied with
+//! `FI_MYRI_CMA=0`: each endpoint's `FI_MYRI_STATS=1` line says which.
 
 mod common;
 
@@ -13,9 +15,21 @@ fn pingpong(ep: &str, mode: &str, sizes: &str, iters: &str) {
 }
 
 fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str) {
+    pingpong_with(transport, ep, mode, sizes, iters, &[]);
+}
+
+/// [`pingpong_over`] with more environment for both sides; both sides' stderr.
+fn pingpong_with(
+    transport: &str,
+    ep: &str,
+    mode: &str,
+    sizes: &str,
+    iters: &str,
+    env: &[(&str, &str)],
+) -> [String; 2] {
     let _serial = common::one_at_a_time();
     if !common::require_libfabric() {
-        return;
+        return Default::default();
     }
     let port = common::free_tcp_port().to_string();
     let args = [
@@ -25,6 +39,7 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
         .env("FI_MYRI_TRANSPORT", transport)
         .env("FI_MYRI_SHM", "0")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .envs(env.iter().copied())
         .args(args)
         .args(["-B", &port])
         .stdout(Stdio::piped())
@@ -36,6 +51,7 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
         .env("FI_MYRI_TRANSPORT", transport)
         .env("FI_MYRI_SHM", "0")
         .env("FI_PROVIDER", "^ofi_rxd")
+        .envs(env.iter().copied())
         .args(args)
         .args(["-P", &port, "127.0.0.1"])
         .stdout(Stdio::piped())
@@ -57,6 +73,28 @@ fn pingpong_over(transport: &str, ep: &str, mode: &str, sizes: &str, iters: &str
     let table = String::from_utf8_lossy(&c.stdout);
     assert!(table.contains("usec/xfer"), "no results table:\n{table}");
     eprintln!("{ep} {mode}:\n{table}");
+    [&c, &s].map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Messages sent single-copy, by the `FI_MYRI_STATS=1` lines in `err`
+/// (`...; single-copy: sent N, received R, failed F, held H`): sent, received,
+/// failed.
+fn single_copy(err: &str) -> [u64; 3] {
+    let mut n = [0; 3];
+    for line in err.lines().filter(|l| l.starts_with("myri-fi ")) {
+        let (_, rest) = line
+            .split_once("single-copy: sent ")
+            .unwrap_or_else(|| panic!("no single-copy counts: {line}"));
+        let words: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(words.len(), 4, "{line}");
+        for (t, w) in n.iter_mut().zip(words) {
+            *t += w;
+        }
+    }
+    n
 }
 
 #[test]
@@ -77,6 +115,37 @@ fn shm_rdm_msg() {
 #[test]
 fn shm_rdm_tagged() {
     pingpong_over("shm", "rdm", "tagged", "all", "10");
+}
+
+/// Over `shm://` the large messages go single-copy (all but each side's first, which
+/// probes), none fails; with `FI_MYRI_CMA=0` on both sides none does, and the data
+/// checks pass either way.
+#[test]
+fn shm_rdm_single_copy_and_without() {
+    if !common::require_libfabric() {
+        return;
+    }
+    let stats = ("FI_MYRI_STATS", "1");
+    let on = pingpong_with("shm", "rdm", "tagged", "65536", "20", &[stats]);
+    let [c, s] = on.map(|e| single_copy(&e));
+    // 20 pings and pongs (and fi_pingpong's warm-up), each side's first copied.
+    assert!(c[0] >= 19 && s[0] >= 19, "client {c:?}, server {s:?}");
+    assert_eq!(
+        (c[1], s[1]),
+        (s[0], c[0]),
+        "each received what the other sent"
+    );
+    assert_eq!(c[2] + s[2], 0, "failed");
+    let off = pingpong_with(
+        "shm",
+        "rdm",
+        "tagged",
+        "65536",
+        "20",
+        &[stats, ("FI_MYRI_CMA", "0")],
+    );
+    let [c, s] = off.map(|e| single_copy(&e));
+    assert_eq!((c, s), ([0; 3], [0; 3]));
 }
 
 #[test]

@@ -175,6 +175,7 @@ pub(super) unsafe extern "C" fn endpoint_open2(
             ep
         };
         core.report = env("stats").as_deref() == Some("1");
+        core.cma = env("cma").as_deref() != Some("0");
         core.directed_recv = info.caps & FI_DIRECTED_RECV != 0;
         let obj = Box::new(EpObj {
             c: FidEp {
@@ -397,6 +398,26 @@ fn copy_to_iov(iov: &[(usize, usize)], mut offset: usize, mut data: &[u8]) {
     }
 }
 
+/// Reads `n` bytes of the sender's buffer `from` straight into the application's
+/// receive buffers `iov` (the single-copy path, [`crate::cma`]).
+fn read_to_iov(
+    from: &crate::cma::RemoteRead,
+    iov: &[(usize, usize)],
+    n: usize,
+) -> Result<(), crate::cma::CmaError> {
+    // SAFETY: each (base, len) is a buffer the application posted and keeps valid until
+    // the receive completes (only `recv_common` makes such targets); `read_into_iov`
+    // names at most `n` bytes of them, `n` at most their total (the caller's contract,
+    // as for `copy_to_iov`).
+    unsafe { super::cma::read_into_iov(from, iov, n) }
+}
+
+/// How a posted receive's [`Target`] reaches the application's buffers.
+static APP_IO: AppIo = AppIo {
+    copy: copy_to_iov,
+    read: read_to_iov,
+};
+
 fn iovs<'a>(iov: *const iovec, count: usize) -> Result<&'a [iovec], i32> {
     if count > info::IOV_LIMIT {
         return Err(-FI_EINVAL);
@@ -484,7 +505,9 @@ fn send_common(
         Some((mem, range)) => {
             core.send_registered(dest, header, &mem, range, context as usize, completion)?
         }
-        None => core.send(dest, header, parts, context as usize, completion)?,
+        // Every send but an inject leaves its buffers to the provider until it completes.
+        None if inject => core.send(dest, header, parts, context as usize, completion)?,
+        None => core.send_held(dest, header, parts, context as usize, completion)?,
     }
     Ok(0)
 }
@@ -837,7 +860,7 @@ fn recv_common(
         iov.iter()
             .map(|i| (i.iov_base as usize, i.iov_len))
             .collect(),
-        copy_to_iov,
+        &APP_IO,
     );
     let mut core = lock(&e.ep);
     let completion = !core.rx_selective() || flags & FI_COMPLETION != 0;

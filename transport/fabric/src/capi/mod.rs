@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use crate::abi::*;
-use crate::endpoint::{EpType, FabricEndpoint, Posted, Probe, Target, transport_options};
+use crate::endpoint::{AppIo, EpType, FabricEndpoint, Posted, Probe, Target, transport_options};
 use crate::info::{self, Answer, Backend, Hints};
 use crate::objects::{
     AddressVector, AutoProgress, Av, Cntr, CompletionQueue, Counter, Cq, Progress, lock,
@@ -145,7 +145,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 10] = [
+pub const PARAMS: [(&CStr, &CStr); 11] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -177,6 +177,10 @@ pub const PARAMS: [(&CStr, &CStr); 10] = [
     (
         c"shm",
         c"0: a udp RDM endpoint talks to peers of this host over udp too. Default: 1 (over a shared-memory region once the peer's provider opened its side; always off with via or rank_ports)",
+    ),
+    (
+        c"cma",
+        c"0: no single-copy reads (process_vm_readv) between processes of one host; large messages over shm are copied through the region. Default: 1 (on toward each peer whose probe succeeds)",
     ),
     (
         c"stats",
@@ -681,6 +685,7 @@ unsafe extern "C" fn getinfo(
     })
 }
 
+pub(crate) mod cma;
 mod ep;
 mod objects;
 
