@@ -466,6 +466,10 @@ pub struct PathCounts {
     /// Single-copy probes and reads that failed, and descriptors refused (see "Reads" in
     /// [`crate::cma`]).
     pub cma_failed: u64,
+    /// Of those, probes the kernel refused: `process_vm_readv` not permitted between
+    /// these two processes here (seccomp, Yama's `ptrace_scope`); the peer's large
+    /// messages are copied.
+    pub cma_forbidden: u64,
 }
 
 /// Least payload sent from registered memory without a copy: a shorter one is copied
@@ -1968,7 +1972,7 @@ impl Drop for FabricEndpoint {
             let line = format!(
                 "myri-fi {}: sent {} over udp ({} copy-free), {} over shm; \
                  received {} over udp, {} over shm; \
-                 single-copy: sent {}, received {}, failed {}, held {}\n",
+                 single-copy: sent {}, received {}, failed {}, held {}, forbidden {}\n",
                 self.local_url,
                 c.udp_sent,
                 c.copy_free_sent,
@@ -1978,7 +1982,8 @@ impl Drop for FabricEndpoint {
                 c.cma_sent,
                 c.cma_received,
                 c.cma_failed,
-                c.cma_held
+                c.cma_held,
+                c.cma_forbidden
             );
             // One write: the lines of several processes sharing a pipe stay whole.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());

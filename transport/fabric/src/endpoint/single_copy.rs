@@ -132,6 +132,11 @@ impl FabricEndpoint {
                 if probed.is_err() && self.cma {
                     self.counts.cma_failed += 1;
                 }
+                if let Err(CmaError::Forbidden(e)) = probed
+                    && e != 0
+                {
+                    self.counts.cma_forbidden += 1;
+                }
                 self.links[link].cma_peer = probed.ok();
                 let ok = probed.is_ok();
                 self.send_control(link, peer, Control::Probed { nonce, ok });
