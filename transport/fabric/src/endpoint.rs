@@ -731,6 +731,25 @@ fn region_named(prefix: &str, a: &str, b: &str) -> String {
 const MSG: usize = 0;
 const TAGGED: usize = 1;
 
+/// The completion entry of a receive (`context`, buffer `buf`) that took `len` bytes of
+/// a message with `header` from `src`.
+fn entry_for(context: usize, header: Header, src: FiAddr, len: usize, buf: usize) -> Entry {
+    let data_flag = if header.data.is_some() {
+        FI_REMOTE_CQ_DATA
+    } else {
+        0
+    };
+    Entry {
+        context,
+        flags: FI_RECV | kind_flags(header.tagged) | data_flag,
+        len,
+        buf,
+        data: header.data.unwrap_or(0),
+        tag: header.tag,
+        src,
+    }
+}
+
 fn kind_flags(tagged: bool) -> u64 {
     if tagged { FI_TAGGED } else { FI_MSG }
 }
@@ -1524,20 +1543,7 @@ impl FabricEndpoint {
     }
 
     fn recv_entry(&self, context: usize, msg: &Unexpected, len: usize, buf: usize) -> Entry {
-        let data_flag = if msg.header.data.is_some() {
-            FI_REMOTE_CQ_DATA
-        } else {
-            0
-        };
-        Entry {
-            context,
-            flags: FI_RECV | kind_flags(msg.header.tagged) | data_flag,
-            len,
-            buf,
-            data: msg.header.data.unwrap_or(0),
-            tag: msg.header.tag,
-            src: msg.src,
-        }
+        entry_for(context, msg.header, msg.src, len, buf)
     }
 
     /// Copies `msg` into `p`'s buffers and writes the completion (or `FI_ETRUNC`).
@@ -1556,20 +1562,7 @@ impl FabricEndpoint {
     /// Writes the completion of `p`, which took `n` bytes of a message of `len` (or
     /// `FI_ETRUNC` when they are fewer).
     fn finish_recv(&mut self, p: &Posted, src: FiAddr, header: Header, n: usize, len: usize) {
-        let data_flag = if header.data.is_some() {
-            FI_REMOTE_CQ_DATA
-        } else {
-            0
-        };
-        let entry = Entry {
-            context: p.context,
-            flags: FI_RECV | kind_flags(header.tagged) | data_flag,
-            len: n,
-            buf: p.target.first(),
-            data: header.data.unwrap_or(0),
-            tag: header.tag,
-            src,
-        };
+        let entry = entry_for(p.context, header, src, n, p.target.first());
         if n < len {
             self.recv_error(entry, len - n, FI_ETRUNC);
         } else {

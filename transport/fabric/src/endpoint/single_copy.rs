@@ -253,20 +253,7 @@ impl FabricEndpoint {
                         Err(e)
                     }
                     Err(e) => {
-                        let data_flag = if header.data.is_some() {
-                            FI_REMOTE_CQ_DATA
-                        } else {
-                            0
-                        };
-                        let entry = Entry {
-                            context: p.context,
-                            flags: FI_RECV | kind_flags(header.tagged) | data_flag,
-                            len: 0,
-                            buf: p.target.first(),
-                            data: header.data.unwrap_or(0),
-                            tag: header.tag,
-                            src,
-                        };
+                        let entry = entry_for(p.context, header, src, 0, p.target.first());
                         self.recv_error(entry, len, FI_EIO);
                         Err(e)
                     }
@@ -355,20 +342,7 @@ impl FabricEndpoint {
                 0
             }
             Err(_) => {
-                let data_flag = if header.data.is_some() {
-                    FI_REMOTE_CQ_DATA
-                } else {
-                    0
-                };
-                let entry = Entry {
-                    context: p.context,
-                    flags: FI_RECV | kind_flags(header.tagged) | data_flag,
-                    len: 0,
-                    buf: p.target.first(),
-                    data: header.data.unwrap_or(0),
-                    tag: header.tag,
-                    src,
-                };
+                let entry = entry_for(p.context, header, src, 0, p.target.first());
                 self.recv_error(entry, h.len, FI_EIO);
                 FI_EIO as u32
             }
