@@ -83,6 +83,9 @@ pub struct Stats {
     /// The rate the pacer lets data through, bytes per second (0 while pacing is off or
     /// no round trip has been measured).
     pub pacing_rate: u64,
+    /// The controller's estimate of the bottleneck bandwidth, bytes per second (0 for a
+    /// controller without one: only [`Bbr`](crate::congestion::Bbr) keeps one).
+    pub bandwidth_estimate: u64,
     /// Losses that reduced the congestion window (one per recovery period).
     pub congestion_events: u64,
     /// Of those, persistent congestion: retransmission timeouts in a row.
