@@ -7,7 +7,7 @@
 //!   if it raises the estimate. The round-trip floor is the least round trip of the last
 //!   ten seconds.
 //! * The window is twice the bandwidth-delay product, plus three pacing quanta (the bytes
-//!   the pacer lets out in a millisecond, at least two packets) for the batching of sends
+//!   the pacer lets out in a millisecond, from 32 to 64 KiB) for the batching of sends
 //!   and acknowledgements; data is paced at the estimate times a gain.
 //! * **Startup** paces and grows the window at 2/ln 2 (about 2.89) per round, the
 //!   bandwidth doubling each round, until three rounds in a row raised the estimate by
@@ -22,8 +22,10 @@
 //!   flight sent before it is acknowledged, the window is back where it was. A timeout in
 //!   a row (persistent congestion) takes the window to the floor, also until then.
 //!
-//! What it does not do: BBR v2's bounds from loss and ECN, the ack-aggregation allowance,
-//! and the restart from idle at the estimated rate. Known limits of v1: in a buffer
+//! What it does not do: BBR v2's bounds from loss and ECN, the ack-aggregation allowance
+//! (Linux's `extra_acked`: tried, and over a token bucket whose 32 KB burst inflates short
+//! delivery samples it let one flow alone overrun the queue, 1.6-6% of its packets sent
+//! again), and the restart from idle at the estimated rate. Known limits of v1: in a buffer
 //! shallower than its probing needs it loses packets at every cycle and takes more than
 //! its share from a loss-based flow (which backs off at each loss, where BBR does not);
 //! in a deep buffer a loss-based flow that keeps the queue full takes more than its share
@@ -68,6 +70,13 @@ const FULL_BW_ROUNDS: u32 = 3;
 const PACING_MARGIN_PERCENT: u64 = 1;
 /// The pacing quantum is what the pacing rate sends in this long (nanoseconds) ...
 const QUANTUM_INTERVAL: u64 = 1_000_000;
+/// ... at least this many bytes (and two packets): half of one of the transport's
+/// segmentation-offload batches (64 datagrams or 64 KiB). With Linux's floor, two
+/// packets, RPP beside a TCP BBR flow through a 200 Mbit/s bottleneck with a 10 ms queue
+/// got 0.11-0.16 of the link (both flows bounded by their windows: RPP's three quanta a
+/// few KB, TCP's 64 KB each); 32 KiB gave 0.39 and 0.39, 48 KiB 0.51 and 0.58, 64 KiB
+/// 0.51 and 0.73 (TCP left 0.17); see benches/RESULTS.md ...
+const MIN_QUANTUM: u64 = 32 * 1024;
 /// ... at most this many bytes.
 const MAX_QUANTUM: u64 = 64 * 1024;
 
@@ -253,14 +262,15 @@ impl Bbr {
         u64::try_from(bdp).unwrap_or(u64::MAX)
     }
 
-    /// The bytes the pacer sends in a millisecond: at least two packets, at most 64 KiB.
+    /// The bytes the pacer sends in a millisecond: at least 32 KiB (and two packets), at
+    /// most 64 KiB (or two packets).
     fn quantum(&self) -> u64 {
         let per_interval =
             u128::from(self.pacing_rate) * u128::from(QUANTUM_INTERVAL) / 1_000_000_000;
-        u64::try_from(per_interval).unwrap_or(u64::MAX).clamp(
-            2 * self.sizes.max_packet,
-            MAX_QUANTUM.max(2 * self.sizes.max_packet),
-        )
+        let two = 2 * self.sizes.max_packet;
+        u64::try_from(per_interval)
+            .unwrap_or(u64::MAX)
+            .clamp(MIN_QUANTUM.max(two), MAX_QUANTUM.max(two))
     }
 
     /// The flight `gain` (in 1/256) times the product asks for, with room for the

@@ -227,13 +227,24 @@ fn an_idle_ping_pong_keeps_its_latency_and_its_window() {
             pair.a_messages();
         }
         let s = pair.a.stats();
-        (pair.now, s.paced, s.cwnd, initial)
+        (
+            pair.now,
+            s.paced,
+            s.cwnd,
+            initial,
+            pair.a.config().mtu as u64,
+        )
     };
     let off = run(CongestionControl::None);
-    let (at, paced, cwnd, initial) = run(CongestionControl::Bbr);
+    let (at, paced, cwnd, initial, mtu) = run(CongestionControl::Bbr);
     assert_eq!(at, off.0, "the same virtual time for 1000 round trips");
     assert_eq!(paced, 0, "nothing paced");
-    assert_eq!(cwnd, initial, "the window did not grow");
+    // The window grows only up to the target its tiny estimate gives (three 32 KiB quanta
+    // and the product of a few bytes per round trip), not by every acknowledgement.
+    assert!(
+        cwnd <= initial.max(3 * 32 * 1024 + 2 * mtu),
+        "{cwnd} from {initial}"
+    );
 }
 
 #[test]
@@ -266,9 +277,14 @@ fn random_loss_does_not_collapse_the_window() {
 /// (its queue and rate; a tag byte in front of each packet says whose it is) and whose
 /// acknowledgements come back on links of their own. The second starts `stagger` after
 /// the first. Returns the bytes each delivered from `from` to `until`.
-fn two_flows(cc: CongestionControl, stagger: Duration, from: Instant, until: Instant) -> [u64; 2] {
+fn two_flows(
+    cc: CongestionControl,
+    link: LinkConfig,
+    stagger: Duration,
+    from: Instant,
+    until: Instant,
+) -> [u64; 2] {
     let config = bulk_config(cc);
-    let link = bottleneck(Duration::from_millis(5), Duration::from_millis(20));
     let back = LinkConfig {
         delay: link.delay,
         ..LinkConfig::default()
@@ -352,16 +368,23 @@ fn two_flows(cc: CongestionControl, stagger: Duration, from: Instant, until: Ins
     ]
 }
 
+/// BBR v1's known late-comer advantage, and how ProbeRTT ends it: the second flow
+/// measures its round-trip floor through the queue the first one keeps, so its window
+/// (twice its product) is the larger and it takes more (measured over seconds 3 to 8
+/// with a 50 ms queue: 15.6 MB against 46.3); once each has been through ProbeRTT (at
+/// ten seconds), their floors are the path's and they share (63.3 MB and 60.0 over
+/// seconds 12 to 22).
 #[test]
-fn two_bbr_flows_through_one_queue_share_it() {
+fn two_bbr_flows_through_one_queue_share_it_after_probe_rtt() {
     let [first, second] = two_flows(
         CongestionControl::Bbr,
+        bottleneck(Duration::from_millis(5), Duration::from_millis(50)),
         Duration::from_millis(500),
-        Instant::from_nanos(3_000_000_000),
-        Instant::from_nanos(8_000_000_000),
+        Instant::from_nanos(12_000_000_000),
+        Instant::from_nanos(22_000_000_000),
     );
     let (lo, hi) = (first.min(second), first.max(second));
     assert!(lo * 10 >= hi * 8, "{first} and {second}");
-    // Together they fill the link (five seconds at 12.5 MB/s: 62.5 MB).
-    assert!((first + second) * 10 >= 5 * RATE * 9, "{first} + {second}");
+    // Together they fill the link (ten seconds at 12.5 MB/s: 125 MB).
+    assert!((first + second) * 10 >= 10 * RATE * 9, "{first} + {second}");
 }
