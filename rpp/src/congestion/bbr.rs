@@ -7,7 +7,7 @@
 //!   if it raises the estimate. The round-trip floor is the least round trip of the last
 //!   ten seconds.
 //! * The window is twice the bandwidth-delay product, plus three pacing quanta (the bytes
-//!   the pacer lets out in a millisecond, from 32 to 64 KiB) for the batching of sends
+//!   the pacer lets out in a millisecond, from 40 to 64 KiB) for the batching of sends
 //!   and acknowledgements; data is paced at the estimate times a gain.
 //! * **Startup** paces and grows the window at 2/ln 2 (about 2.89) per round, the
 //!   bandwidth doubling each round, until three rounds in a row raised the estimate by
@@ -70,13 +70,16 @@ const FULL_BW_ROUNDS: u32 = 3;
 const PACING_MARGIN_PERCENT: u64 = 1;
 /// The pacing quantum is what the pacing rate sends in this long (nanoseconds) ...
 const QUANTUM_INTERVAL: u64 = 1_000_000;
-/// ... at least this many bytes (and two packets): half of one of the transport's
-/// segmentation-offload batches (64 datagrams or 64 KiB). With Linux's floor, two
-/// packets, RPP beside a TCP BBR flow through a 200 Mbit/s bottleneck with a 10 ms queue
-/// got 0.11-0.16 of the link (both flows bounded by their windows: RPP's three quanta a
-/// few KB, TCP's 64 KB each); 32 KiB gave 0.39 and 0.39, 48 KiB 0.51 and 0.58, 64 KiB
-/// 0.51 and 0.73 (TCP left 0.17); see benches/RESULTS.md ...
-const MIN_QUANTUM: u64 = 32 * 1024;
+/// ... at least this many bytes (and two packets). With Linux's floor, two packets, RPP
+/// beside a TCP BBR flow through a 200 Mbit/s bottleneck with a 10 ms queue got
+/// 0.11-0.16 of the link: both flows end up bounded by their windows (twice a product of
+/// a few KB at that path's 20 µs floor), so each one's three quanta decide the split,
+/// and TCP's (from its segmentation-offload size) are 64 KB each. Measured there: 32 KiB
+/// gave RPP 0.31-0.37, 48 KiB 0.51-0.58 (TCP down to 0.33), 40 KiB 0.45-0.49 beside TCP
+/// BBR and 0.43-0.47 beside TCP CUBIC, one flow alone retransmitting 0.01-0.03% (see
+/// benches/RESULTS.md). A window of 120 KiB and more is a deep queue on a slow path if
+/// the estimate is too high; the pacing at the estimate is what keeps it empty there ...
+const MIN_QUANTUM: u64 = 40 * 1024;
 /// ... at most this many bytes.
 const MAX_QUANTUM: u64 = 64 * 1024;
 
@@ -262,7 +265,7 @@ impl Bbr {
         u64::try_from(bdp).unwrap_or(u64::MAX)
     }
 
-    /// The bytes the pacer sends in a millisecond: at least 32 KiB (and two packets), at
+    /// The bytes the pacer sends in a millisecond: at least 40 KiB (and two packets), at
     /// most 64 KiB (or two packets).
     fn quantum(&self) -> u64 {
         let per_interval =
