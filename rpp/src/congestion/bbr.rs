@@ -515,6 +515,10 @@ impl Controller for Bbr {
         }
     }
 
+    fn name(&self) -> &'static str {
+        "bbr"
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }

@@ -168,6 +168,12 @@ pub trait Controller: Send + fmt::Debug {
         None
     }
 
+    /// The controller's name, for the statistics: the built-in ones say what
+    /// [`CongestionControl::name`] says of them.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
     /// The controller's estimate of the path's bottleneck bandwidth in bytes per second,
     /// if it keeps one (for the statistics).
     fn bandwidth_estimate(&self) -> Option<u64> {

@@ -525,6 +525,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             } else {
                 0
             },
+            controller: self.cc.as_ref().map_or("off", |c| c.name()),
             bandwidth_estimate: self
                 .cc
                 .as_ref()
