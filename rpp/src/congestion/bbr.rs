@@ -163,6 +163,10 @@ pub struct Bbr {
     probe_rtt_done: Option<Instant>,
     probe_rtt_round_done: bool,
     probe_rtts: u64,
+    /// Packets sent before the delivered count passed this went during ProbeRTT (or
+    /// while its flight was still out): their samples say what four packets deliver,
+    /// not the path, and are taken as application-limited (as Linux marks them).
+    probe_rtt_mark: u64,
     pacing_gain: u64,
     cwnd_gain: u64,
     /// The pacing rate, bytes per second (0: none yet).
@@ -207,6 +211,7 @@ impl Bbr {
             probe_rtt_done: None,
             probe_rtt_round_done: false,
             probe_rtts: 0,
+            probe_rtt_mark: 0,
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
             pacing_rate: 0,
@@ -342,6 +347,7 @@ impl Bbr {
         if self.mode != BbrMode::ProbeRtt {
             return;
         }
+        self.probe_rtt_mark = rs.total_delivered + rs.in_flight;
         match self.probe_rtt_done {
             None if rs.in_flight <= self.sizes.minimum => {
                 // The flight is down to ProbeRTT's window: hold it for 200 ms and a round.
@@ -450,10 +456,13 @@ impl Controller for Bbr {
         }
         // The sample: not one shorter than the round-trip floor (a compressed run of
         // acknowledgements), and an application-limited one only if it says more.
+        let app_limited = rs.app_limited
+            || self.mode == BbrMode::ProbeRtt
+            || rs.prior_delivered < self.probe_rtt_mark;
         let floor = rs.rtt.map_or(self.min_rtt, |r| r.min(self.min_rtt));
         if rs.interval > 0 && (floor == u64::MAX || rs.interval >= floor) {
             let rate = rs.rate();
-            if !rs.app_limited || rate >= self.bw.get() {
+            if !app_limited || rate >= self.bw.get() {
                 self.bw.update(BW_WINDOW_ROUNDS, self.rounds, rate);
             }
         }
@@ -461,7 +470,7 @@ impl Controller for Bbr {
         {
             self.advance_cycle(now);
         }
-        if !self.full_bw_reached && self.round_start && !rs.app_limited {
+        if !self.full_bw_reached && self.round_start && !app_limited {
             let bw = self.bw.get();
             if u128::from(bw) * u128::from(UNIT)
                 >= u128::from(self.full_bw) * u128::from(FULL_BW_GROWTH)

@@ -255,3 +255,32 @@ fn bbr_max_filter_keeps_the_best_for_ten_rounds_then_follows() {
     assert!(rounds >= 6, "{rounds} rounds");
     assert_eq!(b.bandwidth(), 50_000_000);
 }
+
+#[test]
+fn bbr_probe_rtt_keeps_the_estimate_and_comes_back() {
+    let mut b = Bbr::new(MSS, 10);
+    let (mut now, mut delivered) = (0, 0);
+    for _ in 0..10 {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    let window = b.window();
+    // Ten seconds of rounds no faster than the floor: the floor is stale.
+    while now < 10_000_000_000 + 2 * RTT {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.mode(), BbrMode::ProbeRtt, "{b:?}");
+    assert_eq!(b.probe_rtts(), 1);
+    assert_eq!(b.window(), MINIMUM_WINDOW_PACKETS * MSS);
+    // 200 ms at four packets (2,000 round trips of 100 µs, far more than the filter's
+    // ten): what they deliver does not lower the estimate.
+    let start = now;
+    while b.mode() == BbrMode::ProbeRtt {
+        bbr_round(&mut b, &mut now, &mut delivered, 40_000_000, 4 * MSS);
+        assert!(now - start <= 250_000_000, "{b:?}");
+    }
+    assert!(now - start >= 200_000_000);
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    assert_eq!(b.bandwidth(), 100_000_000);
+    assert!(b.window() >= window, "{} back from {window}", b.window());
+}
