@@ -22,7 +22,7 @@
 # controllers; a queue in the network (the router) is where flows meet on equal terms.
 #
 # Usage: integration/netns/shaped.sh [PATH-TO-MYRI]   (default: $MYRI, else `myri`)
-# Environment: CC=cubic|newreno|off (RPP's controller, default cubic), RATES="200mbit 1gbit",
+# Environment: CC=cubic|newreno|bbr|off (RPP's controller, default cubic), RATES="200mbit 1gbit",
 # ROUTER=1|0 (the bottleneck at the router, the default, or at the sender's device),
 # URL_EXTRA (more URL parameters for the RPP flows, e.g. "&pacing=0"), SERVER_ARGS (more `myri
 # serve` options, e.g. "--spin 0"), KEEP=DIR (copy the runs' JSON there), TESTS (the

@@ -32,11 +32,13 @@
 //!   ([`Event::PeerRestarted`]). Keepalives detect a dead peer: the connection then fails
 //!   and every message not acknowledged is handed back ([`Event::Failed`]).
 //! * **Congestion control** ([`congestion`]): a controller (CUBIC by default, NewReno,
-//!   or none) bounds the bytes in flight, with slow start, one reduction per loss event,
+//!   BBR, or none) bounds the bytes in flight, with slow start, one reduction per loss event,
 //!   reordering told apart from loss (and a reduction undone when its losses turn up),
-//!   and no growth while the application, not the window, limits the flight. A pacer
-//!   spreads each window over the round trip on long paths; on a microsecond link a
-//!   whole window is one burst, so a cluster link keeps its latency.
+//!   and no growth while the application, not the window, limits the flight; or BBR
+//!   ([`congestion::Bbr`]), which steers by its estimates of the path's bandwidth and
+//!   round trip instead of loss, for a path shared with TCP BBR flows. A pacer
+//!   spreads each window over the round trip on long paths (BBR sets its own rate); on a
+//!   microsecond link a whole window is one burst, so a cluster link keeps its latency.
 //!
 //! # Pacing and the driver
 //!

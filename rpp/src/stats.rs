@@ -83,6 +83,13 @@ pub struct Stats {
     /// The rate the pacer lets data through, bytes per second (0 while pacing is off or
     /// no round trip has been measured).
     pub pacing_rate: u64,
+    /// The congestion controller's name ([`Controller::name`](crate::congestion::Controller::name):
+    /// `newreno`, `cubic`, `bbr`, or what a controller of the caller's own says), `off`
+    /// without one.
+    pub controller: &'static str,
+    /// The controller's estimate of the bottleneck bandwidth, bytes per second (0 for a
+    /// controller without one: only [`Bbr`](crate::congestion::Bbr) keeps one).
+    pub bandwidth_estimate: u64,
     /// Losses that reduced the congestion window (one per recovery period).
     pub congestion_events: u64,
     /// Of those, persistent congestion: retransmission timeouts in a row.

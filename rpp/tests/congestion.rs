@@ -29,7 +29,8 @@ fn case() -> impl Strategy<Value = Case> {
         prop_oneof![
             Just(CongestionControl::None),
             Just(CongestionControl::NewReno),
-            Just(CongestionControl::Cubic)
+            Just(CongestionControl::Cubic),
+            Just(CongestionControl::Bbr)
         ],
         any::<bool>(),
         2u32..20,

@@ -13,7 +13,7 @@
 //!          | "world=" name                           sim only: which simulated fabric (default "default")
 //!          | "mtu=" 1*DIGIT                          largest datagram the endpoint sends
 //!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
-//!          | "cc=" ( "cubic" | "newreno" | "off" )    RPP's congestion control (default cubic)
+//!          | "cc=" ( "cubic" | "newreno" | "bbr" | "off" )  RPP's congestion control (default cubic)
 //!          | "pacing=" ( "1" | "0" | ... as reliable ) RPP paces bursts over the round trip
 //!          | "integrity=" ( "crc32c" | "dma" | "none" )  how damaged datagrams are caught ("dma": sim only)
 //!          | "conn=" 1*16 HEXDIG                     RPP's connection id, shared by both ends
@@ -291,6 +291,9 @@ pub enum Congestion {
     Cubic,
     /// `newreno`: NewReno-style AIMD.
     NewReno,
+    /// `bbr`: BBR v1, a model of the path's bandwidth and round trip (for a path shared
+    /// with TCP BBR flows, beside which a loss-based controller gets little).
+    Bbr,
     /// `off`: no congestion control: the send window and the receiver's credit alone.
     Off,
 }
@@ -301,6 +304,7 @@ impl Congestion {
         match self {
             Congestion::Cubic => "cubic",
             Congestion::NewReno => "newreno",
+            Congestion::Bbr => "bbr",
             Congestion::Off => "off",
         }
     }
@@ -525,6 +529,7 @@ fn params(scheme: Scheme, query: &str) -> Result<Params, UrlError> {
                 let cc = match value.to_ascii_lowercase().as_str() {
                     "cubic" => Congestion::Cubic,
                     "newreno" => Congestion::NewReno,
+                    "bbr" => Congestion::Bbr,
                     "off" | "none" | "0" => Congestion::Off,
                     _ => {
                         return Err(UrlError::BadParamValue {
@@ -701,8 +706,11 @@ mod tests {
             (Some(Congestion::NewReno), Some(false))
         );
         assert_eq!(u.to_string(), "sim://a?cc=newreno&pacing=0");
+        let u = Url::parse("udp://h:1?cc=BBR").unwrap();
+        assert_eq!(u.params.cc, Some(Congestion::Bbr));
+        assert_eq!(u.to_string(), "udp://h:1?cc=bbr");
         assert!(matches!(
-            Url::parse("udp://h:1?cc=bbr"),
+            Url::parse("udp://h:1?cc=vegas"),
             Err(UrlError::BadParamValue { .. })
         ));
         let u = Url::parse("udp://h:1?gso=yes&mtu=1472").unwrap();
@@ -901,6 +909,7 @@ mod tests {
                 proptest::option::of(proptest::sample::select(vec![
                     Congestion::Cubic,
                     Congestion::NewReno,
+                    Congestion::Bbr,
                     Congestion::Off,
                 ])),
                 proptest::option::of(any::<bool>()),

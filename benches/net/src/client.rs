@@ -149,10 +149,25 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
     let mut peer = server.clone();
     peer.params = Default::default();
     let mode = if config.reliable { "1" } else { "0" };
-    let mtu = server
-        .params
-        .mtu
-        .map_or(String::new(), |m| format!("&mtu={m}"));
+    // What the server's URL says of how this end sends goes on the local endpoint's URL,
+    // where the endpoint reads it: the datagram size, segmentation offload, and RPP's
+    // congestion control and pacing (`cc=` and `pacing=` were dropped here before, so a
+    // client given `?cc=newreno` ran the default controller).
+    let p = &server.params;
+    let flag = |b: bool| if b { "1" } else { "0" };
+    let mut extra = String::new();
+    if let Some(m) = p.mtu {
+        extra += &format!("&mtu={m}");
+    }
+    if let Some(g) = p.gso {
+        extra += &format!("&gso={}", flag(g));
+    }
+    if let Some(cc) = p.cc {
+        extra += &format!("&cc={}", cc.as_str());
+    }
+    if let Some(pacing) = p.pacing {
+        extra += &format!("&pacing={}", flag(pacing));
+    }
     let local = match &server.address {
         myri_transport::Address::Udp { host, port } => {
             if config.bind.is_some() {
@@ -165,7 +180,7 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
                         "--bind {b}: expected udp://host:port with no parameters"
                     )));
                 }
-                format!("{u}?reliable={mode}{mtu}")
+                format!("{u}?reliable={mode}{extra}")
             } else {
                 let v6 = (host.as_str(), *port)
                     .to_socket_addrs()
@@ -173,7 +188,7 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
                     .next()
                     .is_some_and(|a| a.is_ipv6());
                 let any = if v6 { "[::]" } else { "0.0.0.0" };
-                format!("udp://{any}:0?reliable={mode}{mtu}")
+                format!("udp://{any}:0?reliable={mode}{extra}")
             }
         }
         myri_transport::Address::Shm { name } => {
@@ -183,7 +198,7 @@ fn urls(server: &Url, config: &ClientConfig) -> Result<(String, String), ClientE
                         .into(),
                 ));
             }
-            format!("shm://{name}?reliable={mode}{mtu}")
+            format!("shm://{name}?reliable={mode}{extra}")
         }
         myri_transport::Address::Sim { .. } => {
             return Err(ClientError::Setup(
@@ -700,5 +715,24 @@ impl Client {
             self.ep.progress();
         }
         Ok(counters)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_url_s_sending_parameters_reach_the_local_endpoint() {
+        let server: Url = "udp://127.0.0.1:7000?mtu=1472&gso=0&cc=bbr&pacing=0"
+            .parse()
+            .unwrap();
+        let (local, peer) = urls(&server, &ClientConfig::default()).unwrap();
+        let local: Url = local.parse().unwrap();
+        assert_eq!(local.params.cc, Some(myri_transport::Congestion::Bbr));
+        assert_eq!(local.params.pacing, Some(false));
+        assert_eq!(local.params.gso, Some(false));
+        assert_eq!(local.params.mtu, Some(1472));
+        assert_eq!(peer, "udp://127.0.0.1:7000");
     }
 }

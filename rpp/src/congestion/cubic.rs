@@ -151,6 +151,10 @@ impl Controller for Cubic {
         }
     }
 
+    fn name(&self) -> &'static str {
+        "cubic"
+    }
+
     fn window(&self) -> u64 {
         self.window
     }

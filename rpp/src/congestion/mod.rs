@@ -1,5 +1,5 @@
 //! Congestion control: how many bytes a connection may have in flight, as a small
-//! trait in the manner of quinn-proto's congestion module, and two controllers.
+//! trait in the manner of quinn-proto's congestion module, and three controllers.
 //!
 //! # What the connection tells a controller
 //!
@@ -28,6 +28,13 @@
 //!   sent before it began belong to the same event and reduce the window once. A second
 //!   retransmission timeout in a row (the first only probes) is persistent congestion,
 //!   once per silence;
+//! * [`Controller::on_rate_sample`], if the controller asks for them
+//!   ([`Controller::wants_rate_samples`]), for every acknowledgement of new data,
+//!   application-limited or not, first of all: a [`RateSample`] of the rate the path
+//!   delivered at since the latest acknowledged packet was sent. Each packet records the
+//!   connection's delivered count and time when it goes (a few stores on the send path);
+//!   the application is taken to limit the flight when it queues a message with nothing
+//!   left to send and room in the window, until what was in flight then is delivered;
 //! * [`Controller::on_spurious_congestion_event`] when the peer reports (D-SACK) that
 //!   every packet the last event declared lost had in fact arrived: the reduction was
 //!   reordering's doing and is undone, as Linux's undo does; or when the first
@@ -43,12 +50,29 @@
 //! Both turn their first slow start into conservative growth by HyStart++ (RFC 9406)
 //! when the round trip grows by a queue's worth (4-16 ms), before a deep queue
 //! overflows; [`NewReno::with_hystart`] and [`Cubic::with_hystart`] turn it off.
+//!
+//! [`Bbr`] (BBR v1, `cc=bbr`) steers by a model of the path instead: the bottleneck
+//! bandwidth (the largest delivery rate of the last ten round trips) and the round trip
+//! without a queue (the least of the last ten seconds). It paces at the estimate times a
+//! gain ([`Controller::pacing_rate`]: 2.89 in Startup, then 5/4, 3/4 and six rounds of 1)
+//! and bounds the flight to twice the product (plus three pacing quanta), measuring the
+//! round trip afresh at four packets every ten seconds (ProbeRTT). A loss holds its window
+//! to the flight for a round (packet conservation) and no more. It is for a path shared
+//! with TCP BBR flows, beside which a loss-based flow gets what BBR leaves. What it does
+//! not do: v2's bounds from loss and ECN, ack-aggregation allowance, restart from idle.
+//! What v1 is known to do: in a shallow buffer it keeps losing packets and takes more
+//! than its share from loss-based flows (they back off at each loss, it does not); in a
+//! deep one, a loss-based flow that keeps the queue full takes more than its share from
+//! it; flows of different round trips do not share evenly. See the [`Bbr`] docs.
+//!
 //! Other controllers plug in through [`Connection::set_controller`](crate::Connection::set_controller).
 
+mod bbr;
 mod cubic;
 mod hystart;
 mod new_reno;
 
+pub use bbr::{Bbr, BbrMode};
 pub use cubic::Cubic;
 pub use new_reno::NewReno;
 
@@ -118,6 +142,88 @@ pub trait Controller: Send + fmt::Debug {
     /// grew (HyStart++), not at a loss.
     fn slow_start_delay_exits(&self) -> u64 {
         0
+    }
+
+    /// Whether the controller wants a [`RateSample`] for every acknowledgement of new
+    /// data ([`Controller::on_rate_sample`]); asked once, when the connection takes the
+    /// controller. The connection keeps the delivery state either way.
+    fn wants_rate_samples(&self) -> bool {
+        false
+    }
+
+    /// A delivery rate sample at `now`, for every acknowledgement of new data, whether
+    /// the flight tested the window or not (the sample says whether the application
+    /// limited it), before that acknowledgement's [`Controller::on_rtt_sample`] and
+    /// [`Controller::on_ack`] or [`Controller::on_app_limited`], and before any
+    /// [`Controller::on_congestion_event`] for losses it revealed. Called only if
+    /// [`Controller::wants_rate_samples`].
+    fn on_rate_sample(&mut self, now: Instant, sample: &RateSample) {
+        let _ = (now, sample);
+    }
+
+    /// Bytes per second the pacer should let through, if the controller sets the pace
+    /// itself; `None` (the default): the pacer spreads the window over the smoothed
+    /// round trip (see the pacer).
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// The controller's name, for the statistics: the built-in ones say what
+    /// [`CongestionControl::name`] says of them.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
+    /// The controller's estimate of the path's bottleneck bandwidth in bytes per second,
+    /// if it keeps one (for the statistics).
+    fn bandwidth_estimate(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// What one acknowledgement says of the rate at which the path delivers, as
+/// draft-cheng-iccrg-delivery-rate-estimation measures it: every packet records, when
+/// sent, how many bytes the connection had delivered by then and when; the
+/// acknowledgement of the latest-sent of the packets it acknowledges gives the bytes
+/// delivered since over the time they took (the longer of the send and the
+/// acknowledgement intervals, so that neither a burst of sends nor a compressed run of
+/// acknowledgements reads faster than the path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateSample {
+    /// Bytes delivered over the sample's interval.
+    pub delivered: u64,
+    /// The sample's interval in nanoseconds (0: no sample, say the first packet of an
+    /// idle connection acknowledged at the instant it went).
+    pub interval: u64,
+    /// Bytes the connection had delivered in all when the sample's packet was sent (a
+    /// round trip ends once a packet sent after its start is acknowledged).
+    pub prior_delivered: u64,
+    /// Bytes the connection has delivered in all, this acknowledgement included.
+    pub total_delivered: u64,
+    /// The sample's packet went while the application, not the window, limited the
+    /// sender: the rate is a lower bound of what the path carries.
+    pub app_limited: bool,
+    /// Bytes this acknowledgement newly acknowledged.
+    pub acked: u64,
+    /// Bytes this acknowledgement declared lost.
+    pub lost: u64,
+    /// Bytes in flight once this acknowledgement (and the losses it revealed) are taken
+    /// into account.
+    pub in_flight: u64,
+    /// The unambiguous round trip this acknowledgement measured, in nanoseconds.
+    pub rtt: Option<u64>,
+    /// When the latest-sent of the acknowledged packets was sent.
+    pub sent: Instant,
+}
+
+impl RateSample {
+    /// The delivery rate in bytes per second (0 without an interval).
+    pub fn rate(&self) -> u64 {
+        if self.interval == 0 {
+            return 0;
+        }
+        u64::try_from(u128::from(self.delivered) * 1_000_000_000 / u128::from(self.interval))
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -189,6 +295,8 @@ pub enum CongestionControl {
     /// [`Cubic`] (the default, as in Linux and quinn).
     #[default]
     Cubic,
+    /// [`Bbr`]: a model of the path's bandwidth and round trip instead of loss (BBR v1).
+    Bbr,
 }
 
 /// The least window of the built-in controllers, in packets: four, not RFC 9002's two,
@@ -228,6 +336,18 @@ impl CongestionControl {
             CongestionControl::None => None,
             CongestionControl::NewReno => Some(Box::new(NewReno::new(max_packet, initial_packets))),
             CongestionControl::Cubic => Some(Box::new(Cubic::new(max_packet, initial_packets))),
+            CongestionControl::Bbr => Some(Box::new(Bbr::new(max_packet, initial_packets))),
+        }
+    }
+
+    /// The controller's name as the transport's URLs and the statistics spell it:
+    /// `off`, `newreno`, `cubic` or `bbr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CongestionControl::None => "off",
+            CongestionControl::NewReno => "newreno",
+            CongestionControl::Cubic => "cubic",
+            CongestionControl::Bbr => "bbr",
         }
     }
 }

@@ -102,6 +102,10 @@ impl Controller for NewReno {
         }
     }
 
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
+
     fn window(&self) -> u64 {
         self.window
     }

@@ -119,4 +119,168 @@ fn the_config_builds_the_chosen_controller() {
     assert_eq!(reno.window(), 4 * MSS);
     let cubic = CongestionControl::Cubic.build(MSS, 1).unwrap();
     assert_eq!(cubic.window(), 4 * MSS, "at least the minimum window");
+    let bbr = CongestionControl::Bbr.build(MSS, 10).unwrap();
+    assert_eq!(bbr.window(), 10 * MSS);
+    assert!(bbr.wants_rate_samples() && bbr.in_slow_start());
+    assert_eq!(
+        bbr.pacing_rate(),
+        None,
+        "the window's pace until a round trip is measured"
+    );
+    let names: Vec<_> = [
+        CongestionControl::None,
+        CongestionControl::NewReno,
+        CongestionControl::Cubic,
+        CongestionControl::Bbr,
+    ]
+    .map(CongestionControl::name)
+    .into();
+    assert_eq!(names, ["off", "newreno", "cubic", "bbr"]);
+    for cc in [
+        CongestionControl::NewReno,
+        CongestionControl::Cubic,
+        CongestionControl::Bbr,
+    ] {
+        assert_eq!(cc.build(MSS, 10).unwrap().name(), cc.name());
+    }
+}
+
+/// A BBR fed one sample a round by hand: `rate` bytes per second over a round trip of
+/// `RTT`, the flight at `in_flight`; `now` moves on by the round trip.
+fn bbr_round(b: &mut Bbr, now: &mut u64, delivered: &mut u64, rate: u64, in_flight: u64) {
+    let prior = *delivered;
+    let bytes = rate * RTT / 1_000_000_000;
+    *delivered += bytes;
+    let sent = Instant::from_nanos(*now);
+    *now += RTT;
+    b.on_rate_sample(
+        Instant::from_nanos(*now),
+        &RateSample {
+            delivered: bytes,
+            interval: RTT,
+            prior_delivered: prior,
+            total_delivered: *delivered,
+            app_limited: false,
+            acked: bytes,
+            lost: 0,
+            in_flight,
+            rtt: Some(RTT),
+            sent,
+        },
+    );
+}
+
+#[test]
+fn bbr_leaves_startup_after_three_rounds_without_growth_then_drains() {
+    let mut b = Bbr::new(MSS, 10);
+    let (mut now, mut delivered) = (0, 0);
+    // The rate doubles each round (Startup finds more), then stays at 100 MB/s.
+    for rate in [12_500_000, 25_000_000, 50_000_000, 100_000_000] {
+        bbr_round(&mut b, &mut now, &mut delivered, rate, 20 * MSS);
+        assert_eq!(b.mode(), BbrMode::Startup, "{b:?}");
+    }
+    // The product: 100 MB/s over 100 µs, 10 KB. Rounds at the same rate, the flight still
+    // well above it.
+    for round in 1..=3 {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 400 * MSS);
+        let expect = if round < 3 {
+            BbrMode::Startup
+        } else {
+            BbrMode::Drain
+        };
+        assert_eq!(b.mode(), expect, "round {round}: {b:?}");
+    }
+    assert!(b.full_bandwidth_reached());
+    assert_eq!(b.bandwidth(), 100_000_000);
+    assert!(b.pacing_gain() < 256, "Drain paces below the estimate");
+    // Once the flight is down to a product (and the quanta), ProbeBW.
+    bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    assert_eq!(b.min_rtt(), Some(RTT));
+}
+
+#[test]
+fn bbr_holds_the_window_to_the_flight_for_a_loss_then_restores_it() {
+    let mut b = Bbr::new(MSS, 10);
+    let (mut now, mut delivered) = (0, 0);
+    for _ in 0..10 {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    let window = b.window();
+    // A loss of a packet sent before now, the flight at 30 packets: the window holds it.
+    b.on_congestion_event(
+        Instant::from_nanos(now),
+        Instant::from_nanos(now - RTT / 2),
+        false,
+        MSS,
+    );
+    let held = b.window();
+    assert!(held < window, "{held} from {window}");
+    assert!(held >= MINIMUM_WINDOW_PACKETS * MSS);
+    // More losses of the same flight: the same event.
+    b.on_congestion_event(
+        Instant::from_nanos(now + 10),
+        Instant::from_nanos(now - 10),
+        false,
+        MSS,
+    );
+    assert_eq!(b.window(), held);
+    // The acknowledgement of a packet sent after the event began: the window is back.
+    now += 2 * RTT;
+    bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    assert!(
+        b.window() >= window,
+        "{} back from {held}, was {window}",
+        b.window()
+    );
+}
+
+#[test]
+fn bbr_max_filter_keeps_the_best_for_ten_rounds_then_follows() {
+    let mut b = Bbr::new(MSS, 10);
+    let (mut now, mut delivered) = (0, 0);
+    for _ in 0..5 {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.bandwidth(), 100_000_000);
+    // The path slows to half: the old maximum stands for the filter's ten rounds, then
+    // the estimate follows.
+    let mut rounds = 0;
+    while b.bandwidth() == 100_000_000 {
+        bbr_round(&mut b, &mut now, &mut delivered, 50_000_000, 10 * MSS);
+        rounds += 1;
+        assert!(rounds <= 12, "{b:?}");
+    }
+    assert!(rounds >= 6, "{rounds} rounds");
+    assert_eq!(b.bandwidth(), 50_000_000);
+}
+
+#[test]
+fn bbr_probe_rtt_keeps_the_estimate_and_comes_back() {
+    let mut b = Bbr::new(MSS, 10);
+    let (mut now, mut delivered) = (0, 0);
+    for _ in 0..10 {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    let window = b.window();
+    // Ten seconds of rounds no faster than the floor: the floor is stale.
+    while now < 10_000_000_000 + 2 * RTT {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.mode(), BbrMode::ProbeRtt, "{b:?}");
+    assert_eq!(b.probe_rtts(), 1);
+    assert_eq!(b.window(), MINIMUM_WINDOW_PACKETS * MSS);
+    // 200 ms at four packets (2,000 round trips of 100 µs, far more than the filter's
+    // ten): what they deliver does not lower the estimate.
+    let start = now;
+    while b.mode() == BbrMode::ProbeRtt {
+        bbr_round(&mut b, &mut now, &mut delivered, 40_000_000, 4 * MSS);
+        assert!(now - start <= 250_000_000, "{b:?}");
+    }
+    assert!(now - start >= 200_000_000);
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    assert_eq!(b.bandwidth(), 100_000_000);
+    assert!(b.window() >= window, "{} back from {window}", b.window());
 }

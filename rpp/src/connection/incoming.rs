@@ -298,6 +298,22 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if out.acked_bytes > 0
             && let Some(cc) = self.cc.as_mut()
         {
+            if self.rate_samples {
+                let sample = RateSample {
+                    delivered: self.send.delivered - out.prior_delivered,
+                    interval: out.send_elapsed.max(now.nanos_since(out.prior_time)),
+                    prior_delivered: out.prior_delivered,
+                    total_delivered: self.send.delivered,
+                    app_limited: out.sample_app_limited,
+                    acked: out.acked_bytes,
+                    lost: self.send.lost_bytes,
+                    in_flight: self.send.bytes_in_flight,
+                    rtt: out.rtt,
+                    sent: out.acked_sent,
+                };
+                cc.on_rate_sample(now, &sample);
+                self.cwnd = cc.window();
+            }
             let app_limited = self.flight_high.saturating_add(self.max_packet) < self.cwnd;
             if !app_limited {
                 if let Some(rtt) = out.rtt {

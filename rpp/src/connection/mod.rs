@@ -7,7 +7,7 @@ mod recv;
 mod send;
 
 use crate::config::Config;
-use crate::congestion::Controller;
+use crate::congestion::{Controller, RateSample};
 use crate::rtt::RttEstimator;
 use crate::stats::{Stats, Trace, TraceKind};
 use crate::time::Instant;
@@ -286,6 +286,8 @@ pub struct Connection<B = Vec<u8>> {
     cwnd: u64,
     /// The last acknowledgement found the flight application-limited.
     app_limited: bool,
+    /// The controller wants delivery rate samples ([`Controller::wants_rate_samples`]).
+    rate_samples: bool,
     /// The pacer (none: off).
     pacer: Option<Pacer>,
     /// When the pacer lets the data packet it held back go.
@@ -430,6 +432,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         Ok(Connection {
             cwnd: cc.as_ref().map_or(u64::MAX, |c| c.window()),
             send: SendState::new(payload, wire::HEADER_LEN as u32, INITIAL_CREDIT),
+            rate_samples: cc.as_ref().is_some_and(|c| c.wants_rate_samples()),
             cc,
             app_limited: false,
             pacer: config.pacing.then(|| Pacer::new(config.mtu as u64, now)),
@@ -518,11 +521,16 @@ impl<B: AsRef<[u8]>> Connection<B> {
             ssthresh: self.cc.as_ref().map_or(u64::MAX, |c| c.ssthresh()),
             slow_start_delay_exits: self.cc.as_ref().map_or(0, |c| c.slow_start_delay_exits()),
             pacing_rate: if self.pacer.is_some() {
-                let (window, srtt, slow_start) = self.pacing_inputs();
-                Pacer::rate(window, srtt, slow_start)
+                self.pacing_inputs().0
             } else {
                 0
             },
+            controller: self.cc.as_ref().map_or("off", |c| c.name()),
+            bandwidth_estimate: self
+                .cc
+                .as_ref()
+                .and_then(|c| c.bandwidth_estimate())
+                .unwrap_or(0),
             ..self.stats.clone()
         }
     }
@@ -532,6 +540,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     pub fn set_controller(&mut self, controller: Option<Box<dyn Controller>>) {
         self.cc = controller;
         self.cwnd = self.cc.as_ref().map_or(u64::MAX, |c| c.window());
+        self.rate_samples = self.cc.as_ref().is_some_and(|c| c.wants_rate_samples());
     }
 
     /// The congestion controller, if any.
@@ -551,9 +560,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
         } else {
             u64::MAX
         };
-        let (window, srtt, slow_start) = self.pacing_inputs();
+        let (rate, window) = self.pacing_inputs();
         let paced = self.pacer.as_mut().map_or(u64::MAX, |p| {
-            let tokens = p.available(now, window, srtt, slow_start);
+            let tokens = p.available(now, rate, window);
             if tokens == u64::MAX {
                 u64::MAX
             } else {
@@ -563,19 +572,26 @@ impl<B: AsRef<[u8]>> Connection<B> {
         usize::try_from(room.min(paced)).unwrap_or(usize::MAX)
     }
 
-    /// The window the pacer spreads (the congestion window, or the send window's bytes
-    /// without a controller), the smoothed round trip (0 before a sample), and whether
-    /// the controller is in slow start.
+    /// The pacing rate in bytes per second (0: nothing paced, as before a round-trip
+    /// sample) and the window that bounds a burst (the congestion window, or the send
+    /// window's bytes without a controller). The rate is the controller's own if it sets
+    /// one ([`Controller::pacing_rate`]), else the window spread over the smoothed round
+    /// trip ([`Pacer::rate`]).
     #[inline]
-    fn pacing_inputs(&self) -> (u64, u64, bool) {
+    fn pacing_inputs(&self) -> (u64, u64) {
         let srtt = self.rtt.srtt_nanos();
         match &self.cc {
-            Some(c) => (self.cwnd, srtt, c.in_slow_start()),
-            None => (
-                u64::from(self.config.send_window) * self.max_packet,
-                srtt,
-                false,
-            ),
+            Some(c) => {
+                let rate = match c.pacing_rate() {
+                    Some(rate) if srtt > 0 => rate,
+                    _ => Pacer::rate(self.cwnd, srtt, c.in_slow_start()),
+                };
+                (rate, self.cwnd)
+            }
+            None => {
+                let window = u64::from(self.config.send_window) * self.max_packet;
+                (Pacer::rate(window, srtt, false), window)
+            }
         }
     }
 
@@ -615,6 +631,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         if !self.has_room(len) {
             return Err(SendError::WouldBlock(msg));
+        }
+        if !self.send.has_new()
+            && self.send.bytes_in_flight < self.cwnd
+            && self.send.nothing_to_resend()
+        {
+            // Nothing left to send and room in the window: until what is in flight has
+            // been delivered, the application limits the rate samples.
+            self.send.mark_app_limited();
         }
         Ok(MessageId(self.send.push(msg)))
     }
@@ -679,6 +703,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 }
 
+#[cfg(test)]
+mod bbr_tests;
 #[cfg(test)]
 mod cc_tests;
 #[cfg(test)]

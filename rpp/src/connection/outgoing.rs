@@ -61,8 +61,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// runs low).
     #[inline(never)]
     fn paced_until(&mut self, now: Instant) -> Option<Instant> {
-        let (window, srtt, slow_start) = self.pacing_inputs();
-        let t = self.pacer.as_mut()?.delay(now, window, srtt, slow_start)?;
+        let (rate, window) = self.pacing_inputs();
+        let t = self.pacer.as_mut()?.delay(now, rate, window)?;
         self.stats.paced += 1;
         self.pacing_deadline = Some(t);
         Some(t)

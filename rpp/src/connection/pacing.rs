@@ -2,7 +2,8 @@
 //! one burst, as a token bucket (quinn-proto's pacer is the model).
 //!
 //! Tokens are bytes. They refill at the pacing rate, `gain x window / srtt` (gain 2 in
-//! slow start, so the window can double in a round, and 5/4 after, as Linux paces), up to
+//! slow start, so the window can double in a round, and 5/4 after, as Linux paces), or
+//! the controller's own rate where it sets one (BBR paces at its bandwidth estimate), up to
 //! a burst: the bytes the rate sends in [`BURST_INTERVAL`], but at least
 //! [`MIN_BURST_PACKETS`] packets and at most the window. On a microsecond-RTT link the
 //! burst is the whole window, so pacing never delays a packet there; on a long path it
@@ -54,31 +55,20 @@ impl Pacer {
         self.tokens >= self.max_packet
     }
 
-    /// When a packet of the largest size may go, if not now: `None` means now. Without a
-    /// round-trip sample (`srtt` 0) nothing is paced.
+    /// When a packet of the largest size may go, if not now: `None` means now. At a
+    /// `rate` (bytes per second) of 0, as without a round-trip sample, nothing is paced;
+    /// a burst is at most `window` bytes.
     #[inline]
-    pub(crate) fn delay(
-        &mut self,
-        now: Instant,
-        window: u64,
-        srtt: u64,
-        slow_start: bool,
-    ) -> Option<Instant> {
-        if self.tokens >= self.max_packet || srtt == 0 {
+    pub(crate) fn delay(&mut self, now: Instant, rate: u64, window: u64) -> Option<Instant> {
+        if self.tokens >= self.max_packet || rate == 0 {
             return None;
         }
-        self.refill(now, window, srtt, slow_start)
+        self.refill(now, rate, window)
     }
 
     #[inline(never)]
-    fn refill(
-        &mut self,
-        now: Instant,
-        window: u64,
-        srtt: u64,
-        slow_start: bool,
-    ) -> Option<Instant> {
-        let rate = Pacer::rate(window, srtt, slow_start).max(1);
+    fn refill(&mut self, now: Instant, rate: u64, window: u64) -> Option<Instant> {
+        let rate = rate.max(1);
         let burst = u64::try_from(u128::from(rate) * u128::from(BURST_INTERVAL) / 1_000_000_000)
             .unwrap_or(u64::MAX);
         let floor = self.max_packet * MIN_BURST_PACKETS;
@@ -106,17 +96,11 @@ impl Pacer {
     }
 
     /// Tokens now, for a driver that asks how much it may send in one batch.
-    pub(crate) fn available(
-        &mut self,
-        now: Instant,
-        window: u64,
-        srtt: u64,
-        slow_start: bool,
-    ) -> u64 {
-        if srtt == 0 {
+    pub(crate) fn available(&mut self, now: Instant, rate: u64, window: u64) -> u64 {
+        if rate == 0 {
             return u64::MAX;
         }
-        let _ = self.refill(now, window, srtt, slow_start);
+        let _ = self.refill(now, rate, window);
         self.tokens
     }
 }
@@ -133,7 +117,7 @@ mod tests {
         let mut now = Instant::ZERO;
         let mut sent_at = Vec::new();
         while sent_at.len() < 40 {
-            match p.delay(now, window, srtt, false) {
+            match p.delay(now, Pacer::rate(window, srtt, false), window) {
                 None => {
                     p.on_sent(mtu);
                     sent_at.push(now);
@@ -159,13 +143,14 @@ mod tests {
         let (mtu, window, srtt) = (8192, 80 * 8192, 20_000);
         let mut p = Pacer::new(mtu, Instant::ZERO);
         let mut now = Instant::ZERO;
+        let rate = Pacer::rate(window, srtt, true);
         // Warm up: the burst becomes the window.
-        assert!(p.delay(now, window, srtt, true).is_none());
+        assert!(p.delay(now, rate, window).is_none());
         for _ in 0..4 {
             p.on_sent(mtu);
         }
         now = now.add_nanos(srtt);
-        assert!(p.delay(now, window, srtt, true).is_none());
-        assert_eq!(p.available(now, window, srtt, true), window);
+        assert!(p.delay(now, rate, window).is_none());
+        assert_eq!(p.available(now, rate, window), window);
     }
 }

@@ -46,6 +46,15 @@ pub(crate) struct Sent {
     pub(crate) lost: bool,
     /// Declared lost by a timeout (not by acknowledgements).
     pub(crate) lost_by_timeout: bool,
+    /// Sent while the application, not the window, limited the sender (see
+    /// [`SendState::mark_app_limited`]).
+    pub(crate) app_limited: bool,
+    /// The connection's delivery state when it was last transmitted, for the delivery
+    /// rate sample its acknowledgement gives: bytes delivered, when the latest of them
+    /// was, and when the first packet of the flight it went in was sent.
+    pub(crate) delivered: u64,
+    pub(crate) delivered_time: Instant,
+    pub(crate) first_sent_time: Instant,
 }
 
 /// What an acknowledgement did. Messages it completed are in
@@ -68,6 +77,13 @@ pub(crate) struct AckOutcome {
     pub(crate) late: u32,
     /// Of those, the ones the acknowledgements had declared lost: reordering.
     pub(crate) reordered: u32,
+    /// The delivery state at the transmission of the latest-sent packet acknowledged
+    /// (the one the delivery rate sample is taken over; see [`Sent::delivered`]), and
+    /// the time from the first send of its flight to its own.
+    pub(crate) prior_delivered: u64,
+    pub(crate) prior_time: Instant,
+    pub(crate) send_elapsed: u64,
+    pub(crate) sample_app_limited: bool,
 }
 
 /// An acknowledgement for packets (or transmissions) never sent.
@@ -106,6 +122,15 @@ pub(crate) struct SendState<B> {
     tx_order: u64,
     /// The latest transmission known to have arrived; 0 before any.
     largest_acked_order: u64,
+    /// Delivery rate estimation (draft-cheng-iccrg-delivery-rate-estimation): bytes
+    /// acknowledged so far, when the latest were, and when the first packet of the
+    /// current flight was sent.
+    pub(crate) delivered: u64,
+    pub(crate) delivered_time: Instant,
+    first_sent_time: Instant,
+    /// While not 0: packets sent are application-limited, until `delivered` passes it
+    /// (what was in flight when the application ran dry has been delivered).
+    app_limited_until: u64,
     retransmit: VecDeque<u32>,
     pub(crate) queued_bytes: usize,
     /// Sequence numbers beyond `snd_una` the peer lets us use.
@@ -136,6 +161,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
             resends_in_flight: 0,
             tx_order: 0,
             largest_acked_order: 0,
+            delivered: 0,
+            delivered_time: Instant::ZERO,
+            first_sent_time: Instant::ZERO,
+            app_limited_until: 0,
             retransmit: VecDeque::new(),
             queued_bytes: 0,
             peer_credit: initial_credit,
@@ -276,6 +305,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         let seq = self.snd_nxt;
         self.snd_nxt = self.snd_nxt.wrapping_add(1);
         let order = self.next_order();
+        self.start_flight(now);
         self.unacked.push_back(Sent {
             msg_id: id,
             frag,
@@ -287,6 +317,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
             in_flight: true,
             lost: false,
             lost_by_timeout: false,
+            app_limited: self.app_limited_until != 0,
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent_time: self.first_sent_time,
         });
         self.in_flight += 1;
         self.bytes_in_flight += u64::from(bytes);
@@ -301,7 +335,18 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 continue;
             }
             let order = self.next_order();
+            self.start_flight(now);
+            let (app_limited, delivered, delivered_time, first_sent_time) = (
+                self.app_limited_until != 0,
+                self.delivered,
+                self.delivered_time,
+                self.first_sent_time,
+            );
             let s = self.sent_mut(seq).expect("checked above");
+            s.app_limited = app_limited;
+            s.delivered = delivered;
+            s.delivered_time = delivered_time;
+            s.first_sent_time = first_sent_time;
             s.lost = false;
             s.in_flight = true;
             s.sent_at = now;
@@ -316,6 +361,24 @@ impl<B: AsRef<[u8]>> SendState<B> {
             return Some((seq, id, frag));
         }
         None
+    }
+
+    /// A packet is about to go at `now`: with nothing in flight it starts a new flight,
+    /// whose delivery rate is measured from now (not from before an idle spell).
+    #[inline]
+    fn start_flight(&mut self, now: Instant) {
+        if self.in_flight == 0 {
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+    }
+
+    /// The application has nothing more to send while the window has room: the packets
+    /// sent until what is in flight now has been delivered are application-limited, and
+    /// their delivery rate samples say less than the path could carry.
+    #[inline]
+    pub(crate) fn mark_app_limited(&mut self) {
+        self.app_limited_until = (self.delivered + self.bytes_in_flight).max(1);
     }
 
     fn declare_lost(&mut self, i: usize, by_timeout: bool) {
@@ -372,6 +435,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         lost
     }
 
+    #[inline(always)]
     fn mark_acked(&mut self, seq: u32, echo: u64, now: Instant, out: &mut AckOutcome) {
         let Some(s) = self.sent_mut(seq) else { return };
         if s.acked {
@@ -388,6 +452,14 @@ impl<B: AsRef<[u8]>> SendState<B> {
             s.order,
             u64::from(s.bytes),
         );
+        if out.newly_acked == 0 || s.delivered >= out.prior_delivered {
+            // The latest-sent packet acknowledged so far: the rate sample spans from its
+            // send.
+            out.prior_delivered = s.delivered;
+            out.prior_time = s.delivered_time;
+            out.send_elapsed = sent_at.nanos_since(s.first_sent_time);
+            out.sample_app_limited = s.app_limited;
+        }
         s.in_flight = false;
         s.lost = false;
         if was_in_flight {
@@ -395,6 +467,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             self.bytes_in_flight -= bytes;
             self.resends_in_flight -= u32::from(resend);
         }
+        self.delivered += bytes;
         out.newly_acked += 1;
         out.acked_bytes += bytes;
         out.acked_sent = out.acked_sent.max(sent_at);
@@ -473,6 +546,13 @@ impl<B: AsRef<[u8]>> SendState<B> {
         while self.unacked.front().is_some_and(|s| s.acked) {
             self.unacked.pop_front();
             self.snd_una = self.snd_una.wrapping_add(1);
+        }
+        if out.newly_acked > 0 {
+            self.delivered_time = now;
+            self.first_sent_time = out.acked_sent;
+            if self.app_limited_until != 0 && self.delivered > self.app_limited_until {
+                self.app_limited_until = 0;
+            }
         }
         while self
             .messages

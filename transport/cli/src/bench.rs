@@ -278,6 +278,7 @@ fn stats_json(s: &Stats) -> Value {
         "credit_stalls": s.credit_stalls, "srtt_us": us(s.srtt), "rttvar_us": us(s.rttvar),
         "rto_us": us(s.rto),
         "cwnd": s.cwnd, "ssthresh": s.ssthresh, "pacing_rate": s.pacing_rate,
+        "controller": s.controller, "bandwidth_estimate": s.bandwidth_estimate,
         "congestion_events": s.congestion_events, "cwnd_limited": s.cwnd_limited,
         "bad_mac": s.bad_mac, "integrity_mismatch": s.integrity_mismatch,
     })

@@ -206,6 +206,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "spurious_retransmits": r.spurious_retransmits, "credit_stalls": r.credit_stalls,
             "peer_credit": r.peer_credit, "beyond_window": r.beyond_window,
             "cwnd": r.cwnd, "ssthresh": r.ssthresh, "pacing_rate": r.pacing_rate,
+            "controller": r.controller, "bandwidth_estimate": r.bandwidth_estimate,
             "congestion_events": r.congestion_events,
             "persistent_congestion": r.persistent_congestion,
             "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,

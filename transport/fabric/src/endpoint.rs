@@ -701,6 +701,7 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     options.rpp.congestion = match cc.as_deref() {
         Some("none") => myri_rpp::congestion::CongestionControl::None,
         Some("newreno") => myri_rpp::congestion::CongestionControl::NewReno,
+        Some("bbr") => myri_rpp::congestion::CongestionControl::Bbr,
         _ => myri_rpp::congestion::CongestionControl::Cubic,
     };
     options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");

@@ -93,8 +93,8 @@
 //! from `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `PMIX_RANK` or `SLURM_PROCID`, binds port
 //! BIND+R and gives port ADVERTISE+R, or `udp://HOST:P+R`, as its name: the shadow
 //! address of a `myri proxy --mesh` in front of the ranks; a rank is unique across hosts,
-//! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno` or
-//! `cubic`, RPP's congestion controller over `udp://`, default `cubic`),
+//! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno`, `cubic`
+//! or `bbr`, RPP's congestion controller over `udp://`, default `cubic`),
 //! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_SHM=0` (auto-shm off: peers of this host
 //! over `udp://` too, as the tests and `compare.sh` that measure UDP set),
 //! `FI_MYRI_CMA=0` (no single-copy reads: large messages over `shm://` copied through

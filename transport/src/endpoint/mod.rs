@@ -484,6 +484,7 @@ impl Endpoint {
             rpp.congestion = match cc {
                 Congestion::Cubic => myri_rpp::congestion::CongestionControl::Cubic,
                 Congestion::NewReno => myri_rpp::congestion::CongestionControl::NewReno,
+                Congestion::Bbr => myri_rpp::congestion::CongestionControl::Bbr,
                 _ => myri_rpp::congestion::CongestionControl::None,
             };
         }
