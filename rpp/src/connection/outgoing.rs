@@ -190,12 +190,18 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let sending = matches!(self.state, State::Established | State::Closing)
             && self.peer_incarnation.is_some();
         if self.held_ack.is_some()
-            && !(self.new_packet_may_go(sending)
-                && !self.full_ack_due
-                && self.send.nothing_to_resend())
+            && ((self.send.has_new() && !self.new_packet_may_go(sending))
+                || self.full_ack_due
+                || !self.send.nothing_to_resend()
+                || self.state == State::Closing)
         {
-            // Only a new packet, let through by the window as it stood, goes before the
-            // held acknowledgement: it may free room or show losses to resend.
+            // The held acknowledgement goes first where it may change what goes now: new
+            // data the windows hold back (it may free room), a resend (it may show it
+            // needless), a close waiting for the last acknowledgement. A new packet the
+            // window lets through goes before it; and with nothing to send it stays held
+            // for the next pass (`poll_timeout` applies it): the transmit loop asks once
+            // more after its last packet, before the backend sends what it gathered, and
+            // the acknowledgement's bookkeeping would hold the datagram back.
             self.apply_held_ack();
         }
         let data = if self.full_ack_due {
