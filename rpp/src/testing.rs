@@ -526,6 +526,21 @@ impl Pair {
         .fold(0xcbf2_9ce4_8422_2325, mix)
     }
 
+    /// `rounds` round trips of a ping-pong, one message in flight at a time: `a` sends
+    /// a 4-byte message, `b` answers `pong`, each delivered (and taken) before the next.
+    /// Panics if a round does not deliver exactly one message each way.
+    #[track_caller]
+    pub fn ping_pong(&mut self, rounds: u32) {
+        for i in 0..rounds {
+            self.a.send(i.to_be_bytes().to_vec()).unwrap();
+            self.drive();
+            assert_eq!(self.b_messages().len(), 1, "round {i}: the ping");
+            self.b.send(b"pong".to_vec()).unwrap();
+            self.drive();
+            assert_eq!(self.a_messages().len(), 1, "round {i}: the pong");
+        }
+    }
+
     /// Messages `b` received so far (taken out of its events; other events stay).
     pub fn b_messages(&mut self) -> Vec<Vec<u8>> {
         take_messages(&mut self.b_events)

@@ -170,6 +170,18 @@ fn bbr_round(b: &mut Bbr, now: &mut u64, delivered: &mut u64, rate: u64, in_flig
     );
 }
 
+/// A controller ten rounds into a 100 MB/s path, in ProbeBW: it, the time and the bytes
+/// delivered.
+fn bbr_in_probe_bw() -> (Bbr, u64, u64) {
+    let mut b = Bbr::new(MSS, 10);
+    let (mut now, mut delivered) = (0, 0);
+    for _ in 0..10 {
+        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
+    }
+    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    (b, now, delivered)
+}
+
 #[test]
 fn bbr_leaves_startup_after_three_rounds_without_growth_then_drains() {
     let mut b = Bbr::new(MSS, 10);
@@ -201,12 +213,7 @@ fn bbr_leaves_startup_after_three_rounds_without_growth_then_drains() {
 
 #[test]
 fn bbr_holds_the_window_to_the_flight_for_a_loss_then_restores_it() {
-    let mut b = Bbr::new(MSS, 10);
-    let (mut now, mut delivered) = (0, 0);
-    for _ in 0..10 {
-        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
-    }
-    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    let (mut b, mut now, mut delivered) = bbr_in_probe_bw();
     let window = b.window();
     // A loss of a packet sent before now, the flight at 30 packets: the window holds it.
     b.on_congestion_event(
@@ -258,12 +265,7 @@ fn bbr_max_filter_keeps_the_best_for_ten_rounds_then_follows() {
 
 #[test]
 fn bbr_probe_rtt_keeps_the_estimate_and_comes_back() {
-    let mut b = Bbr::new(MSS, 10);
-    let (mut now, mut delivered) = (0, 0);
-    for _ in 0..10 {
-        bbr_round(&mut b, &mut now, &mut delivered, 100_000_000, 10 * MSS);
-    }
-    assert_eq!(b.mode(), BbrMode::ProbeBw);
+    let (mut b, mut now, mut delivered) = bbr_in_probe_bw();
     let window = b.window();
     // Ten seconds of rounds no faster than the floor: the floor is stale.
     while now < 10_000_000_000 + 2 * RTT {

@@ -196,14 +196,7 @@ fn application_limited_samples_do_not_lower_the_estimate_nor_grow_the_window() {
     assert!(bulk.bandwidth_estimate * 10 >= RATE * 9, "{bulk:?}");
     // A ping-pong for many more than the filter's ten rounds: its samples, one small
     // packet per round trip, are application-limited.
-    for i in 0..200u32 {
-        pair.a.send(i.to_be_bytes().to_vec()).unwrap();
-        pair.drive();
-        assert_eq!(pair.b_messages().len(), 1);
-        pair.b.send(b"pong".to_vec()).unwrap();
-        pair.drive();
-        assert_eq!(pair.a_messages().len(), 1);
-    }
+    pair.ping_pong(200);
     let s = pair.a.stats();
     assert_eq!(s.bandwidth_estimate, bulk.bandwidth_estimate, "{s:?}");
     // The window may close the last bytes to the target the bulk flow left it short of
@@ -221,14 +214,7 @@ fn an_idle_ping_pong_keeps_its_latency_and_its_window() {
             8,
         );
         let initial = pair.a.stats().cwnd;
-        for i in 0..1000u32 {
-            pair.a.send(i.to_be_bytes().to_vec()).unwrap();
-            pair.drive();
-            pair.b_messages();
-            pair.b.send(b"pong".to_vec()).unwrap();
-            pair.drive();
-            pair.a_messages();
-        }
+        pair.ping_pong(1000);
         let s = pair.a.stats();
         (
             pair.now,

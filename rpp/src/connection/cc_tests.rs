@@ -310,14 +310,7 @@ fn an_application_limited_flight_does_not_inflate_the_window() {
         let mut pair = Pair::new(cc_config(cc, true), LinkConfig::default(), 7);
         let initial = pair.a.stats().cwnd;
         // A ping-pong: one message in flight at a time, thousands acknowledged.
-        for i in 0..2000u32 {
-            pair.a.send(i.to_be_bytes().to_vec()).unwrap();
-            pair.drive();
-            assert_eq!(pair.b_messages().len(), 1);
-            pair.b.send(b"pong".to_vec()).unwrap();
-            pair.drive();
-            assert_eq!(pair.a_messages().len(), 1);
-        }
+        pair.ping_pong(2000);
         // Idle for a while, then a burst well within the window.
         pair.run_until(pair.now + Duration::from_millis(50));
         queue(&mut pair, 5, 1000);
@@ -333,14 +326,7 @@ fn an_application_limited_flight_does_not_inflate_the_window() {
 fn an_idle_ping_pong_keeps_its_latency_with_congestion_control_and_pacing() {
     let run = |config: Config| {
         let mut pair = Pair::new(config, LinkConfig::default(), 8);
-        for i in 0..1000u32 {
-            pair.a.send(i.to_be_bytes().to_vec()).unwrap();
-            pair.drive();
-            pair.b_messages();
-            pair.b.send(b"pong".to_vec()).unwrap();
-            pair.drive();
-            pair.a_messages();
-        }
+        pair.ping_pong(1000);
         (pair.now, pair.a.stats().paced)
     };
     let off = run(cc_config(CongestionControl::None, false));
