@@ -705,6 +705,7 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
         _ => myri_rpp::congestion::CongestionControl::Cubic,
     };
     options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
+    options.peer_socket = std::env::var("FI_MYRI_PEER_SOCKET").as_deref() != Ok("0");
     options
 }
 

@@ -112,6 +112,9 @@ pub(crate) struct BackendCounters {
     /// `udp://`: datagrams the host's own network stack dropped on their way out (a
     /// full queue to the first hop: the send failed with `ENOBUFS`).
     pub(crate) local_drops: u64,
+    /// `udp://`: sockets opened for the endpoint's one peer (see the udp backend's module
+    /// documentation).
+    pub(crate) peer_sockets: u64,
 }
 
 /// The datagram core every backend has: the provider interface (see the module
@@ -259,8 +262,11 @@ pub(crate) trait Socket: Backend {
     fn peer_mtu(&mut self, to: &RemoteAddr) -> usize;
     /// Sends to `to` only from now on and hears only from it (a connected socket).
     fn connect(&mut self, to: &RemoteAddr) -> Result<(), InsertError>;
-    /// The socket, to register with a caller's `mio::Poll`.
-    fn udp_socket(&mut self) -> &mut mio::net::UdpSocket;
+    /// Registers the sockets with a caller's `mio::Poll` (readable: datagrams arrived),
+    /// and any socket opened later while registered.
+    fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()>;
+    /// Undoes [`Socket::register`].
+    fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()>;
 }
 
 /// The backends, one per scheme: the endpoint calls them through this enum, so the
@@ -487,11 +493,32 @@ impl AnyBackend {
         }
     }
 
-    /// [`Socket::udp_socket`] where the backend has a socket.
-    pub(crate) fn udp_socket(&mut self) -> Option<&mut mio::net::UdpSocket> {
+    /// [`Socket::register`] where the backend has a socket (`None` where it has none).
+    pub(crate) fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+    ) -> Option<std::io::Result<()>> {
         match self {
-            AnyBackend::Udp(b) => Some(b.udp_socket()),
+            AnyBackend::Udp(b) => Some(b.register(registry, token)),
             _ => None,
+        }
+    }
+
+    /// [`Socket::deregister`] where the backend has a socket (`None` where it has none).
+    pub(crate) fn deregister(&mut self, registry: &mio::Registry) -> Option<std::io::Result<()>> {
+        match self {
+            AnyBackend::Udp(b) => Some(b.deregister(registry)),
+            _ => None,
+        }
+    }
+
+    /// The endpoint has `peers` peers now, the last one `to`: a `udp://` backend gives
+    /// the first a socket of its own where `allowed` (see the udp backend's module
+    /// documentation) and retires it at the second; others ignore it.
+    pub(crate) fn peer_added(&mut self, to: &RemoteAddr, peers: usize, allowed: bool) {
+        if let AnyBackend::Udp(b) = self {
+            b.peer_added(to, peers, allowed);
         }
     }
 }

@@ -24,6 +24,26 @@
 //! with the cheapest call and sets up no message headers it will not use, which matters
 //! because every pass's own work adds to the delay before it sees the next datagram.
 //!
+//! # The first peer's own socket
+//!
+//! An unconnected socket costs the kernel a route lookup for every datagram it sends
+//! (the output route) and for every datagram it receives (the input route: only a
+//! connected socket is found by the early demultiplexing that skips it). A bare UDP
+//! ping-pong over loopback with connected sockets takes about 0.1 us less each way
+//! than with unconnected ones, on a path of 2 us. So while the endpoint has exactly one
+//! peer ([`UdpBackend::peer_added`], when the endpoint's options allow it), that peer
+//! gets a socket of its own: bound to the same address and port (both sockets set
+//! `SO_REUSEPORT`, the shared one after it was bound, so a plain bind of the port by
+//! another socket still fails) and connected to the peer. The kernel hands the peer's
+//! datagrams to that socket and everyone else's to the shared one, and sends to the
+//! peer leave by it. A progress pass reads the peer's socket every pass and the shared
+//! one every [`SHARED_PERIOD`] passes, before the peer's (every pass when registered
+//! with a caller's `mio::Poll`, whose edge-triggered wake-ups must not be left
+//! unread), so a waiting ping-pong still costs one system call a pass. A second peer
+//! retires the socket: what it holds is read, and then it is closed (a datagram the
+//! kernel is delivering to it at that instant is lost, as a datagram may be; RPP sends
+//! it again). Counted in [`BackendCounters::peer_sockets`].
+//!
 //! # Segmentation offload
 //!
 //! The `gso` URL parameter (see [`crate::url`]) turns it on or off. On a link whose
@@ -69,6 +89,9 @@ pub const SLAB_SLOTS: usize = 64;
 pub const RECV_BUDGET: usize = 16;
 /// Datagrams one `recvmmsg` call takes at most.
 pub const RECV_BATCH: usize = 8;
+/// With a peer's own socket (see the module documentation), the shared socket is read
+/// every this many progress passes: datagrams from anyone else wait at most that long.
+pub const SHARED_PERIOD: u64 = 8;
 /// Gathered packets up to this many bytes are copied together and sent with `sendto`.
 pub const SMALL_SEND: usize = 256;
 /// Largest datagram held back for a segmentation-offload send: a longer one could not
@@ -157,6 +180,42 @@ fn gso_refused(e: &std::io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
     )
+}
+
+/// The endpoint's one peer's own socket: bound where the shared one is, connected to the
+/// peer (see the module documentation).
+struct PeerSocket {
+    addr: SocketAddr,
+    socket: UdpSocket,
+}
+
+/// When a progress pass reads the shared socket beside a peer's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SharedRead {
+    /// Not this pass (or there is no peer socket: the shared one is the only one).
+    Not,
+    /// Before the peer's socket (every [`SHARED_PERIOD`] passes), so that the read never
+    /// comes between the peer's datagram and the application.
+    First,
+    /// After the peer's socket, if that gave nothing this pass (registered with a
+    /// caller's poll: the pass that finds nothing to do has read both sockets, so no
+    /// edge-triggered wake-up is left unread when the caller goes back to sleep).
+    IfIdle,
+}
+
+/// The socket a datagram to `to` leaves by, and the address that socket is connected to:
+/// the peer's own socket for its peer, else the shared one.
+#[inline]
+fn route<'a>(
+    shared: &'a UdpSocket,
+    connected: Option<SocketAddr>,
+    peer: &'a Option<PeerSocket>,
+    to: SocketAddr,
+) -> (&'a UdpSocket, Option<SocketAddr>) {
+    match peer {
+        Some(p) if p.addr == to => (&p.socket, Some(p.addr)),
+        _ => (shared, connected),
+    }
 }
 
 /// Sends `data` as one datagram to `to` (on the connected socket's own path when `to` is
@@ -270,6 +329,19 @@ pub(crate) struct UdpBackend {
     batch: usize,
     /// The one peer the socket is connected to ([`Socket::connect`]), if it is.
     connected: Option<SocketAddr>,
+    /// The endpoint's one peer's own socket, while it has exactly one.
+    peer: Option<PeerSocket>,
+    /// With a peer socket: when this pass reads the shared socket.
+    shared: SharedRead,
+    /// The shared socket was read dry this pass.
+    shared_done: bool,
+    /// The peer's socket gave a datagram this pass.
+    peer_gave: bool,
+    /// Progress passes so far (the shared socket is read every [`SHARED_PERIOD`]).
+    passes: u64,
+    /// The caller's `mio` registry and token ([`Socket::register`]): a peer socket opened
+    /// later is registered too.
+    registered: Option<(mio::Registry, mio::Token)>,
     /// The URL set `mtu=` (every peer gets it; no path MTU is asked).
     explicit_mtu: bool,
     /// The kernel takes segmentation-offload sends on this socket (and has not refused
@@ -342,6 +414,12 @@ impl UdpBackend {
             budget: RECV_BUDGET,
             batch: 1,
             connected: None,
+            peer: None,
+            shared: SharedRead::Not,
+            shared_done: false,
+            peer_gave: false,
+            passes: 0,
+            registered: None,
             explicit_mtu,
             gso_ok,
             gso_on: false,
@@ -367,6 +445,13 @@ impl UdpBackend {
         self.staging.bytes.reserve(MAX_DATAGRAM);
         // Without it the kernel cuts offloaded datagrams apart for us: slower, not wrong.
         self.gro_on = sys::set_gro(&self.socket, true).is_ok();
+        if let Some(p) = &self.peer
+            && self.gro_on
+            && sys::set_gro(&p.socket, true).is_err()
+        {
+            // Its datagrams would come cut apart, which the receive path takes too.
+            self.counters.io_errors += 1;
+        }
     }
 
     /// The socket address of a remote address of this backend (another kind is none).
@@ -432,24 +517,21 @@ impl UdpBackend {
     }
 
     /// Receives up to `want` datagrams into `rx[..want]`, reported in `received`: one
-    /// `recvfrom`, or one `recvmmsg` for more. A slot holds any UDP datagram, so nothing
+    /// `recvfrom`, or one `recvmmsg` for more, from the peer's own socket (`on_peer`, when
+    /// there is one) or the shared one. A slot holds any UDP datagram, so nothing
     /// `recvfrom` takes is ever cut short.
-    fn receive(&mut self, want: usize) -> std::io::Result<usize> {
+    fn receive(&mut self, on_peer: bool, want: usize) -> std::io::Result<usize> {
+        let socket = match &self.peer {
+            Some(p) if on_peer => &p.socket,
+            _ => &self.socket,
+        };
         if self.gro_on {
-            return sys::recv_batch::<true, _>(
-                &self.socket,
-                &mut self.rx[..want],
-                &mut self.received,
-            );
+            return sys::recv_batch::<true, _>(socket, &mut self.rx[..want], &mut self.received);
         }
         if want != 1 {
-            return sys::recv_batch::<false, _>(
-                &self.socket,
-                &mut self.rx[..want],
-                &mut self.received,
-            );
+            return sys::recv_batch::<false, _>(socket, &mut self.rx[..want], &mut self.received);
         }
-        let (len, from) = self.socket.recv_from(self.rx[0].as_mut())?;
+        let (len, from) = socket.recv_from(self.rx[0].as_mut())?;
         self.received.push(sys::Received {
             index: 0,
             len,
@@ -459,6 +541,105 @@ impl UdpBackend {
             bad_control: false,
         });
         Ok(1)
+    }
+
+    /// The endpoint has `peers` peers now, the last one `to`; `allowed` says whether its
+    /// options let the first have a socket of its own (see the module documentation).
+    /// The first gets one (if the kernel lets it: otherwise everything stays on the
+    /// shared socket, counted in `io_errors`); a second retires it.
+    pub(crate) fn peer_added(&mut self, to: &RemoteAddr, peers: usize, allowed: bool) {
+        let Some(a) = Self::addr(to) else {
+            return;
+        };
+        if peers >= 2 {
+            self.retire_peer_socket();
+            return;
+        }
+        if peers != 1 || !allowed || self.connected.is_some() || self.peer.is_some() {
+            return;
+        }
+        match self.open_peer_socket(a) {
+            Ok(socket) => {
+                self.counters.peer_sockets += 1;
+                self.peer = Some(PeerSocket { addr: a, socket });
+            }
+            Err(_) => self.counters.io_errors += 1,
+        }
+    }
+
+    /// A socket bound where the shared one is and connected to `to`, with the shared
+    /// one's options.
+    fn open_peer_socket(&mut self, to: SocketAddr) -> std::io::Result<UdpSocket> {
+        use socket2::{Domain, Protocol, Socket as Raw, Type};
+        // Set after the shared socket's bind, so that a plain bind of the port still
+        // fails; only a socket that sets it too (this one) may share the port.
+        socket2::SockRef::from(&self.socket).set_reuse_port(true)?;
+        let raw = Raw::new(
+            Domain::for_address(self.local),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )?;
+        raw.set_reuse_port(true)?;
+        if self.local.is_ipv6() {
+            raw.set_only_v6(socket2::SockRef::from(&self.socket).only_v6()?)?;
+        }
+        raw.set_nonblocking(true)?;
+        let _ = raw.set_recv_buffer_size(4 << 20);
+        let _ = raw.set_send_buffer_size(4 << 20);
+        raw.bind(&self.local.into())?;
+        raw.connect(&to.into())?;
+        let mut socket = UdpSocket::from_std(raw.into());
+        let _ = sys::set_recv_err(&socket, self.local.is_ipv6());
+        if self.gro_on {
+            sys::set_gro(&socket, true)?;
+        }
+        if let Some((registry, token)) = &self.registered {
+            registry.register(&mut socket, *token, mio::Interest::READABLE)?;
+        }
+        Ok(socket)
+    }
+
+    /// Reads what the peer's own socket holds into `ready` and closes it: the shared
+    /// socket takes the peer's datagrams from then on.
+    fn retire_peer_socket(&mut self) {
+        if self.peer.is_none() {
+            return;
+        }
+        for _ in 0..1024 {
+            self.refill(RECV_BATCH);
+            self.received.clear();
+            self.counters.recv_calls += 1;
+            match self.receive(true, RECV_BATCH) {
+                Ok(got) => {
+                    // Handed out whatever this pass's budget says: these are read already.
+                    let budget = self.budget;
+                    self.hand_out();
+                    self.budget = budget;
+                    if got < RECV_BATCH {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.counters.recv_calls_empty += 1;
+                    break;
+                }
+                Err(_) => {
+                    self.counters.io_errors += 1;
+                    if let Some(p) = &self.peer {
+                        sys::drain_errors(&p.socket, 64);
+                    }
+                }
+            }
+        }
+        if let Some(mut p) = self.peer.take()
+            && let Some((registry, _)) = &self.registered
+        {
+            let _ = registry.deregister(&mut p.socket);
+        }
+        // The shared socket is the only one again: read it from now on.
+        self.drained = false;
+        self.shared = SharedRead::Not;
     }
 
     /// Moves what the last batch received into `ready`, as views of its buffers: one per
@@ -563,14 +744,8 @@ impl UdpBackend {
             self.send_staged()?;
         }
         if !self.gso_ok || len > MAX_STAGED_DATAGRAM {
-            let r = send_vectored(
-                &self.socket,
-                self.connected,
-                to,
-                header,
-                payload,
-                &mut self.counters,
-            );
+            let (socket, connected) = route(&self.socket, self.connected, &self.peer, to);
+            let r = send_vectored(socket, connected, to, header, payload, &mut self.counters);
             return self.sent(r);
         }
         self.staging.push(to, header, payload);
@@ -599,10 +774,11 @@ impl UdpBackend {
         if self.staging.count == 1 || !self.gso_ok {
             return self.send_staged_one_by_one(to);
         }
-        let dest = (self.connected != Some(to)).then_some(to);
+        let (socket, connected) = route(&self.socket, self.connected, &self.peer, to);
+        let dest = (connected != Some(to)).then_some(to);
         let segment = u16::try_from(self.staging.segment).unwrap_or(u16::MAX);
         loop {
-            let (socket, bytes) = (&self.socket, &self.staging.bytes);
+            let bytes = &self.staging.bytes;
             let r = send_past_icmp(socket, &mut self.counters, || {
                 sys::send_segments(socket, dest, bytes, segment)
             });
@@ -636,8 +812,8 @@ impl UdpBackend {
         let mut first_error = Ok(());
         while self.staging.count > 0 {
             let len = self.staging.segment.min(self.staging.bytes.len());
-            let (socket, bytes) = (&self.socket, &self.staging.bytes[..len]);
-            let connected = self.connected;
+            let (socket, connected) = route(&self.socket, self.connected, &self.peer, to);
+            let bytes = &self.staging.bytes[..len];
             let r = send_past_icmp(socket, &mut self.counters, || {
                 send_datagram(socket, connected, to, bytes)
             });
@@ -740,7 +916,7 @@ impl Backend for UdpBackend {
             }
             // Datagrams staged before this one leave before it.
             self.send_staged()?;
-            let (socket, connected) = (&self.socket, self.connected);
+            let (socket, connected) = route(&self.socket, self.connected, &self.peer, a);
             let r = send_past_icmp(socket, &mut self.counters, || {
                 send_datagram(socket, connected, a, &buf)
             });
@@ -774,20 +950,14 @@ impl Backend for UdpBackend {
             let mut packet = [0u8; SMALL_SEND];
             packet[..header.len()].copy_from_slice(header);
             packet[header.len()..len].copy_from_slice(payload);
-            let (socket, connected) = (&self.socket, self.connected);
+            let (socket, connected) = route(&self.socket, self.connected, &self.peer, a);
             let r = send_past_icmp(socket, &mut self.counters, || {
                 send_datagram(socket, connected, a, &packet[..len])
             });
             return self.sent(r);
         }
-        let r = send_vectored(
-            &self.socket,
-            self.connected,
-            a,
-            header,
-            payload,
-            &mut self.counters,
-        );
+        let (socket, connected) = route(&self.socket, self.connected, &self.peer, a);
+        let r = send_vectored(socket, connected, a, header, payload, &mut self.counters);
         self.sent(r)
     }
 
@@ -801,49 +971,72 @@ impl Backend for UdpBackend {
         if let Some(i) = self.ready.pop_front() {
             return Some(i);
         }
-        if self.budget == 0 || self.drained {
-            return None;
-        }
         // Bounded: a socket that keeps failing is counted, not spun on.
         for _ in 0..64 {
-            let want = self.budget.min(self.batch);
+            if self.budget == 0 {
+                return None;
+            }
+            // With a peer socket, the shared socket when it is due this pass (before the
+            // peer's, or after it when that gave nothing), else the peer's; without, the
+            // one socket.
+            let on_peer = match self.shared {
+                SharedRead::First if !self.shared_done => false,
+                _ if !self.drained => self.peer.is_some(),
+                SharedRead::IfIdle if !self.shared_done && !self.peer_gave => false,
+                _ => return None,
+            };
+            let shared_aside = self.peer.is_some() && !on_peer;
+            let want = if shared_aside {
+                self.budget.min(RECV_BATCH)
+            } else {
+                self.budget.min(self.batch)
+            };
             self.refill(want);
             self.received.clear();
             self.counters.recv_calls += 1;
-            match self.receive(want) {
+            match self.receive(on_peer, want) {
                 Ok(got) => {
-                    // A lone datagram after the socket ran dry (a ping-pong's answer) goes
-                    // to the application without a second system call to find the socket
-                    // empty; the batch grows for the next pass, so a stream still comes
-                    // in batches once it flows.
-                    self.drained = got < want || want == 1;
-                    self.batch = if got == want {
-                        (self.batch * 2).min(RECV_BATCH)
+                    if shared_aside {
+                        self.shared_done = got < want;
                     } else {
-                        got.max(1)
-                    };
-                    self.hand_out();
-                    match self.ready.pop_front() {
-                        Some(i) => return Some(i),
-                        None if self.drained => return None,
-                        // Every datagram of a full batch was dropped: read on.
-                        None => continue,
+                        self.peer_gave |= on_peer && got > 0;
+                        // A lone datagram after the socket ran dry (a ping-pong's answer)
+                        // goes to the application without a second system call to find
+                        // the socket empty; the batch grows for the next pass, so a
+                        // stream still comes in batches once it flows.
+                        self.drained = got < want || want == 1;
+                        self.batch = if got == want {
+                            (self.batch * 2).min(RECV_BATCH)
+                        } else {
+                            got.max(1)
+                        };
                     }
+                    self.hand_out();
+                    if let Some(i) = self.ready.pop_front() {
+                        return Some(i);
+                    }
+                    // Every datagram of the batch was dropped: read on.
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     self.counters.recv_calls_empty += 1;
-                    self.drained = true;
-                    self.batch = 1;
-                    return None;
+                    if shared_aside {
+                        self.shared_done = true;
+                    } else {
+                        self.drained = true;
+                        self.batch = 1;
+                    }
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
                     // An ICMP error for an earlier send (port unreachable): not fatal.
                     // Its copy on the error queue goes too, or the queue would hold
                     // receive-buffer memory.
                     self.counters.io_errors += 1;
-                    sys::drain_errors(&self.socket, 64);
-                    continue;
+                    let socket = match &self.peer {
+                        Some(p) if on_peer => &p.socket,
+                        _ => &self.socket,
+                    };
+                    sys::drain_errors(socket, 64);
                 }
             }
         }
@@ -857,6 +1050,18 @@ impl Backend for UdpBackend {
         }
         self.budget = RECV_BUDGET;
         self.drained = false;
+        self.passes = self.passes.wrapping_add(1);
+        // The shared socket beside a peer's own: every few passes, or, when a caller's
+        // poll waits on it, in every pass the peer's gives nothing (an edge-triggered
+        // wake-up left unread would be lost).
+        self.shared = match (&self.peer, &self.registered) {
+            (None, _) => SharedRead::Not,
+            (Some(_), Some(_)) => SharedRead::IfIdle,
+            (Some(_), None) if self.passes.is_multiple_of(SHARED_PERIOD) => SharedRead::First,
+            (Some(_), None) => SharedRead::Not,
+        };
+        self.shared_done = false;
+        self.peer_gave = false;
         false
     }
 
@@ -909,8 +1114,22 @@ impl Socket for UdpBackend {
         Ok(())
     }
 
-    fn udp_socket(&mut self) -> &mut UdpSocket {
-        &mut self.socket
+    fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
+        let kept = registry.try_clone()?;
+        registry.register(&mut self.socket, token, mio::Interest::READABLE)?;
+        if let Some(p) = &mut self.peer {
+            registry.register(&mut p.socket, token, mio::Interest::READABLE)?;
+        }
+        self.registered = Some((kept, token));
+        Ok(())
+    }
+
+    fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()> {
+        self.registered = None;
+        if let Some(p) = &mut self.peer {
+            registry.deregister(&mut p.socket)?;
+        }
+        registry.deregister(&mut self.socket)
     }
 }
 

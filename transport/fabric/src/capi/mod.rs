@@ -145,7 +145,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 11] = [
+pub const PARAMS: [(&CStr, &CStr); 12] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -168,11 +168,15 @@ pub const PARAMS: [(&CStr, &CStr); 11] = [
     ),
     (
         c"cc",
-        c"RPP's congestion controller over udp (FI_EP_RDM): cubic, newreno or none. Default: cubic",
+        c"RPP's congestion controller over udp (FI_EP_RDM): cubic, bbr, newreno or none. Default: cubic",
     ),
     (
         c"pacing",
         c"0: RPP sends bursts unpaced over udp (FI_EP_RDM). Default: 1 (paced)",
+    ),
+    (
+        c"peer_socket",
+        c"0: an endpoint with one udp peer sends and receives on its shared socket alone. Default: 1 (the one peer gets a socket of its own, connected to it: the kernel skips a route lookup per datagram each way)",
     ),
     (
         c"shm",

@@ -339,3 +339,130 @@ fn icmp_errors_under_recverr_are_counted_and_their_queue_emptied() {
     }
     assert_eq!(seen, vec![(1, 40, tx.local_addr().unwrap())]);
 }
+
+/// Passes until `want` datagrams came (bounded: loopback hands a datagram over within
+/// the sending call, so a few passes are plenty).
+fn take(b: &mut UdpBackend, want: usize) -> Vec<(u8, usize, SocketAddr)> {
+    let mut got = Vec::new();
+    for _ in 0..10_000 {
+        got.extend(pass(b));
+        if got.len() >= want {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    got
+}
+
+#[test]
+fn the_one_peer_gets_its_own_connected_socket_and_others_still_get_through() {
+    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let peer_addr = peer.local_addr().unwrap();
+    b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    assert_eq!(b.counters.peer_sockets, 1);
+    let own = b.peer.as_ref().expect("a socket for the one peer");
+    assert_eq!(own.socket.peer_addr().unwrap(), peer_addr);
+    assert_eq!(
+        own.socket.local_addr().unwrap(),
+        b.local,
+        "same port as the shared one"
+    );
+    // The port is still the endpoint's alone: a plain bind fails as before.
+    let err = std::net::UdpSocket::bind(b.local).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AddrInUse);
+
+    // The peer's datagrams come in on its own socket; sends to it leave by it, from the
+    // endpoint's address.
+    peer.send_to(&[1; 40], b.local).unwrap();
+    assert_eq!(take(&mut b, 1), vec![(1, 40, peer_addr)]);
+    let (h, p) = numbered(3, 0, 40);
+    b.send_gather(&RemoteAddr::Udp(peer_addr), &h, &p).unwrap();
+    b.flush().unwrap();
+    peer.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut got = [0u8; 64];
+    let (n, from) = peer.recv_from(&mut got).unwrap();
+    assert!(is_numbered(&got[..n], 3, 0, 40));
+    assert_eq!(from, b.local);
+    // A ping-pong's waiting pass reads the peer's socket alone: one call, and the shared
+    // socket once every SHARED_PERIOD passes.
+    let calls = b.counters.recv_calls;
+    for _ in 0..SHARED_PERIOD {
+        pass(&mut b);
+    }
+    assert_eq!(b.counters.recv_calls - calls, SHARED_PERIOD + 1);
+
+    // Someone else is heard within SHARED_PERIOD passes, on the shared socket.
+    let other = burst(b.local, 7, 1);
+    let mut seen = Vec::new();
+    for _ in 0..SHARED_PERIOD {
+        seen.extend(pass(&mut b));
+    }
+    assert_eq!(seen, vec![(7, 40, other.local_addr().unwrap())]);
+    assert!(b.peer.is_some());
+}
+
+#[test]
+fn a_second_peer_retires_the_socket_and_loses_nothing_it_held() {
+    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let peer_addr = peer.local_addr().unwrap();
+    b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    assert!(b.peer.is_some());
+    // Five datagrams wait on the peer's socket, unread, when the second peer comes.
+    for i in 0..5 {
+        peer.send_to(&[i; 40], b.local).unwrap();
+    }
+    b.peer_added(&RemoteAddr::Udp("127.0.0.1:9".parse().unwrap()), 2, true);
+    assert!(b.peer.is_none(), "a second peer retires it");
+    // They are all handed out, in order, and later ones come on the shared socket.
+    for i in 5..8 {
+        peer.send_to(&[i; 40], b.local).unwrap();
+    }
+    let got = take(&mut b, 8);
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<u8>>()
+    );
+    assert!(got.iter().all(|g| g.2 == peer_addr));
+    // Without `allowed`, or with a connected socket, none is opened.
+    let mut c = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    c.peer_added(&RemoteAddr::Udp(peer_addr), 1, false);
+    assert!(c.peer.is_none());
+    c.connect(&RemoteAddr::Udp(peer_addr)).unwrap();
+    c.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    assert!(c.peer.is_none());
+    assert_eq!(c.counters.peer_sockets, 0);
+}
+
+#[test]
+fn a_registered_backend_reads_both_sockets_every_pass() {
+    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    let mut poll = mio::Poll::new().unwrap();
+    b.register(poll.registry(), mio::Token(3)).unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    b.peer_added(&RemoteAddr::Udp(peer.local_addr().unwrap()), 1, true);
+    assert!(b.peer.is_some());
+    // A stranger's datagram wakes the poll, and the very next pass takes it (a caller
+    // that stops at the first empty pass would otherwise sleep on an unread wake-up).
+    let other = burst(b.local, 4, 1);
+    let mut events = mio::Events::with_capacity(4);
+    poll.poll(&mut events, Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert!(events.iter().any(|e| e.token() == mio::Token(3)));
+    assert_eq!(pass(&mut b), vec![(4, 40, other.local_addr().unwrap())]);
+    // And on a pass that is not the periodic one.
+    while (b.passes + 1).is_multiple_of(SHARED_PERIOD) {
+        pass(&mut b);
+    }
+    let tx = burst(b.local, 5, 1);
+    assert_eq!(pass(&mut b), vec![(5, 40, tx.local_addr().unwrap())]);
+    // The peer's own socket was registered too: its datagram wakes the poll.
+    peer.send_to(&[6; 40], b.local).unwrap();
+    poll.poll(&mut events, Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert!(events.iter().any(|e| e.token() == mio::Token(3)));
+    assert_eq!(pass(&mut b), vec![(6, 40, peer.local_addr().unwrap())]);
+    b.deregister(poll.registry()).unwrap();
+}
