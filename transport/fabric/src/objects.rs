@@ -5,7 +5,7 @@
 use crate::abi::{FI_ADDR_NOTAVAIL, FiAddr};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Locks `m`, taking the data even if a panicking thread poisoned it (every entry point
 /// catches panics, and the queues stay consistent between statements).
@@ -196,37 +196,52 @@ pub trait Progress: Send {
 }
 
 /// The endpoints bound to a queue or counter, which reading it drives (manual progress).
+///
+/// The list holds the endpoints themselves, so a poll drives them without counting
+/// references; an endpoint leaves every list it joined when it is closed
+/// ([`Drivers::remove`]). Lock order: a list before an endpoint (a poll holds the list
+/// while it drives each endpoint), so nothing adds or removes with an endpoint's lock
+/// held.
 #[derive(Default)]
 pub struct Drivers {
-    eps: Mutex<Vec<Weak<Mutex<dyn Progress>>>>,
+    eps: Mutex<Vec<Arc<Mutex<dyn Progress>>>>,
+}
+
+/// Whether `a` and `b` are the same endpoint.
+fn same(a: &Arc<Mutex<dyn Progress>>, b: &Arc<Mutex<dyn Progress>>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 impl Drivers {
-    /// Adds an endpoint.
-    pub fn add(&self, ep: Weak<Mutex<dyn Progress>>) {
-        lock(&self.eps).push(ep);
+    /// Adds an endpoint (once, however often it is bound).
+    pub fn add(&self, ep: Arc<Mutex<dyn Progress>>) {
+        let mut eps = lock(&self.eps);
+        if !eps.iter().any(|e| same(e, &ep)) {
+            eps.push(ep);
+        }
     }
 
-    /// Runs each live endpoint's progress once (and forgets closed ones); returns whether
-    /// any did anything or has work outstanding.
+    /// Takes an endpoint out (it is being closed).
+    pub fn remove(&self, ep: &Arc<Mutex<dyn Progress>>) {
+        lock(&self.eps).retain(|e| !same(e, ep));
+    }
+
+    /// How many endpoints are bound.
+    pub fn len(&self) -> usize {
+        lock(&self.eps).len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs each endpoint's progress once; returns whether any did anything or has work
+    /// outstanding.
     pub fn drive(&self) -> bool {
-        // Taken out of the list's lock (binding locks an endpoint, then the list); the
-        // first few on the stack, as this runs on every poll of a queue.
-        const FEW: usize = 4;
-        let mut few: [Option<Arc<Mutex<dyn Progress>>>; FEW] = Default::default();
-        let mut rest = Vec::new();
-        {
-            let mut eps = lock(&self.eps);
-            eps.retain(|w| w.strong_count() > 0);
-            for (i, ep) in eps.iter().filter_map(Weak::upgrade).enumerate() {
-                match few.get_mut(i) {
-                    Some(slot) => *slot = Some(ep),
-                    None => rest.push(ep),
-                }
-            }
-        }
+        let eps = lock(&self.eps);
         let mut worked = false;
-        for ep in few.iter().flatten().chain(rest.iter()) {
+        for ep in eps.iter() {
             worked |= lock(ep).progress();
         }
         worked
@@ -363,6 +378,38 @@ mod tests {
             tag: 0,
             src: FI_ADDR_NOTAVAIL,
         }
+    }
+
+    struct Counting(u32);
+    impl Progress for Counting {
+        fn progress(&mut self) -> bool {
+            self.0 += 1;
+            true
+        }
+    }
+
+    #[test]
+    fn drivers_drive_each_endpoint_once_until_it_is_removed() {
+        let d = Drivers::default();
+        let a = Arc::new(Mutex::new(Counting(0)));
+        let b = Arc::new(Mutex::new(Counting(0)));
+        let da: Arc<Mutex<dyn Progress>> = a.clone();
+        let db: Arc<Mutex<dyn Progress>> = b.clone();
+        d.add(da.clone());
+        d.add(da.clone()); // bound for sends and receives: driven once
+        d.add(db.clone());
+        assert_eq!(d.len(), 2);
+        assert!(d.drive());
+        assert_eq!((lock(&a).0, lock(&b).0), (1, 1));
+        d.remove(&da);
+        assert!(d.drive());
+        assert_eq!((lock(&a).0, lock(&b).0), (1, 2));
+        d.remove(&db);
+        assert!(d.is_empty() && !d.drive());
+        // The list held the only other references: they are gone with it.
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (2, 2));
+        drop((da, db));
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 1));
     }
 
     #[test]

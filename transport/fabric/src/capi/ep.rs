@@ -3,6 +3,7 @@
 
 use super::objects::{AvObj, BASIC_FID_OPS, CntrObj, CqObj, DomainObj, EqObj, MrObj, fid};
 use super::*;
+use crate::objects::Drivers;
 use std::sync::atomic::AtomicBool;
 
 const FI_EOPBADSTATE: i32 = 258;
@@ -18,6 +19,53 @@ pub(super) struct EpObj {
     tx_op_flags: AtomicU64,
     rx_op_flags: AtomicU64,
     enabled: AtomicBool,
+    /// The queues, counters and progress thread whose reads drive it (it leaves them
+    /// when closed: they hold it, see [`Drivers`]).
+    joined: Mutex<Vec<Joined>>,
+}
+
+/// A list of drivers an endpoint joined.
+enum Joined {
+    Cq(Cq),
+    Cntr(Cntr),
+    /// The domain's progress thread (the domain's address: the thread goes with it).
+    Auto(usize),
+}
+
+impl EpObj {
+    /// The endpoint as its drivers hold it.
+    fn driver(&self) -> Arc<Mutex<dyn Progress>> {
+        self.ep.clone()
+    }
+
+    /// Joins `drivers` (which `j` names, so that closing leaves it). Not with the
+    /// endpoint's lock held (a list is locked before an endpoint).
+    fn join(&self, drivers: &Drivers, j: Joined) {
+        drivers.add(self.driver());
+        lock(&self.joined).push(j);
+    }
+}
+
+impl Drop for EpObj {
+    /// Closing: the endpoint leaves every list of drivers it joined, which held it.
+    fn drop(&mut self) {
+        let me = self.driver();
+        for j in lock(&self.joined).drain(..) {
+            match j {
+                Joined::Cq(cq) => cq.drivers.remove(&me),
+                Joined::Cntr(c) => c.drivers.remove(&me),
+                Joined::Auto(domain) => {
+                    // Closed before its endpoints (a misuse) the domain took its thread,
+                    // and the thread's list, with it.
+                    if let Ok(d) = obj::<DomainObj>(domain as *const c_void, FI_CLASS_DOMAIN)
+                        && let Some(auto) = &d.auto
+                    {
+                        auto.drivers().remove(&me);
+                    }
+                }
+            }
+        }
+    }
 }
 
 static EP_FID_OPS: FiOps = FiOps {
@@ -194,6 +242,7 @@ pub(super) unsafe extern "C" fn endpoint_open2(
             tx_op_flags: AtomicU64::new(c_ref(info.tx_attr).map_or(0, |t| t.op_flags)),
             rx_op_flags: AtomicU64::new(c_ref(info.rx_attr).map_or(0, |r| r.op_flags)),
             enabled: AtomicBool::new(false),
+            joined: Mutex::new(Vec::new()),
         });
         put(ep, register(obj, FI_CLASS_EP).cast())?;
         Ok(0)
@@ -207,42 +256,53 @@ fn ep_obj<'a>(p: *const c_void) -> Result<&'a EpObj, i32> {
 unsafe extern "C" fn ep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
     guard_int(|| {
         let e = ep_obj(fid.cast())?;
-        let driver: Arc<Mutex<dyn Progress>> = e.ep.clone();
-        let weak = Arc::downgrade(&driver);
-        let mut ep = lock(&e.ep);
-        match class_of(bfid.cast()).ok_or(-FI_EINVAL)? {
-            FI_CLASS_AV => ep.bind.av = Some(obj::<AvObj>(bfid.cast(), FI_CLASS_AV)?.av.clone()),
-            FI_CLASS_CQ => {
-                let cq: Cq = obj::<CqObj>(bfid.cast(), FI_CLASS_CQ)?.cq.clone();
-                if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
-                    return Err(-FI_EBADFLAGS);
+        // Joined after the endpoint's lock is dropped (a list is locked before an
+        // endpoint).
+        let joins = {
+            let mut ep = lock(&e.ep);
+            match class_of(bfid.cast()).ok_or(-FI_EINVAL)? {
+                FI_CLASS_AV => {
+                    ep.bind.av = Some(obj::<AvObj>(bfid.cast(), FI_CLASS_AV)?.av.clone());
+                    None
                 }
-                let selective = flags & FI_SELECTIVE_COMPLETION != 0;
-                if flags & FI_TRANSMIT != 0 {
-                    ep.bind.tx_cq = Some((cq.clone(), selective));
+                FI_CLASS_CQ => {
+                    let cq: Cq = obj::<CqObj>(bfid.cast(), FI_CLASS_CQ)?.cq.clone();
+                    if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
+                        return Err(-FI_EBADFLAGS);
+                    }
+                    let selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                    if flags & FI_TRANSMIT != 0 {
+                        ep.bind.tx_cq = Some((cq.clone(), selective));
+                    }
+                    if flags & FI_RECV != 0 {
+                        ep.bind.rx_cq = Some((cq.clone(), selective));
+                    }
+                    Some(Joined::Cq(cq))
                 }
-                if flags & FI_RECV != 0 {
-                    ep.bind.rx_cq = Some((cq.clone(), selective));
+                FI_CLASS_CNTR => {
+                    let c: Cntr = obj::<CntrObj>(bfid.cast(), FI_CLASS_CNTR)?.cntr.clone();
+                    if flags & !(FI_SEND | FI_RECV) != 0 {
+                        return Err(-FI_EBADFLAGS);
+                    }
+                    if flags & FI_SEND != 0 {
+                        ep.bind.send_cntr = Some(c.clone());
+                    }
+                    if flags & FI_RECV != 0 {
+                        ep.bind.recv_cntr = Some(c.clone());
+                    }
+                    Some(Joined::Cntr(c))
                 }
-                cq.drivers.add(weak);
+                FI_CLASS_EQ => {
+                    obj::<EqObj>(bfid.cast(), FI_CLASS_EQ)?;
+                    None
+                }
+                _ => return Err(-FI_EINVAL),
             }
-            FI_CLASS_CNTR => {
-                let c: Cntr = obj::<CntrObj>(bfid.cast(), FI_CLASS_CNTR)?.cntr.clone();
-                if flags & !(FI_SEND | FI_RECV) != 0 {
-                    return Err(-FI_EBADFLAGS);
-                }
-                if flags & FI_SEND != 0 {
-                    ep.bind.send_cntr = Some(c.clone());
-                }
-                if flags & FI_RECV != 0 {
-                    ep.bind.recv_cntr = Some(c.clone());
-                }
-                c.drivers.add(weak);
-            }
-            FI_CLASS_EQ => {
-                obj::<EqObj>(bfid.cast(), FI_CLASS_EQ)?;
-            }
-            _ => return Err(-FI_EINVAL),
+        };
+        match joins {
+            Some(Joined::Cq(cq)) => e.join(&cq.drivers, Joined::Cq(cq.clone())),
+            Some(Joined::Cntr(c)) => e.join(&c.drivers, Joined::Cntr(c.clone())),
+            _ => {}
         }
         Ok(0)
     })
@@ -268,8 +328,7 @@ unsafe extern "C" fn ep_control(fid: *mut Fid, command: c_int, arg: *mut c_void)
                 {
                     // The domain's progress thread drives it from now on (the endpoint's
                     // lock is not held: the thread takes it).
-                    let driver: Arc<Mutex<dyn Progress>> = e.ep.clone();
-                    auto.drivers().add(Arc::downgrade(&driver));
+                    e.join(auto.drivers(), Joined::Auto(e.domain));
                 }
                 Ok(0)
             }
