@@ -262,8 +262,7 @@ pub(crate) trait Socket: Backend {
     fn peer_mtu(&mut self, to: &RemoteAddr) -> usize;
     /// Sends to `to` only from now on and hears only from it (a connected socket).
     fn connect(&mut self, to: &RemoteAddr) -> Result<(), InsertError>;
-    /// Registers the sockets with a caller's `mio::Poll` (readable: datagrams arrived),
-    /// and any socket opened later while registered.
+    /// Registers the socket with a caller's `mio::Poll` (readable: datagrams arrived).
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()>;
     /// Undoes [`Socket::register`].
     fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()>;

@@ -28,18 +28,18 @@
 //!
 //! An unconnected socket costs the kernel a route lookup for every datagram it sends
 //! (the output route) and for every datagram it receives (the input route: only a
-//! connected socket is found by the early demultiplexing that skips it). A bare UDP
-//! ping-pong over loopback with connected sockets takes about 0.1 us less each way
-//! than with unconnected ones, on a path of 2 us. So while the endpoint has exactly one
-//! peer ([`UdpBackend::peer_added`], when the endpoint's options allow it), that peer
-//! gets a socket of its own: bound to the same address and port (both sockets set
-//! `SO_REUSEPORT`, the shared one after it was bound, so a plain bind of the port by
+//! connected socket is found by the early demultiplexing that skips it), a measurable
+//! part of a loopback ping-pong (`benches/RESULTS.md`). So while the endpoint has
+//! exactly one peer ([`UdpBackend::peer_added`], when the endpoint's options allow it),
+//! that peer gets a socket of its own: bound to the same address and port (both sockets
+//! set `SO_REUSEPORT`, the shared one after it was bound, so a plain bind of the port by
 //! another socket still fails) and connected to the peer. The kernel hands the peer's
 //! datagrams to that socket and everyone else's to the shared one, and sends to the
-//! peer leave by it. A progress pass reads the peer's socket every pass and the shared
-//! one every [`SHARED_PERIOD`] passes, before the peer's (every pass when registered
-//! with a caller's `mio::Poll`, whose edge-triggered wake-ups must not be left
-//! unread), so a waiting ping-pong still costs one system call a pass. A second peer
+//! peer leave by it. A progress pass reads the peer's socket, and the shared one every
+//! [`SHARED_PERIOD`] passes, before the peer's, so a waiting ping-pong still costs one
+//! system call a pass. It is for endpoints driven by polling: one registered with a
+//! caller's `mio::Poll` keeps the shared socket alone (a pass that skipped it could
+//! leave an edge-triggered wake-up unread when the caller goes to sleep). A second peer
 //! retires the socket: what it holds is read, and then it is closed (a datagram the
 //! kernel is delivering to it at that instant is lost, as a datagram may be; RPP sends
 //! it again). Counted in [`BackendCounters::peer_sockets`].
@@ -197,10 +197,6 @@ enum SharedRead {
     /// Before the peer's socket (every [`SHARED_PERIOD`] passes), so that the read never
     /// comes between the peer's datagram and the application.
     First,
-    /// After the peer's socket, if that gave nothing this pass (registered with a
-    /// caller's poll: the pass that finds nothing to do has read both sockets, so no
-    /// edge-triggered wake-up is left unread when the caller goes back to sleep).
-    IfIdle,
 }
 
 /// The socket a datagram to `to` leaves by, and the address that socket is connected to:
@@ -335,13 +331,10 @@ pub(crate) struct UdpBackend {
     shared: SharedRead,
     /// The shared socket was read dry this pass.
     shared_done: bool,
-    /// The peer's socket gave a datagram this pass.
-    peer_gave: bool,
     /// Progress passes so far (the shared socket is read every [`SHARED_PERIOD`]).
     passes: u64,
-    /// The caller's `mio` registry and token ([`Socket::register`]): a peer socket opened
-    /// later is registered too.
-    registered: Option<(mio::Registry, mio::Token)>,
+    /// Registered with a caller's `mio::Poll` ([`Socket::register`]): no peer socket.
+    registered: bool,
     /// The URL set `mtu=` (every peer gets it; no path MTU is asked).
     explicit_mtu: bool,
     /// The kernel takes segmentation-offload sends on this socket (and has not refused
@@ -417,9 +410,8 @@ impl UdpBackend {
             peer: None,
             shared: SharedRead::Not,
             shared_done: false,
-            peer_gave: false,
             passes: 0,
-            registered: None,
+            registered: false,
             explicit_mtu,
             gso_ok,
             gso_on: false,
@@ -555,7 +547,12 @@ impl UdpBackend {
             self.retire_peer_socket();
             return;
         }
-        if peers != 1 || !allowed || self.connected.is_some() || self.peer.is_some() {
+        if peers != 1
+            || !allowed
+            || self.connected.is_some()
+            || self.registered
+            || self.peer.is_some()
+        {
             return;
         }
         match self.open_peer_socket(a) {
@@ -588,13 +585,10 @@ impl UdpBackend {
         let _ = raw.set_send_buffer_size(4 << 20);
         raw.bind(&self.local.into())?;
         raw.connect(&to.into())?;
-        let mut socket = UdpSocket::from_std(raw.into());
+        let socket = UdpSocket::from_std(raw.into());
         let _ = sys::set_recv_err(&socket, self.local.is_ipv6());
         if self.gro_on {
             sys::set_gro(&socket, true)?;
-        }
-        if let Some((registry, token)) = &self.registered {
-            registry.register(&mut socket, *token, mio::Interest::READABLE)?;
         }
         Ok(socket)
     }
@@ -632,11 +626,7 @@ impl UdpBackend {
                 }
             }
         }
-        if let Some(mut p) = self.peer.take()
-            && let Some((registry, _)) = &self.registered
-        {
-            let _ = registry.deregister(&mut p.socket);
-        }
+        self.peer = None;
         // The shared socket is the only one again: read it from now on.
         self.drained = false;
         self.shared = SharedRead::Not;
@@ -976,13 +966,11 @@ impl Backend for UdpBackend {
             if self.budget == 0 {
                 return None;
             }
-            // With a peer socket, the shared socket when it is due this pass (before the
-            // peer's, or after it when that gave nothing), else the peer's; without, the
-            // one socket.
+            // With a peer socket, the shared socket first when it is due this pass, then
+            // the peer's; without, the one socket.
             let on_peer = match self.shared {
                 SharedRead::First if !self.shared_done => false,
                 _ if !self.drained => self.peer.is_some(),
-                SharedRead::IfIdle if !self.shared_done && !self.peer_gave => false,
                 _ => return None,
             };
             let shared_aside = self.peer.is_some() && !on_peer;
@@ -999,7 +987,6 @@ impl Backend for UdpBackend {
                     if shared_aside {
                         self.shared_done = got < want;
                     } else {
-                        self.peer_gave |= on_peer && got > 0;
                         // A lone datagram after the socket ran dry (a ping-pong's answer)
                         // goes to the application without a second system call to find
                         // the socket empty; the batch grows for the next pass, so a
@@ -1051,17 +1038,13 @@ impl Backend for UdpBackend {
         self.budget = RECV_BUDGET;
         self.drained = false;
         self.passes = self.passes.wrapping_add(1);
-        // The shared socket beside a peer's own: every few passes, or, when a caller's
-        // poll waits on it, in every pass the peer's gives nothing (an edge-triggered
-        // wake-up left unread would be lost).
-        self.shared = match (&self.peer, &self.registered) {
-            (None, _) => SharedRead::Not,
-            (Some(_), Some(_)) => SharedRead::IfIdle,
-            (Some(_), None) if self.passes.is_multiple_of(SHARED_PERIOD) => SharedRead::First,
-            (Some(_), None) => SharedRead::Not,
+        // The shared socket beside a peer's own: every few passes.
+        self.shared = if self.peer.is_some() && self.passes.is_multiple_of(SHARED_PERIOD) {
+            SharedRead::First
+        } else {
+            SharedRead::Not
         };
         self.shared_done = false;
-        self.peer_gave = false;
         false
     }
 
@@ -1115,20 +1098,16 @@ impl Socket for UdpBackend {
     }
 
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
-        let kept = registry.try_clone()?;
+        // A caller that sleeps on its poll wakes for the shared socket, and a progress
+        // pass that skipped it could leave an edge-triggered wake-up unread: one socket.
+        self.retire_peer_socket();
         registry.register(&mut self.socket, token, mio::Interest::READABLE)?;
-        if let Some(p) = &mut self.peer {
-            registry.register(&mut p.socket, token, mio::Interest::READABLE)?;
-        }
-        self.registered = Some((kept, token));
+        self.registered = true;
         Ok(())
     }
 
     fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()> {
-        self.registered = None;
-        if let Some(p) = &mut self.peer {
-            registry.deregister(&mut p.socket)?;
-        }
+        self.registered = false;
         registry.deregister(&mut self.socket)
     }
 }

@@ -113,9 +113,10 @@ pub struct Options {
     pub connection_id: u64,
     /// `udp://`: while the endpoint has exactly one peer, that peer gets a socket of its
     /// own, connected to it, beside the shared one (the kernel then skips a route lookup
-    /// per datagram each way: about 0.1 us of a loopback ping-pong's 2 us one-way); a
-    /// second peer retires it. Ignored with [`Options::connect_one_peer`] (the socket is
-    /// connected itself) and by other backends. Default: true.
+    /// per datagram each way); a second peer retires it, and so does
+    /// [`Endpoint::register`] (a caller's poll waits on the shared socket alone). Ignored
+    /// with [`Options::connect_one_peer`] (the socket is connected itself) and by other
+    /// backends. Default: true.
     pub peer_socket: bool,
 }
 
