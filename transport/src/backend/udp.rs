@@ -91,7 +91,7 @@ pub const RECV_BUDGET: usize = 16;
 pub const RECV_BATCH: usize = 8;
 /// With a peer's own socket (see the module documentation), the shared socket is read
 /// every this many progress passes: datagrams from anyone else wait at most that long.
-pub const SHARED_PERIOD: u64 = 8;
+pub const SHARED_PERIOD: u64 = 64;
 /// Gathered packets up to this many bytes are copied together and sent with `sendto`.
 pub const SMALL_SEND: usize = 256;
 /// Largest datagram held back for a segmentation-offload send: a longer one could not
