@@ -39,7 +39,10 @@
 //! [`SHARED_PERIOD`] passes, before the peer's, so a waiting ping-pong still costs one
 //! system call a pass. It is for endpoints driven by polling: one registered with a
 //! caller's `mio::Poll` keeps the shared socket alone (a pass that skipped it could
-//! leave an edge-triggered wake-up unread when the caller goes to sleep). A second peer
+//! leave an edge-triggered wake-up unread when the caller goes to sleep). (Once the
+//! shared socket has `SO_REUSEPORT`, a process of the same user could bind the port with
+//! it too and share the shared socket's datagrams; such a process can read this one's
+//! memory anyway.) A second peer
 //! retires the socket: what it holds is read, and then it is closed (a datagram the
 //! kernel is delivering to it at that instant is lost, as a datagram may be; RPP sends
 //! it again). Counted in [`BackendCounters::peer_sockets`].
