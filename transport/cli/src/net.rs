@@ -230,7 +230,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "rpp_dropped": s.rpp_dropped, "io_errors": s.io_errors,
             "gso_sends": s.gso_sends, "gso_segments": s.gso_segments,
             "gso_fallbacks": s.gso_fallbacks, "gro_buffers": s.gro_buffers,
-            "local_drops": s.local_drops,
+            "local_drops": s.local_drops, "peer_sockets": s.peer_sockets,
             "gro_segments": s.gro_segments,
         },
         "rpp": rpp,

@@ -209,7 +209,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
                 "io_errors": s.io_errors, "gso_sends": s.gso_sends,
                 "gso_segments": s.gso_segments, "gso_fallbacks": s.gso_fallbacks,
                 "gro_buffers": s.gro_buffers, "gro_segments": s.gro_segments,
-                "local_drops": s.local_drops,
+                "local_drops": s.local_drops, "peer_sockets": s.peer_sockets,
             },
         }));
     } else {
