@@ -536,3 +536,101 @@ fn reliable_external_memory_is_sent_from_where_it_lies_and_comes_back_acknowledg
         (1, 0, 0)
     );
 }
+
+/// The one peer's own socket (`Options::peer_socket`, on by default) under a stream: a
+/// server that hears from one client gives it a connected socket, a second client retires
+/// that socket in the middle of the first one's stream, and every message of both arrives
+/// whole and in order (a datagram the kernel was handing to the closing socket is sent
+/// again by RPP). With the option off, none is opened.
+#[test]
+fn a_second_client_retires_the_first_ones_socket_mid_stream_and_nothing_is_lost() {
+    let mut server = Endpoint::open_with(
+        "udp://127.0.0.1:0",
+        Options::default().with_accept_unknown_peers(true),
+    )
+    .unwrap();
+    let url = server.local_url();
+    let mut first = open("udp://127.0.0.1:0");
+    let mut second = open("udp://127.0.0.1:0");
+    let (to_server_1, to_server_2) = (
+        first.insert_addr(&url).unwrap(),
+        second.insert_addr(&url).unwrap(),
+    );
+    const MESSAGES: usize = 600;
+    let message = |from: u8, i: usize| -> Vec<u8> {
+        let len = 16 + (i * 977) % 3000;
+        let mut m = vec![from; len];
+        m[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        m
+    };
+    let (mut sent_1, mut sent_2) = (0, 0);
+    let mut got: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    let mut by_peer = std::collections::HashMap::new();
+    let mut sockets_seen = 0;
+    wait_for(|| {
+        while sent_1 < MESSAGES {
+            match first.send(
+                to_server_1,
+                myri_transport::Buf::copy_of(&message(1, sent_1)),
+            ) {
+                Ok(_) => sent_1 += 1,
+                Err(e) if e.error.is_would_block() => break,
+                Err(e) => panic!("{e}"),
+            }
+            if sent_1 % 50 == 0 {
+                break;
+            }
+        }
+        // The second client starts half way through the first one's stream.
+        while sent_1 >= MESSAGES / 2 && sent_2 < MESSAGES {
+            match second.send(
+                to_server_2,
+                myri_transport::Buf::copy_of(&message(2, sent_2)),
+            ) {
+                Ok(_) => sent_2 += 1,
+                Err(e) if e.error.is_would_block() => break,
+                Err(e) => panic!("{e}"),
+            }
+            if sent_2 % 50 == 0 {
+                break;
+            }
+        }
+        first.progress();
+        second.progress();
+        while let Some(d) = server.recv() {
+            let from = d.data[8];
+            by_peer.entry(from).or_insert(d.peer);
+            assert_eq!(by_peer[&from], d.peer, "one peer per client");
+            got[usize::from(from) - 1].push(d.data.to_vec());
+        }
+        sockets_seen = sockets_seen.max(server.stats().peer_sockets);
+        (got[0].len() == MESSAGES && got[1].len() == MESSAGES).then_some(())
+    })
+    .expect("every message of both clients arrives");
+    for (k, from) in [(0, 1u8), (1, 2u8)] {
+        for (i, m) in got[k].iter().enumerate() {
+            assert_eq!(m, &message(from, i), "client {from}, message {i}");
+        }
+    }
+    assert_eq!(sockets_seen, 1, "the first client had a socket of its own");
+    assert_eq!(server.stats().peer_sockets, 1);
+
+    // Off: none.
+    let mut plain = Endpoint::open_with(
+        "udp://127.0.0.1:0",
+        Options::default().with_peer_socket(false),
+    )
+    .unwrap();
+    let to_first = plain.insert_addr(&first.local_url()).unwrap();
+    first.insert_addr(&plain.local_url()).unwrap();
+    plain
+        .send(to_first, myri_transport::Buf::copy_of(b"hello"))
+        .unwrap();
+    let d = wait_for(|| {
+        plain.progress();
+        first.recv()
+    })
+    .unwrap();
+    assert_eq!(&d.data[..], b"hello");
+    assert_eq!(plain.stats().peer_sockets, 0);
+}
