@@ -134,7 +134,8 @@ pub mod testing;
 
 pub use config::{Config, ConfigError};
 pub use connection::{
-    Connection, ConnectionError, DropReason, Event, Gather, MessageId, Received, SendError, State,
+    Connection, ConnectionError, DropReason, Event, Gather, INLINE_PAYLOAD, MessageId, Received,
+    SendError, State,
 };
 pub use rtt::RttEstimator;
 pub use stats::{Stats, Trace, TraceEvent, TraceKind};

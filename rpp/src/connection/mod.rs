@@ -177,7 +177,9 @@ pub enum Received {
 
 /// A packet ready to go, as [`Connection::poll_transmit_gather`] gives it: the header
 /// in the caller's buffer and the payload borrowed from the message being sent. Send
-/// `header[..header_len]` then `payload`, as one datagram.
+/// `header[..header_len]` then `payload`, as one datagram. A payload of at most
+/// [`INLINE_PAYLOAD`] bytes is copied behind the header instead when the caller's buffer
+/// has room: `header_len` then covers the whole packet and `payload` is empty.
 #[derive(Debug)]
 pub struct Gather<'a, B> {
     /// Bytes of the header written.
@@ -189,6 +191,13 @@ pub struct Gather<'a, B> {
     /// (a DMA from a lent buffer) finds it here.
     pub message: Option<(&'a B, usize)>,
 }
+
+/// Longest payload [`Connection::poll_transmit_gather`] copies behind the header when
+/// the caller's buffer has room (a buffer of [`MAX_HEADER_LEN`](crate::wire::MAX_HEADER_LEN)
+/// `+ INLINE_PAYLOAD` bytes always does): a short packet is then contiguous, sealed in one
+/// pass over it, and sent without gathering, where copying it costs less than
+/// gathering it does.
+pub const INLINE_PAYLOAD: usize = 192;
 
 /// What goes in the next packet.
 struct Plan {

@@ -326,7 +326,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// Like [`Connection::poll_transmit`], without copying the payload: writes only the
     /// header into `header` (at least [`MAX_HEADER_LEN`] bytes) and lends the payload
     /// from the message being sent, for a channel that gathers the two (`sendmsg` with
-    /// two iovecs, a DMA chain).
+    /// two iovecs, a DMA chain). A payload of at most [`INLINE_PAYLOAD`] bytes is copied
+    /// behind the header when `header` has room for it (see [`Gather`]).
     pub fn poll_transmit_gather(
         &mut self,
         now: Instant,
@@ -347,6 +348,21 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             None => (&[][..], None),
         };
+        let total = header_len + payload.len();
+        if !payload.is_empty() && payload.len() <= INLINE_PAYLOAD && header.len() >= total {
+            // Short: copied behind the header, one contiguous packet sealed in one pass.
+            header[header_len..total].copy_from_slice(payload);
+            match (&self.config.mac_key, self.config.integrity) {
+                (None, Integrity::Crc32c) => wire::seal_crc(&mut header[..total]),
+                (None, _) => {}
+                (key, _) => wire::seal_packet(&mut header[..total], key.as_ref()),
+            }
+            return Some(Gather {
+                header_len: total,
+                payload: &[],
+                message: None,
+            });
+        }
         wire::seal(
             &mut header[..header_len],
             payload,

@@ -61,7 +61,12 @@ pub(super) fn header(p: &[u8]) -> HeaderRepr {
 
 /// Two ends that have introduced themselves (nothing in flight afterwards).
 pub(super) fn established() -> (Connection<Vec<u8>>, Connection<Vec<u8>>) {
-    let (mut a, mut b) = (conn(config(), 1), conn(config(), 1));
+    established_with(config())
+}
+
+/// [`established`] with both ends on `config`.
+pub(super) fn established_with(config: Config) -> (Connection<Vec<u8>>, Connection<Vec<u8>>) {
+    let (mut a, mut b) = (conn(config.clone(), 1), conn(config, 1));
     for p in transmit(&mut a, at(0)) {
         b.handle_packet(at(0), &p);
     }
@@ -830,6 +835,31 @@ fn gathered_transmit_lends_the_callers_buffer() {
     }
     assert_eq!(n, 3000usize.div_ceil(config().max_payload()));
     assert_eq!(messages(&mut b), vec![vec![5u8; 3000]]);
+}
+
+#[test]
+fn a_short_payload_comes_inline_when_the_header_buffer_has_room() {
+    for key in [None, Some(crate::MacKey::new([7; 32]))] {
+        let mut cfg = config();
+        cfg.mac_key = key;
+        let (mut a, mut b) = established_with(cfg);
+        let short = vec![3u8; INLINE_PAYLOAD];
+        let long = vec![4u8; INLINE_PAYLOAD + 1];
+        a.send(short.clone()).unwrap();
+        a.send(long.clone()).unwrap();
+        let mut buf = [0u8; MAX_HEADER_LEN + INLINE_PAYLOAD];
+        let mut shapes = Vec::new();
+        while let Some(g) = a.poll_transmit_gather(at(1), &mut buf) {
+            shapes.push((g.payload.len(), g.message.is_some()));
+            let mut packet = buf[..g.header_len].to_vec();
+            packet.extend_from_slice(g.payload);
+            b.handle_packet(at(2), &packet);
+        }
+        // The short one whole in the buffer (nothing lent), the long one gathered.
+        assert_eq!(shapes, vec![(0, false), (INLINE_PAYLOAD + 1, true)]);
+        assert_eq!(messages(&mut b), vec![short, long]);
+        assert_eq!(b.stats().bad_crc, 0);
+    }
 }
 
 #[test]

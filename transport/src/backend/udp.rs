@@ -938,7 +938,15 @@ impl Backend for UdpBackend {
         }
         // A small packet is put together on the stack and sent with `sendto`: cheaper in
         // the kernel than `sendmsg`'s message header and vector (and the copy is a few
-        // dozen bytes); a large one is gathered by the kernel from where it lies.
+        // dozen bytes); a large one is gathered by the kernel from where it lies. One
+        // already whole (RPP copies a short payload behind its header) goes as it is.
+        if payload.is_empty() {
+            let (socket, connected) = route(&self.socket, self.connected, &self.peer, a);
+            let r = send_past_icmp(socket, &mut self.counters, || {
+                send_datagram(socket, connected, a, header)
+            });
+            return self.sent(r);
+        }
         if len <= SMALL_SEND {
             let mut packet = [0u8; SMALL_SEND];
             packet[..header.len()].copy_from_slice(header);

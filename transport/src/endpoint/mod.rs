@@ -551,7 +551,9 @@ impl Endpoint {
             transmit_blocked: false,
             local_drops: 0,
             deferred: false,
-            header: vec![0; myri_rpp::wire::MAX_HEADER_LEN],
+            // Room for a short payload behind the header (RPP then hands over one
+            // contiguous packet: see `myri_rpp::Gather`).
+            header: vec![0; myri_rpp::wire::MAX_HEADER_LEN + myri_rpp::INLINE_PAYLOAD],
             options,
         })
     }
