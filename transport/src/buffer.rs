@@ -397,16 +397,6 @@ impl RecvBuf {
         !matches!(self.kind, RecvKind::Heap(_) | RecvKind::Inline(_))
     }
 
-    /// The slab slot the message is a view of, when it has one to itself (udp://), to
-    /// go back to the backend's receive ring without the slab's lock.
-    pub(crate) fn into_pool_slot(self) -> Option<PoolSlot> {
-        match self.kind {
-            RecvKind::Pool(slot) => Some(slot),
-            RecvKind::SharedPool(shared) => Arc::into_inner(shared),
-            _ => None,
-        }
-    }
-
     /// The message as a vector (a copy unless it already is one).
     pub fn into_vec(self) -> Vec<u8> {
         match self.kind {

@@ -569,11 +569,7 @@ impl Client {
             loop {
                 if let Some(d) = self.ep.recv() {
                     let h = wire::header(&d.data);
-                    let answer =
-                        d.data.len() == size && h.is_some_and(|h| h.round == round && h.seq == seq);
-                    // Its buffer straight back to the next receive (no slab lock).
-                    self.ep.recycle(d);
-                    if answer {
+                    if d.data.len() == size && h.is_some_and(|h| h.round == round && h.seq == seq) {
                         break;
                     }
                     continue;

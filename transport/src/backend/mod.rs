@@ -512,17 +512,6 @@ impl AnyBackend {
         }
     }
 
-    /// A received datagram's buffer back from the application: a udp:// slab slot goes
-    /// to the next receive batch without the slab's lock; anything else is dropped (which
-    /// returns it where it came from).
-    pub(crate) fn recycle_received(&mut self, data: crate::buffer::RecvBuf) {
-        if let AnyBackend::Udp(b) = self
-            && let Some(slot) = data.into_pool_slot()
-        {
-            b.recycle_slot(slot);
-        }
-    }
-
     /// The endpoint has `peers` peers now, the last one `to`: a `udp://` backend gives
     /// the first a socket of its own where `allowed` (see the udp backend's module
     /// documentation) and retires it at the second; others ignore it.

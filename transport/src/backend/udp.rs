@@ -315,9 +315,6 @@ pub(crate) struct UdpBackend {
     received: Vec<sys::Received>,
     /// Scratch buffers not in `rx` now, kept for the next time the slab runs out.
     scratch: Vec<Vec<u8>>,
-    /// Slab slots the application gave back ([`UdpBackend::recycle_slot`]), kept for the
-    /// next batch without going through the slab's lock.
-    spare: Vec<PoolSlot>,
     /// Datagrams of the last batch not yet handed out.
     ready: VecDeque<Incoming>,
     /// The last batch came back short, so the socket was empty then: this progress pass
@@ -406,7 +403,6 @@ impl UdpBackend {
             rx: (0..RECV_BATCH).map(|_| RxBuf::Taken).collect(),
             received: Vec::with_capacity(RECV_BATCH),
             scratch: Vec::new(),
-            spare: Vec::with_capacity(RECV_BATCH),
             ready: VecDeque::with_capacity(RECV_BATCH),
             drained: false,
             epoch: Instant::now(),
@@ -495,7 +491,7 @@ impl UdpBackend {
         for b in &mut self.rx[..n] {
             match b {
                 RxBuf::Taken => {
-                    *b = match self.spare.pop().or_else(|| self.pool.take()) {
+                    *b = match self.pool.take() {
                         Some(s) => RxBuf::Slot(s),
                         None => {
                             RxBuf::Heap(self.scratch.pop().unwrap_or_else(|| vec![0; SLOT_LEN]))
@@ -504,7 +500,7 @@ impl UdpBackend {
                 }
                 // Scratch memory makes way for a slot as soon as one is free again.
                 RxBuf::Heap(_) => {
-                    if let Some(s) = self.spare.pop().or_else(|| self.pool.take())
+                    if let Some(s) = self.pool.take()
                         && let RxBuf::Heap(v) = std::mem::replace(b, RxBuf::Slot(s))
                     {
                         self.scratch.push(v);
@@ -512,14 +508,6 @@ impl UdpBackend {
                 }
                 RxBuf::Slot(_) => {}
             }
-        }
-    }
-
-    /// Takes back a slab slot a received datagram was handed out in, for the next batch
-    /// (at most [`RECV_BATCH`] are kept; others go back to the slab).
-    pub(crate) fn recycle_slot(&mut self, slot: PoolSlot) {
-        if self.spare.len() < RECV_BATCH {
-            self.spare.push(slot);
         }
     }
 

@@ -998,13 +998,11 @@ impl Endpoint {
     }
 
     /// Gives a received message back once the application is done with it. A view of
-    /// registered memory returns to the backend (`udp://`: to its next receive batch,
-    /// without the lock that dropping it takes); a message RPP reassembled into heap
-    /// memory becomes the peer's next reassembly buffer, so a stream of large messages
-    /// does not allocate (and fault in) a buffer for each.
+    /// registered memory just returns to the backend (as dropping it does); a message
+    /// RPP reassembled into heap memory becomes the peer's next reassembly buffer, so a
+    /// stream of large messages does not allocate (and fault in) a buffer for each.
     pub fn recycle(&mut self, delivery: Delivery) {
         if delivery.data.is_registered() {
-            self.backend.recycle_received(delivery.data);
             return;
         }
         if let Some(n) = self.backend.native() {
