@@ -645,7 +645,6 @@ impl Endpoint {
             .map(Connection::stats)
     }
 
-
     /// Over RPP: the longest message to `peer` that goes as one packet (the path's
     /// datagram size less RPP's largest data header and MAC), which a receiver in order
     /// takes as a view of the datagram, with no copy. `None` elsewhere (raw, native
