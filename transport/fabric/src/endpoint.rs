@@ -86,13 +86,11 @@
 //! [`FabricEndpoint::send_registered`] sends bytes that lie in memory the application
 //! registered (a libfabric memory region, `fi_mr_reg`), as [`ExternalBytes`]. Over RPP
 //! (an RDM endpoint's `udp://` link) a message of at least [`COPY_FREE_MIN`] bytes is
-//! then not copied: it goes as two transport messages to the peer, taken together or
-//! not at all ([`myri_transport::Endpoint::can_send_messages`]): a split header (the
-//! provider header and the payload's length, [`crate::wire::SPLIT_LEN`] bytes, copied)
-//! and the payload itself as a [`myri_transport::Buf::external`] view of the region,
-//! which RPP keeps until acknowledged and from which the `udp://` backend gathers every
-//! packet, retransmissions too. Such a send completes only once RPP has the payload
-//! acknowledged ([`myri_transport::Completion::Sent`]): the application may reuse its
+//! then not copied: it goes as a split send (below), its payload as
+//! [`myri_transport::Buf::external`] views of the region, which RPP keeps until
+//! acknowledged and from which the `udp://` backend gathers every packet,
+//! retransmissions too. Such a send completes only once RPP has every piece of the
+//! payload acknowledged ([`myri_transport::Completion::Sent`]): the application may reuse its
 //! buffer after the completion, and RPP may read it until then. A peer that fails,
 //! closes or restarts first completes it with `FI_EIO`. It is counted in
 //! [`PathCounts::copy_free_sent`].
@@ -107,6 +105,42 @@
 //! [`FabricEndpoint::send_held`]), read by the receiver straight from the sender's
 //! buffer (below).
 //!
+//! # Large messages over `udp://`
+//!
+//! RPP reassembles a message of several packets into a vector (a copy from each
+//! datagram), which the provider would copy again into the posted buffer. A message
+//! longer than one packet to the peer
+//! ([`myri_transport::Endpoint::peer_packet_payload`]: the path's datagram less RPP's
+//! header and MAC) therefore goes as a *split send*, taken by RPP all together or not
+//! at all ([`myri_transport::Endpoint::can_send_messages`]): a split header (the
+//! provider header and the payload's length, [`crate::wire::SPLIT_LEN`] bytes) and then
+//! the payload, bare, in pieces of equal length of at most one packet each, each a
+//! transport message of its own. A copied send copies the payload once into a vector
+//! that the pieces are views of; a registered one sends views of the application's
+//! region (above). A piece that arrives in order is handed over by RPP as a view of the
+//! datagram it came in (in-place delivery), and the receiver copies it straight to its
+//! offset in the receive the first piece matched (`take_piece`, the code `shm://` pieces
+//! use): one copy in user space at each side, counted in [`PathCounts::udp_placed`]
+//! when every piece of a message came so. A piece after a loss comes out of RPP's
+//! reordering buffer instead (a second copy, the message intact); a message that matched
+//! no receive is gathered into a vector and waits whole in the unexpected queue (two
+//! copies, as for any eager message); truncation writes what fits and completes with
+//! `FI_ETRUNC`. On a path whose packets carry less than [`UDP_PIECE_MIN`] bytes
+//! (`mtu=1500`) a copied message goes whole, with its header in front, and a registered
+//! one in one bare piece that RPP cuts into packets: there the pieces' per-message cost
+//! exceeds the copy they save (see `RESULTS.md`).
+//!
+//! The receiver takes the peer's next messages on the link as the payload until it has
+//! the announced length. Bare pieces carry no header, so a sender's restart is told by
+//! the life of the peer each delivery came from
+//! ([`myri_transport::Endpoint::recv_life`]): a message of a later life than the split
+//! header's drops the partial message (a receive it had matched goes back to the front
+//! of the posted queue) and is taken as what it says it is; a peer that failed or
+//! restarted with its deliveries all taken drops it too (`drop_dead_splits`). A message
+//! longer than what is left of the payload is not part of it either. Both count in
+//! [`FabricEndpoint::broken_pieces`]. Over auto-shm the switch rule is unchanged: RPP
+//! holds a split send whole until every piece is acknowledged.
+//!
 //! # Single copy between processes of one host
 //!
 //! Over `shm://` and auto-shm regions a large RDM send to a peer whose probe succeeded
@@ -118,12 +152,8 @@
 //! the sends waiting for their done with `FI_EIO`, as above. Counted in
 //! [`PathCounts::cma_sent`] and [`PathCounts::cma_received`].
 //!
-//! The receiver takes a split header's payload from the next message of the same peer
-//! on the same link (RPP keeps their order). Before it does, it takes the completions
-//! its transport has ready, so that a restart of the sender between the two (RPP reports
-//! it before any message of the new life) drops the header instead; a next message of
-//! another length than announced is not the payload either (both are counted in
-//! [`FabricEndpoint::broken_pieces`]).
+//! The receiver takes a split header's payload from the next messages of the same peer
+//! on the same link (RPP keeps their order): see "Large messages over `udp://`".
 //!
 //! # Matching
 //!
@@ -146,6 +176,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 mod single_copy;
+mod udp_pieces;
 
 /// The maps looked up per message (keys are small integers of our own): foldhash, not
 /// SipHash.
@@ -403,11 +434,12 @@ pub struct FabricEndpoint {
     untransmitted: FastMap<(usize, Peer), VecDeque<PendingTx>>,
     /// Copy-free sends waiting for RPP's acknowledgement of their payload message, by
     /// link and peer (see "Sending from registered memory" in the module docs).
-    unacked: FastMap<(usize, Peer), Vec<(MsgId, PendingTx)>>,
-    /// Split headers received whose bare payload is the peer's next message: the header
-    /// and the payload's length, by link and peer.
-    split: FastMap<(usize, Peer), (Header, u64)>,
-    /// Messages arriving in pieces (`shm://`), by link and peer.
+    unacked: FastMap<(usize, Peer), Vec<(udp_pieces::PieceIds, PendingTx)>>,
+    /// Split headers received whose bare payload (or the rest of it) is the peer's next
+    /// message or messages, by link and peer.
+    split: FastMap<(usize, Peer), udp_pieces::SplitIn>,
+    /// Messages arriving in pieces (`shm://`, and split payloads over `udp://`), by link
+    /// and peer.
     reassembly: FastMap<(usize, Peer), Assembly>,
     /// Auto-shm (`udp://` RDM endpoints only): see the module docs.
     auto: Option<AutoShm>,
@@ -470,11 +502,25 @@ pub struct PathCounts {
     /// these two processes here (seccomp, Yama's `ptrace_scope`); the peer's large
     /// messages are copied.
     pub cma_forbidden: u64,
+    /// Of the messages sent over `udp://`, those whose payload went in pieces of one
+    /// packet each (see "Large messages over `udp://`" in the module docs).
+    pub udp_pieces_sent: u64,
+    /// Of the messages received over `udp://`, those in pieces that landed straight in a
+    /// posted receive's buffers, every piece copied once, from the datagram it came in.
+    pub udp_placed: u64,
+    /// The bytes [`PathCounts::udp_placed`] messages wrote into the buffers.
+    pub udp_placed_bytes: u64,
 }
 
 /// Least payload sent from registered memory without a copy: a shorter one is copied
 /// (the split header's extra transport message costs more than the copy).
 pub const COPY_FREE_MIN: usize = 16 << 10;
+
+/// Least payload a packet to a peer must carry for a message longer than one packet to
+/// go over `udp://` in pieces of one packet each (see "Large messages over `udp://`" in
+/// the module docs): on a path of smaller packets (`mtu=1500`) the pieces' cost exceeds
+/// the copy they save, and RPP cuts the message into packets instead.
+pub const UDP_PIECE_MIN: usize = 8 << 10;
 
 /// Auto-shm's state: this endpoint's region-name token and the regions it opened.
 struct AutoShm {
@@ -539,6 +585,9 @@ enum Assembly {
         written: usize,
         /// Bytes of the message so far.
         len: usize,
+        /// Every piece so far was a view of the buffer it was received in (delivered in
+        /// place), so copied once.
+        in_place: bool,
     },
     /// Matched none: the first piece's header and the payload so far, to wait in the
     /// unexpected queue once whole.
@@ -697,6 +746,10 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     options.rpp.max_message_len = max;
     options.rpp.max_queued_bytes = options.rpp.max_queued_bytes.max(2 * max);
     options.rpp.recv_buffer_bytes = options.rpp.recv_buffer_bytes.max(2 * max);
+    // A message sent in pieces of a packet each (`UDP_PIECE_MIN` bytes at least) goes
+    // to RPP whole or not at all: two of the longest fit its queue.
+    let pieces = 2 * (crate::info::RDM_MAX_MSG.div_ceil(UDP_PIECE_MIN) + 2);
+    options.rpp.max_queued_messages = options.rpp.max_queued_messages.max(pieces);
     let cc = std::env::var("FI_MYRI_CC").ok();
     options.rpp.congestion = match cc.as_deref() {
         Some("none") => myri_rpp::congestion::CongestionControl::None,
@@ -1188,6 +1241,11 @@ impl FabricEndpoint {
             }
             let rdm = self.ep_type == EpType::Rdm;
             let l = &mut self.links[link];
+            let rpp = rdm && l.transport.is_reliable() && !l.transport.is_native();
+            let registered = external.is_some() && len >= COPY_FREE_MIN;
+            let split = rpp
+                .then(|| udp_pieces::split_piece(&l.transport, peer, len, registered))
+                .flatten();
             if l.transport.is_native() && (long || !l.outq.is_empty()) {
                 // Longer than a slot holds (or behind such a message): in pieces of a
                 // slot each, as many as there are free slots now straight from the
@@ -1216,45 +1274,46 @@ impl FabricEndpoint {
                         before: sent,
                     });
                 }
-            } else if let Some((mem, range)) = external.filter(|_| {
-                rdm && len >= COPY_FREE_MIN && l.transport.is_reliable() && !l.transport.is_native()
-            }) {
-                let transport = &mut l.transport;
-                let refused = |e: SendErrorKind| match e {
-                    SendErrorKind::TooLarge { .. } => -FI_EMSGSIZE,
-                    _ => -FI_EIO,
-                };
-                if !transport.can_send_messages(peer, 2, crate::wire::SPLIT_LEN + len) {
-                    if !transport.can_send_messages(peer, 0, 0) {
-                        // Failed or closed: nothing will be taken.
-                        return Err(-FI_EIO);
+            } else if let Some(piece) = split {
+                // A split header and the payload bare, in pieces of a packet each
+                // (see "Large messages over `udp://`" in the module docs).
+                let external = external.filter(|_| registered);
+                let copy_free = external.is_some();
+                let ids = match udp_pieces::send_split(
+                    &mut l.transport,
+                    peer,
+                    header,
+                    parts,
+                    external,
+                    piece,
+                ) {
+                    Ok(ids) => ids,
+                    Err(udp_pieces::SplitRefused::Failed) => return Err(-FI_EIO),
+                    Err(udp_pieces::SplitRefused::Busy) => {
+                        self.progress();
+                        return Err(-FI_EAGAIN);
                     }
-                    self.progress();
-                    return Err(-FI_EAGAIN);
+                };
+                self.counts.udp_pieces_sent += u64::from(piece < len);
+                if copy_free {
+                    // Completes once RPP has every piece acknowledged.
+                    self.counts.udp_sent += 1;
+                    self.counts.copy_free_sent += 1;
+                    self.udp_quiet = 0;
+                    let tracked = self.bind.send_cntr.is_some() || self.bind.tx_cq.is_some();
+                    if tracked {
+                        let pending = PendingTx {
+                            context,
+                            flags: FI_SEND | kind_flags(header.tagged),
+                            completion,
+                        };
+                        self.unacked
+                            .entry((link, peer))
+                            .or_default()
+                            .push((ids, pending));
+                    }
+                    return Ok(());
                 }
-                let head = header.emit_split(len as u64);
-                let body = myri_transport::Buf::external(mem.clone(), range).ok_or(-FI_EINVAL)?;
-                transport
-                    .send(peer, myri_transport::Buf::copy_of(&head))
-                    .map_err(|e| refused(e.error))?;
-                // Taken: `can_send_messages` said both would be, and nothing ran between.
-                let id = transport.send(peer, body).map_err(|e| refused(e.error))?;
-                self.counts.udp_sent += 1;
-                self.counts.copy_free_sent += 1;
-                self.udp_quiet = 0;
-                let tracked = self.bind.send_cntr.is_some() || self.bind.tx_cq.is_some();
-                if tracked {
-                    let pending = PendingTx {
-                        context,
-                        flags: FI_SEND | kind_flags(header.tagged),
-                        completion,
-                    };
-                    self.unacked
-                        .entry((link, peer))
-                        .or_default()
-                        .push((id, pending));
-                }
-                return Ok(());
             } else {
                 let transport = &mut l.transport;
                 let total = HEADER_LEN + len;
@@ -1439,7 +1498,8 @@ impl FabricEndpoint {
                 let key = (link, peer);
                 if !self.unacked.is_empty()
                     && let Some(q) = self.unacked.get_mut(&key)
-                    && let Some(i) = q.iter().position(|(m, _)| *m == id)
+                    && let Some(i) = q.iter_mut().position(|(ids, _)| ids.acked(id))
+                    && q[i].0.done()
                 {
                     let (_, p) = q.swap_remove(i);
                     if q.is_empty() {
@@ -1476,10 +1536,7 @@ impl FabricEndpoint {
                 self.complete_send(p.context, p.flags, p.completion, Some(FI_EIO));
             }
         }
-        if self.split.remove(&(link, peer)).is_some() {
-            // The payload of that life will not come.
-            self.broken_pieces += 1;
-        }
+        // A split payload still coming: see `drop_dead_splits`.
         if self.links[link].transport.peer_failed(peer) {
             self.abandon_pieces(link, peer);
         }
@@ -1700,40 +1757,29 @@ impl FabricEndpoint {
 
     fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
         let key = (link, peer);
-        if !self.split.is_empty() && self.split.contains_key(&key) {
-            // A restart of the sender since its split header shows among the completions
-            // ready (RPP reports it before any message of the new life): take them first
-            // (`life_ended` drops the header).
-            let ready = self.links[link].transport.pending_completions();
-            for _ in 0..ready {
-                match self.links[link].transport.poll_completion() {
-                    Some(c) => self.take_completion(link, c),
-                    None => break,
-                }
+        let data = if !self.split.is_empty() && self.split.contains_key(&key) {
+            match self.take_bare(link, peer, data) {
+                Some(data) => data,
+                None => return,
             }
-            if let Some((header, len)) = self.split.remove(&key) {
-                if data.len() as u64 == len {
-                    self.counts.udp_received += 1;
-                    let src = self.source_of(link, peer);
-                    if let Some(Payload::Bare(data)) =
-                        self.incoming(src, header, Payload::Bare(data))
-                        && !data.is_registered()
-                    {
-                        let delivery = myri_transport::Delivery { peer, data };
-                        self.links[link].transport.recycle(delivery);
-                    }
-                    return;
-                }
-                // Not the payload announced: the header is dropped, this message is
-                // taken as what it says it is.
-                self.broken_pieces += 1;
-            }
-        }
+        } else {
+            data
+        };
         if let Some(len) = Header::split_len(&data) {
             let (header, _) = Header::parse_piece(&data).unwrap_or_default();
-            if let Some((_, _)) = self.split.insert(key, (header, len)) {
+            if self.reassembly.contains_key(&key) {
+                // A message in pieces left open: its sender's life ended part-way.
                 self.broken_pieces += 1;
+                self.abandon_pieces(link, peer);
             }
+            if len == 0 {
+                // A split header with no payload: a sender never makes one.
+                self.malformed += 1;
+                return;
+            }
+            let life = self.links[link].transport.recv_life();
+            self.split
+                .insert(key, udp_pieces::SplitIn::new(header, len, life));
             return;
         }
         let (header, piece) = match Header::parse_piece(&data) {
@@ -1778,7 +1824,16 @@ impl FabricEndpoint {
             }
         }
         if piece.more || piece.cont {
-            self.take_piece(link, peer, header, piece.more, &data[HEADER_LEN..]);
+            let in_place = data.is_registered();
+            self.take_piece(
+                link,
+                peer,
+                header,
+                piece.more,
+                &data[HEADER_LEN..],
+                in_place,
+                0,
+            );
             return;
         }
         if piece.cma {
@@ -1802,8 +1857,21 @@ impl FabricEndpoint {
     /// Takes a piece of a message (`more`: not its last) from `link`'s `peer`: the first
     /// is matched against the posted receives (as a whole message would be), and each is
     /// copied straight into the receive it matched, or, matching none, into a buffer
-    /// that waits in the unexpected queue once the message is whole.
-    fn take_piece(&mut self, link: usize, peer: Peer, header: Header, more: bool, piece: &[u8]) {
+    /// (for `expect` bytes, when known) that waits in the unexpected queue once the
+    /// message is whole. `in_place`: the piece is a view of the buffer it was received
+    /// in (counted in [`PathCounts::udp_placed`] when every piece of a `udp://` message
+    /// was).
+    #[allow(clippy::too_many_arguments)]
+    fn take_piece(
+        &mut self,
+        link: usize,
+        peer: Peer,
+        header: Header,
+        more: bool,
+        piece: &[u8],
+        in_place: bool,
+        expect: usize,
+    ) {
         let key = (link, peer);
         let mut a = match self.reassembly.remove(&key) {
             Some(a) => a,
@@ -1819,8 +1887,12 @@ impl FabricEndpoint {
                         src,
                         written: 0,
                         len: 0,
+                        in_place: true,
                     },
-                    None => Assembly::Unexpected(header, Vec::new()),
+                    None => Assembly::Unexpected(
+                        header,
+                        Vec::with_capacity(expect.min(crate::info::RDM_MAX_MSG)),
+                    ),
                 }
             }
         };
@@ -1829,8 +1901,10 @@ impl FabricEndpoint {
                 posted,
                 written,
                 len,
+                in_place: all_in_place,
                 ..
             } => {
+                *all_in_place &= in_place;
                 let n = piece.len().min(posted.target.capacity() - *written);
                 if n > 0 {
                     posted.target.write_at(*written, &piece[..n]);
@@ -1851,7 +1925,14 @@ impl FabricEndpoint {
                 src,
                 written,
                 len,
-            } => self.finish_recv(&posted, src, header, written, len),
+                in_place,
+            } => {
+                if in_place && !self.links[link].transport.is_native() {
+                    self.counts.udp_placed += 1;
+                    self.counts.udp_placed_bytes += written as u64;
+                }
+                self.finish_recv(&posted, src, header, written, len)
+            }
             Assembly::Unexpected(header, whole) => {
                 let src = self.source_of(link, peer);
                 let _ = self.incoming(src, header, Payload::Owned(whole));
@@ -1905,6 +1986,9 @@ impl Progress for FabricEndpoint {
                     if let Some(d) = self.links[i].transport.recv() {
                         self.take_delivery(i, d.peer, d.data);
                     }
+                }
+                if !self.split.is_empty() {
+                    self.drop_dead_splits(i);
                 }
             }
             // Sends completed when they were taken; what comes back here is the
@@ -1967,6 +2051,7 @@ impl Drop for FabricEndpoint {
             let line = format!(
                 "myri-fi {}: sent {} over udp ({} copy-free), {} over shm; \
                  received {} over udp, {} over shm; \
+                 udp pieces: sent {}, placed {} ({} bytes); \
                  single-copy: sent {}, received {}, failed {}, held {}, forbidden {}\n",
                 self.local_url,
                 c.udp_sent,
@@ -1974,6 +2059,9 @@ impl Drop for FabricEndpoint {
                 c.shm_sent,
                 c.udp_received,
                 c.shm_received,
+                c.udp_pieces_sent,
+                c.udp_placed,
+                c.udp_placed_bytes,
                 c.cma_sent,
                 c.cma_received,
                 c.cma_failed,
@@ -2174,6 +2262,12 @@ mod tests {
         Arc::new((0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
     }
 
+    /// The pieces a split payload of `len` bytes from `ep` to its first peer goes in.
+    fn pieces(ep: &FabricEndpoint, len: usize) -> usize {
+        let t = ep.transports().next().unwrap();
+        len.div_ceil(t.peer_packet_payload(Peer(0)).unwrap())
+    }
+
     fn tx_count(cq: &Cq) -> usize {
         lock(&cq.queue).len()
     }
@@ -2215,7 +2309,13 @@ mod tests {
             0,
             "no completion before the acknowledgement"
         );
-        assert_eq!(Arc::strong_count(&mem), 2, "RPP holds the region");
+        let pieces = pieces(&a, range.len());
+        assert!(pieces > 1, "in pieces of a packet each");
+        assert_eq!(
+            Arc::strong_count(&mem),
+            1 + pieces,
+            "RPP holds the region, a view per piece"
+        );
         let got = Arc::new(Mutex::new(Vec::new()));
         post_any(&mut b, &got, 1 << 20);
         // Both, until the receiver has it all: the sender has not run since the last
@@ -2247,11 +2347,17 @@ mod tests {
         assert_eq!((out[0].context, out[0].flags), (9, FI_SEND | FI_TAGGED));
         assert_eq!(Arc::strong_count(&mem), 1, "the region is let go");
         assert_eq!((a.counts.udp_sent, a.counts.copy_free_sent), (1, 1));
+        assert_eq!(a.counts.udp_pieces_sent, 1);
         assert_eq!(b.counts.udp_received, 1);
+        assert_eq!(
+            (b.counts.udp_placed, b.counts.udp_placed_bytes),
+            (1, range.len() as u64),
+            "every piece copied once, from its datagram"
+        );
         let s = a.transports().next().unwrap().stats();
         assert_eq!(
             (s.external_sends, s.copied_sends, s.transmit_copies),
-            (1, 0, 0)
+            (pieces as u64, 0, 0)
         );
         // Short ones, and those from a range outside the region, are not sent copy-free.
         a.send_registered(b_addr, header, &mem, 0..100, 10, true)
@@ -2335,11 +2441,12 @@ mod tests {
         assert_eq!(relay.dropped, 1);
         assert_eq!(tx_count(&a_cq), 1, "acknowledged after the retransmission");
         assert!(lock(&got)[..] == *mem.bytes(7..300_007), "data intact");
+        let pieces = pieces(&a, 300_000) as u64;
         let t = a.transports().next().unwrap();
         let s = t.stats();
         assert_eq!(
             (s.external_sends, s.copied_sends, s.transmit_copies),
-            (1, 0, 0)
+            (pieces, 0, 0)
         );
         let peer = t.peer_stats(Peer(0)).unwrap();
         assert!(peer.retransmitted >= 1, "{peer:?}");

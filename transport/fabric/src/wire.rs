@@ -15,11 +15,14 @@
 //! with a message open drops the open one (its sender's life ended part-way through):
 //! a peer that restarts never sees a message built from two.
 //!
-//! 16 split: a copy-free send over RPP ([`crate::endpoint`], "Sending from registered
-//! memory"). The message is this header and, in the 8 bytes after it, the length of the
-//! payload ([`SPLIT_LEN`] bytes in all); the payload itself is the sender's next message
-//! on the same ordered link, with no header of its own (it is sent from the
-//! application's memory, where there is no room for one). Never with more or continued.
+//! 16 split: a send over RPP whose payload goes without a header of its own
+//! ([`crate::endpoint`], "Sending from registered memory" and "Large messages over
+//! `udp://`"). The message is this header and, in the 8 bytes after it, the length of
+//! the payload ([`SPLIT_LEN`] bytes in all, a length of 0 is malformed); the payload
+//! itself is the sender's next message on the same ordered link, or its next messages
+//! (bare pieces of one packet each, in order, as many as make that length), with no
+//! header of their own (sent from the application's memory, where there is no room for
+//! one, or built to fit a packet each). Never with more or continued.
 //!
 //! 32 single-copy: a message's descriptor instead of its bytes, between two processes of
 //! one host ([`crate::cma`]): the header and, in the 32 bytes after it, the sender's
@@ -33,14 +36,14 @@
 //! bytes and three words ([`CONTROL_LEN`] bytes in all). A receiver takes it out of band,
 //! between the pieces of a message too.
 //!
-//! Version 4 (version 3 had no single-copy or control flags, version 2 no split flag,
-//! version 1 no continued flag).
+//! Version 5 (version 4 sent a split payload as one message only, version 3 had no
+//! single-copy or control flags, version 2 no split flag, version 1 no continued flag).
 
 /// Bytes of header in front of each message.
 pub const HEADER_LEN: usize = 20;
 
 const MAGIC: [u8; 2] = *b"MF";
-const VERSION: u8 = 4;
+const VERSION: u8 = 5;
 const FLAG_TAGGED: u8 = 1;
 const FLAG_DATA: u8 = 2;
 const FLAG_MORE: u8 = 4;
@@ -386,7 +389,7 @@ mod tests {
     use super::*;
 
     const FIXTURE: [u8; HEADER_LEN] = [
-        b'M', b'F', 4, 3, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 7, 0, 0, 0, 0, 0, 0, 0,
+        b'M', b'F', 5, 3, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 7, 0, 0, 0, 0, 0, 0, 0,
     ];
 
     #[test]
@@ -442,6 +445,8 @@ mod tests {
         assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 2");
         old[2] = 3;
         assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 3");
+        old[2] = 4;
+        assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 4");
     }
 
     #[test]

@@ -378,6 +378,8 @@ struct PeerSlot {
     /// free, a full socket): kept whole and sent first on the next pass, rather than lost
     /// to the channel and resent only after a timeout.
     stalled: Option<Vec<u8>>,
+    /// Over RPP: restarts of the peer seen so far (see [`Endpoint::peer_life`]).
+    life: u32,
 }
 
 /// An endpoint: one application's access to a backend. See the crate documentation.
@@ -402,6 +404,11 @@ pub struct Endpoint {
     /// stream hears from one peer many times in a row; entries of `by_addr` never change).
     last_sender: Option<(RemoteAddr, Peer)>,
     deliveries: VecDeque<Delivery>,
+    /// Without native reliability: the life of its peer each of `deliveries` came from,
+    /// in the same order (see [`Endpoint::recv_life`]).
+    delivery_lives: VecDeque<u32>,
+    /// The life of the delivery [`Endpoint::recv`] returned last.
+    recv_life: u32,
     completions: VecDeque<Completion>,
     /// Completions holding buffers the board still reads (a lent buffer's last send not
     /// finished yet): they follow, in order, once every buffer is back for writing.
@@ -542,6 +549,8 @@ impl Endpoint {
             by_addr: HashMap::new(),
             last_sender: None,
             deliveries: VecDeque::new(),
+            delivery_lives: VecDeque::new(),
+            recv_life: 0,
             completions: VecDeque::new(),
             unsettled: VecDeque::new(),
             stats: Stats::default(),
@@ -655,6 +664,14 @@ impl Endpoint {
             .map(Connection::stats)
     }
 
+    /// Over RPP: the longest message to `peer` that goes as one packet (the path's
+    /// datagram size less RPP's largest data header and MAC), which a receiver in order
+    /// takes as a view of the datagram, with no copy. `None` elsewhere (raw, native
+    /// reliability) and for an unknown peer.
+    pub fn peer_packet_payload(&self, peer: Peer) -> Option<usize> {
+        let conn = self.peers.get(peer.0 as usize)?.conn.as_ref()?;
+        Some(conn.config().max_payload())
+    }
     /// A peer's address, as a URL.
     pub fn peer_url(&self, peer: Peer) -> Option<String> {
         let p = self.peers.get(peer.0 as usize)?;
@@ -805,6 +822,7 @@ impl Endpoint {
             next_id: 0,
             restart_unacked: Vec::new(),
             stalled: None,
+            life: 0,
         });
         self.by_addr.insert(addr, peer);
         let own_socket = self.options.peer_socket && !self.options.connect_one_peer;
@@ -994,7 +1012,27 @@ impl Endpoint {
         if self.deliveries.is_empty() {
             self.progress();
         }
-        self.deliveries.pop_front()
+        let d = self.deliveries.pop_front()?;
+        self.recv_life = self.delivery_lives.pop_front().unwrap_or(0);
+        Some(d)
+    }
+
+    /// Over RPP: which life of its peer the message [`Endpoint::recv`] returned last came
+    /// from, as [`Endpoint::peer_life`] counted when it arrived. A receiver that takes a
+    /// peer's messages as one unit (a header, then bare payload) tells by it whether the
+    /// peer restarted in between: a new life's first message may be taken before the
+    /// [`Completion::PeerRestarted`] that precedes it. Always 0 with native reliability.
+    pub fn recv_life(&self) -> u32 {
+        self.recv_life
+    }
+
+    /// Over RPP: how many times `peer` restarted so far (0 in its first life): its
+    /// current life, counting from when the endpoint first heard of it (the restart
+    /// reported in [`Completion::PeerRestarted`]). No message of an earlier life is
+    /// received after the count went up. 0 for an unknown peer and with native
+    /// reliability.
+    pub fn peer_life(&self, peer: Peer) -> u32 {
+        self.peers.get(peer.0 as usize).map_or(0, |p| p.life)
     }
 
     /// Gives a received message back once the application is done with it. A view of
@@ -1190,6 +1228,10 @@ impl Endpoint {
         } else {
             self.stats.heap_recvs += 1;
         }
+        if !self.native {
+            let life = self.peers.get(peer.0 as usize).map_or(0, |p| p.life);
+            self.delivery_lives.push_back(life);
+        }
         self.deliveries.push_back(Delivery { peer, data });
     }
 
@@ -1298,6 +1340,7 @@ impl Endpoint {
                 Event::Message(m) => {
                     self.stats.recvs += 1;
                     self.stats.heap_recvs += 1;
+                    self.delivery_lives.push_back(slot.life);
                     self.deliveries.push_back(Delivery {
                         peer,
                         data: RecvBuf::from_vec(m),
@@ -1309,11 +1352,14 @@ impl Endpoint {
                     id: MsgId(id.0),
                     buf: msg,
                 },
-                Event::PeerRestarted { new, unacked, .. } => Completion::PeerRestarted {
-                    peer,
-                    incarnation: new,
-                    unacked,
-                },
+                Event::PeerRestarted { new, unacked, .. } => {
+                    slot.life = slot.life.wrapping_add(1);
+                    Completion::PeerRestarted {
+                        peer,
+                        incarnation: new,
+                        unacked,
+                    }
+                }
                 Event::PeerClosed { unsent } => Completion::PeerClosed { peer, unsent },
                 Event::Closed => continue,
                 Event::Failed { error, unsent } => {
@@ -1409,6 +1455,7 @@ impl Endpoint {
         };
         *conn = fresh;
         slot.failed = false;
+        slot.life = slot.life.wrapping_add(1);
         self.settle(Completion::PeerRestarted {
             peer,
             incarnation,
