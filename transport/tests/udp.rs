@@ -557,43 +557,15 @@ fn a_second_client_retires_the_first_ones_socket_mid_stream_and_nothing_is_lost(
         second.insert_addr(&url).unwrap(),
     );
     const MESSAGES: usize = 600;
-    let message = |from: u8, i: usize| -> Vec<u8> {
-        let len = 16 + (i * 977) % 3000;
-        let mut m = vec![from; len];
-        m[..8].copy_from_slice(&(i as u64).to_le_bytes());
-        m
-    };
     let (mut sent_1, mut sent_2) = (0, 0);
     let mut got: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
     let mut by_peer = std::collections::HashMap::new();
     let mut sockets_seen = 0;
     wait_for(|| {
-        while sent_1 < MESSAGES {
-            match first.send(
-                to_server_1,
-                myri_transport::Buf::copy_of(&message(1, sent_1)),
-            ) {
-                Ok(_) => sent_1 += 1,
-                Err(e) if e.error.is_would_block() => break,
-                Err(e) => panic!("{e}"),
-            }
-            if sent_1 % 50 == 0 {
-                break;
-            }
-        }
         // The second client starts half way through the first one's stream.
-        while sent_1 >= MESSAGES / 2 && sent_2 < MESSAGES {
-            match second.send(
-                to_server_2,
-                myri_transport::Buf::copy_of(&message(2, sent_2)),
-            ) {
-                Ok(_) => sent_2 += 1,
-                Err(e) if e.error.is_would_block() => break,
-                Err(e) => panic!("{e}"),
-            }
-            if sent_2 % 50 == 0 {
-                break;
-            }
+        send_some(&mut first, to_server_1, 1, &mut sent_1, MESSAGES);
+        if sent_1 >= MESSAGES / 2 {
+            send_some(&mut second, to_server_2, 2, &mut sent_2, MESSAGES);
         }
         first.progress();
         second.progress();
@@ -609,7 +581,7 @@ fn a_second_client_retires_the_first_ones_socket_mid_stream_and_nothing_is_lost(
     .expect("every message of both clients arrives");
     for (k, from) in [(0, 1u8), (1, 2u8)] {
         for (i, m) in got[k].iter().enumerate() {
-            assert_eq!(m, &message(from, i), "client {from}, message {i}");
+            assert_eq!(m, &numbered_message(from, i), "client {from}, message {i}");
         }
     }
     assert_eq!(sockets_seen, 1, "the first client had a socket of its own");
@@ -633,4 +605,30 @@ fn a_second_client_retires_the_first_ones_socket_mid_stream_and_nothing_is_lost(
     .unwrap();
     assert_eq!(&d.data[..], b"hello");
     assert_eq!(plain.stats().peer_sockets, 0);
+}
+
+/// Message `i` of client `from` in the test above: its number, then its client's byte.
+fn numbered_message(from: u8, i: usize) -> Vec<u8> {
+    let len = 16 + (i * 977) % 3000;
+    let mut m = vec![from; len];
+    m[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    m
+}
+
+/// Sends client `from`'s next messages to `to` until `total` are out, the endpoint has
+/// no room, or 50 more went (so that the server gets a turn).
+fn send_some(ep: &mut Endpoint, to: Peer, from: u8, sent: &mut usize, total: usize) {
+    while *sent < total {
+        match ep.send(
+            to,
+            myri_transport::Buf::copy_of(&numbered_message(from, *sent)),
+        ) {
+            Ok(_) => *sent += 1,
+            Err(e) if e.error.is_would_block() => break,
+            Err(e) => panic!("{e}"),
+        }
+        if (*sent).is_multiple_of(50) {
+            break;
+        }
+    }
 }

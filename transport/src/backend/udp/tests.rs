@@ -356,10 +356,7 @@ fn take(b: &mut UdpBackend, want: usize) -> Vec<(u8, usize, SocketAddr)> {
 
 #[test]
 fn the_one_peer_gets_its_own_connected_socket_and_others_still_get_through() {
-    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
-    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let peer_addr = peer.local_addr().unwrap();
-    b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    let (mut b, peer, peer_addr) = with_peer_socket();
     assert_eq!(b.counters.peer_sockets, 1);
     let own = b.peer.as_ref().expect("a socket for the one peer");
     assert_eq!(own.socket.peer_addr().unwrap(), peer_addr);
@@ -405,10 +402,7 @@ fn the_one_peer_gets_its_own_connected_socket_and_others_still_get_through() {
 
 #[test]
 fn a_second_peer_retires_the_socket_and_loses_nothing_it_held() {
-    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
-    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let peer_addr = peer.local_addr().unwrap();
-    b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    let (mut b, peer, peer_addr) = with_peer_socket();
     assert!(b.peer.is_some());
     // Five datagrams wait on the peer's socket, unread, when the second peer comes.
     for i in 0..5 {
@@ -438,10 +432,7 @@ fn a_second_peer_retires_the_socket_and_loses_nothing_it_held() {
 
 #[test]
 fn a_registered_backend_keeps_one_socket() {
-    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
-    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let peer_addr = peer.local_addr().unwrap();
-    b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    let (mut b, peer, peer_addr) = with_peer_socket();
     assert!(b.peer.is_some());
     // A datagram waits on the peer's socket when a caller registers: it is not lost, and
     // the peer's socket goes (a caller's poll waits on the shared one alone).
@@ -464,4 +455,14 @@ fn a_registered_backend_keeps_one_socket() {
     assert!(c.peer.is_none());
     c.deregister(poll.registry()).unwrap();
     b.deregister(poll.registry()).unwrap();
+}
+
+/// A backend whose one peer (a plain socket, returned with its address) has a socket of
+/// its own.
+fn with_peer_socket() -> (UdpBackend, std::net::UdpSocket, SocketAddr) {
+    let mut b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let peer_addr = peer.local_addr().unwrap();
+    b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
+    (b, peer, peer_addr)
 }
