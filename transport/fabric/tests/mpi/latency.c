@@ -25,9 +25,9 @@ int main(int argc, char **argv) {
     int rank, iters = argc > 1 ? atoi(argv[1]) : 20000, len = argc > 2 ? atoi(argv[2]) : 8;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (iters < 10 || len < 0 || len > (1 << 20)) {
+    if (iters < 10 || len < 0 || len > (64 << 20)) {
         if (rank == 0)
-            fprintf(stderr, "usage: latency [ITERS >= 10] [LEN <= 1 MiB]\n");
+            fprintf(stderr, "usage: latency [ITERS >= 10] [LEN <= 64 MiB]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     char *buf = calloc(len ? len : 1, 1);
