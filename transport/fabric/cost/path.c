@@ -20,6 +20,10 @@ __attribute__((noinline)) long busy_read(struct fid_cq *cq, struct fi_cq_tagged_
 __attribute__((noinline)) long idle_read(struct fid_cq *cq, struct fi_cq_tagged_entry *e) { return fi_cq_read(cq, e, 1); }
 __attribute__((noinline)) long after_read(struct fid_cq *cq, struct fi_cq_tagged_entry *e) { return fi_cq_read(cq, e, 1); }
 int main(int argc, char **argv) {
+    if (argc != 2 || atol(argv[1]) < 1) {
+        fprintf(stderr, "usage: path N (one-way steps, at least 1)\n");
+        return 2;
+    }
     long n = atol(argv[1]);
     struct fi_info *hints = fi_allocinfo(), *info; struct fid_fabric *fabric; struct fid_cq *cq[2]; struct ep ep[2];
     hints->caps = FI_TAGGED | FI_MSG; hints->ep_attr->type = FI_EP_RDM; hints->fabric_attr->prov_name = strdup("myri");

@@ -4,7 +4,8 @@
 //! (`tests/c/formats.c`) every CQ format, `fi_cq_sread`, counters, `FI_AV_MAP`,
 //! `FI_ADDR_STR`, inject, op flags, selective completion, `fi_setname` and an event queue;
 //! and (`tests/c/mr.c`) sends from registered memory, copy-free where they may be; and
-//! (`tests/c/auto.c`) automatic progress.
+//! (`tests/c/auto.c`) automatic progress; and that `cost/path.c`, which
+//! `cost.sh` measures, still runs.
 
 mod common;
 
@@ -45,6 +46,16 @@ fn c_automatic_progress_drives_an_endpoint_nobody_polls() {
     }
 }
 
+/// `cost/path.c`, the program `cost.sh` counts instructions of (a tagged ping-pong with
+/// remote CQ data between two endpoints of one process), runs and checks what it gets.
+#[test]
+fn the_cost_programs_ping_pong_runs() {
+    if let Some(out) = run_source("cost/path.c", &["2000"], &[("FI_MYRI_SHM", "0")]) {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("2000 exchanges"), "{stdout}");
+    }
+}
+
 fn run_c(name: &str) {
     run_c_with(name, &[]);
 }
@@ -57,13 +68,23 @@ fn run_c_with(name: &str, env: &[(&str, &str)]) -> Option<std::process::Output> 
 
 /// [`run_c_with`], the program given `args`.
 fn run_c_args(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<std::process::Output> {
+    run_source(&format!("tests/c/{name}.c"), args, env)
+}
+
+/// Builds the C program at `path` (from the crate's directory) and runs it with `args`
+/// and `env`: its output, or None when libfabric is not installed.
+fn run_source(path: &str, args: &[&str], env: &[(&str, &str)]) -> Option<std::process::Output> {
     if !common::require_libfabric() {
         return None;
     }
+    let name = std::path::Path::new(path)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("program");
     let dir = std::env::temp_dir().join(format!("myri-fabric-c-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join(name);
-    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let src = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
     let cc = Command::new("cc")
         .args(["-O1", "-Wall", "-o"])
         .arg(&exe)

@@ -208,6 +208,16 @@ fn pingpong_1_byte_to_4_mib() {
     eprintln!("{out}");
 }
 
+/// `tests/mpi/latency.c`, the program `ab.sh` compares builds with, runs and reports.
+#[test]
+fn the_latency_program_runs() {
+    if !require_mpi() {
+        return;
+    }
+    let out = mpirun(2, &build("latency"), &["200", "8"]);
+    assert!(out.contains("8 B one-way median"), "{out}");
+}
+
 #[test]
 fn matching_on_2_and_4_ranks() {
     if !require_mpi() {
