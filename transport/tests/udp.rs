@@ -431,7 +431,17 @@ fn ten_thousand_random_messages_offloaded_and_coalesced_arrive_exactly_once_in_o
 /// the socket empty. The batch still grows for a stream.
 #[test]
 fn a_lone_datagram_is_received_with_one_system_call() {
-    let (mut a, mut b, to_b, _) = pair("");
+    // Without a socket of its own for its one peer: with one, every 64th pass also reads
+    // the shared socket (the udp backend's tests count that), and which pass is measured
+    // here depends on how many the waits took.
+    let mut a = open("udp://127.0.0.1:0");
+    let mut b = Endpoint::open_with(
+        "udp://127.0.0.1:0",
+        Options::default().with_peer_socket(false),
+    )
+    .unwrap();
+    let to_b = a.insert_addr(&b.local_url()).unwrap();
+    b.insert_addr(&a.local_url()).unwrap();
     let mut poll = mio::Poll::new().unwrap();
     let mut events = mio::Events::with_capacity(8);
     b.register(poll.registry(), mio::Token(1)).unwrap();

@@ -514,7 +514,8 @@ impl Server {
                 for s in [Source::Endpoint, Source::BareUdp, Source::Tcp, Source::Ring] {
                     any |= self.poll_source(s);
                 }
-                any |= self.ep.progress();
+                // Every socket read (a plain pass may skip one: `progress_all`).
+                any |= self.ep.progress_all();
                 if !any {
                     break;
                 }

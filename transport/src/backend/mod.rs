@@ -512,6 +512,14 @@ impl AnyBackend {
         }
     }
 
+    /// The next progress pass reads every socket (`udp://`: the shared one beside a
+    /// peer's own too); other backends read everything every pass.
+    pub(crate) fn read_all_next_pass(&mut self) {
+        if let AnyBackend::Udp(b) = self {
+            b.read_all_next_pass();
+        }
+    }
+
     /// The endpoint has `peers` peers now, the last one `to`: a `udp://` backend gives
     /// the first a socket of its own where `allowed` (see the udp backend's module
     /// documentation) and retires it at the second; others ignore it.

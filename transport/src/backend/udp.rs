@@ -37,9 +37,11 @@
 //! datagrams to that socket and everyone else's to the shared one, and sends to the
 //! peer leave by it. A progress pass reads the peer's socket, and the shared one every
 //! [`SHARED_PERIOD`] passes, before the peer's, so a waiting ping-pong still costs one
-//! system call a pass. It is for endpoints driven by polling: one registered with a
-//! caller's `mio::Poll` keeps the shared socket alone (a pass that skipped it could
-//! leave an edge-triggered wake-up unread when the caller goes to sleep). (Once the
+//! system call a pass. Registered with a caller's `mio::Poll`, both sockets wake it;
+//! since a pass may skip the shared socket, a caller about to sleep on its poll runs
+//! passes that read both ([`UdpBackend::read_all_next_pass`], through
+//! `Endpoint::progress_all`) until one finds nothing, or an edge-triggered wake-up left
+//! unread would be lost. (Once the
 //! shared socket has `SO_REUSEPORT`, a process of the same user could bind the port with
 //! it too and share the shared socket's datagrams; such a process can read this one's
 //! memory anyway.) A second peer
@@ -336,8 +338,11 @@ pub(crate) struct UdpBackend {
     shared_done: bool,
     /// Progress passes so far (the shared socket is read every [`SHARED_PERIOD`]).
     passes: u64,
-    /// Registered with a caller's `mio::Poll` ([`Socket::register`]): no peer socket.
-    registered: bool,
+    /// The caller's `mio` registry and token ([`Socket::register`]): a peer socket opened
+    /// later is registered too.
+    registered: Option<(mio::Registry, mio::Token)>,
+    /// The next progress pass reads the shared socket too ([`UdpBackend::read_all_next_pass`]).
+    read_all: bool,
     /// The URL set `mtu=` (every peer gets it; no path MTU is asked).
     explicit_mtu: bool,
     /// The kernel takes segmentation-offload sends on this socket (and has not refused
@@ -414,7 +419,8 @@ impl UdpBackend {
             shared: SharedRead::Not,
             shared_done: false,
             passes: 0,
-            registered: false,
+            registered: None,
+            read_all: false,
             explicit_mtu,
             gso_ok,
             gso_on: false,
@@ -538,6 +544,12 @@ impl UdpBackend {
         Ok(1)
     }
 
+    /// Makes the next progress pass read the shared socket as well as the peer's own (a
+    /// caller about to sleep on its poll: see the module documentation).
+    pub(crate) fn read_all_next_pass(&mut self) {
+        self.read_all = true;
+    }
+
     /// The endpoint has `peers` peers now, the last one `to`; `allowed` says whether its
     /// options let the first have a socket of its own (see the module documentation).
     /// The first gets one (if the kernel lets it: otherwise everything stays on the
@@ -550,12 +562,7 @@ impl UdpBackend {
             self.retire_peer_socket();
             return;
         }
-        if peers != 1
-            || !allowed
-            || self.connected.is_some()
-            || self.registered
-            || self.peer.is_some()
-        {
+        if peers != 1 || !allowed || self.connected.is_some() || self.peer.is_some() {
             return;
         }
         match self.open_peer_socket(a) {
@@ -588,10 +595,13 @@ impl UdpBackend {
         let _ = raw.set_send_buffer_size(4 << 20);
         raw.bind(&self.local.into())?;
         raw.connect(&to.into())?;
-        let socket = UdpSocket::from_std(raw.into());
+        let mut socket = UdpSocket::from_std(raw.into());
         let _ = sys::set_recv_err(&socket, self.local.is_ipv6());
         if self.gro_on {
             sys::set_gro(&socket, true)?;
+        }
+        if let Some((registry, token)) = &self.registered {
+            registry.register(&mut socket, *token, mio::Interest::READABLE)?;
         }
         Ok(socket)
     }
@@ -629,7 +639,11 @@ impl UdpBackend {
                 }
             }
         }
-        self.peer = None;
+        if let Some(mut p) = self.peer.take()
+            && let Some((registry, _)) = &self.registered
+        {
+            let _ = registry.deregister(&mut p.socket);
+        }
         // The shared socket is the only one again: read it from now on.
         self.drained = false;
         self.shared = SharedRead::Not;
@@ -1049,8 +1063,10 @@ impl Backend for UdpBackend {
         self.budget = RECV_BUDGET;
         self.drained = false;
         self.passes = self.passes.wrapping_add(1);
-        // The shared socket beside a peer's own: every few passes.
-        self.shared = if self.peer.is_some() && self.passes.is_multiple_of(SHARED_PERIOD) {
+        // The shared socket beside a peer's own: every few passes, or when asked.
+        let asked = std::mem::take(&mut self.read_all);
+        let due = asked || self.passes.is_multiple_of(SHARED_PERIOD);
+        self.shared = if self.peer.is_some() && due {
             SharedRead::First
         } else {
             SharedRead::Not
@@ -1109,16 +1125,20 @@ impl Socket for UdpBackend {
     }
 
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
-        // A caller that sleeps on its poll wakes for the shared socket, and a progress
-        // pass that skipped it could leave an edge-triggered wake-up unread: one socket.
-        self.retire_peer_socket();
+        let kept = registry.try_clone()?;
         registry.register(&mut self.socket, token, mio::Interest::READABLE)?;
-        self.registered = true;
+        if let Some(p) = &mut self.peer {
+            registry.register(&mut p.socket, token, mio::Interest::READABLE)?;
+        }
+        self.registered = Some((kept, token));
         Ok(())
     }
 
     fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()> {
-        self.registered = false;
+        self.registered = None;
+        if let Some(p) = &mut self.peer {
+            registry.deregister(&mut p.socket)?;
+        }
         registry.deregister(&mut self.socket)
     }
 }

@@ -113,8 +113,9 @@ pub struct Options {
     pub connection_id: u64,
     /// `udp://`: while the endpoint has exactly one peer, that peer gets a socket of its
     /// own, connected to it, beside the shared one (the kernel then skips a route lookup
-    /// per datagram each way); a second peer retires it, and so does
-    /// [`Endpoint::register`] (a caller's poll waits on the shared socket alone). Ignored
+    /// per datagram each way); a second peer retires it. A progress pass reads the
+    /// shared socket only now and then, so a caller that sleeps on a poll
+    /// ([`Endpoint::register`]) runs [`Endpoint::progress_all`] before it does. Ignored
     /// with [`Options::connect_one_peer`] (the socket is connected itself) and by other
     /// backends. Default: true.
     pub peer_socket: bool,
@@ -1071,6 +1072,16 @@ impl Endpoint {
         self.completions.pop_front()
     }
 
+    /// [`Endpoint::progress`], reading every socket the endpoint has: what a caller runs
+    /// until it returns false before it sleeps on a poll the endpoint is registered with
+    /// ([`Endpoint::register`]). A plain pass reads the shared socket beside the one
+    /// peer's own only now and then ([`Options::peer_socket`]).
+    pub fn progress_all(&mut self) -> bool {
+        self.backend.read_all_next_pass();
+        self.idle_until = 0;
+        self.progress()
+    }
+
     /// Does the endpoint's work: steps the backend, takes arrived datagrams, runs RPP's
     /// timers and sends what it has to. Returns whether anything happened.
     pub fn progress(&mut self) -> bool {
@@ -1466,10 +1477,11 @@ impl Endpoint {
 
     // ---- Integration -------------------------------------------------------------------
 
-    /// Registers a UDP endpoint's socket with a caller's `mio::Poll`: the token becomes
-    /// readable when datagrams arrive (then call [`Endpoint::progress`] until it returns
-    /// false, as mio's edge-triggered events require). Other backends:
-    /// [`RegisterError::Unsupported`].
+    /// Registers a UDP endpoint's sockets with a caller's `mio::Poll`: the token becomes
+    /// readable when datagrams arrive. Before sleeping on the poll, call
+    /// [`Endpoint::progress_all`] until it returns false, as mio's edge-triggered events
+    /// require (a plain [`Endpoint::progress`] pass may leave a socket unread: see
+    /// [`Options::peer_socket`]). Other backends: [`RegisterError::Unsupported`].
     pub fn register(
         &mut self,
         registry: &mio::Registry,

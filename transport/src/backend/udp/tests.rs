@@ -431,29 +431,46 @@ fn a_second_peer_retires_the_socket_and_loses_nothing_it_held() {
 }
 
 #[test]
-fn a_registered_backend_keeps_one_socket() {
+fn a_registered_backend_wakes_for_both_sockets_and_reads_both_before_a_sleep() {
     let (mut b, peer, peer_addr) = with_peer_socket();
-    assert!(b.peer.is_some());
-    // A datagram waits on the peer's socket when a caller registers: it is not lost, and
-    // the peer's socket goes (a caller's poll waits on the shared one alone).
-    peer.send_to(&[1; 40], b.local).unwrap();
     let mut poll = mio::Poll::new().unwrap();
     b.register(poll.registry(), mio::Token(3)).unwrap();
-    assert!(b.peer.is_none());
-    assert_eq!(pass(&mut b), vec![(1, 40, peer_addr)]);
-    // The peer's next datagram wakes the poll, and the next pass takes it.
-    peer.send_to(&[2; 40], b.local).unwrap();
+    assert!(b.peer.is_some(), "registering keeps the peer's socket");
     let mut events = mio::Events::with_capacity(4);
-    poll.poll(&mut events, Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    assert!(events.iter().any(|e| e.token() == mio::Token(3)));
-    assert_eq!(pass(&mut b), vec![(2, 40, peer_addr)]);
-    // Registered, a first peer gets no socket of its own.
+    let mut wakes = |poll: &mut mio::Poll| {
+        poll.poll(&mut events, Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        events.iter().any(|e| e.token() == mio::Token(3))
+    };
+    // The peer's datagram wakes the poll (its socket was registered too), and a pass
+    // takes it.
+    peer.send_to(&[1; 40], b.local).unwrap();
+    assert!(wakes(&mut poll));
+    assert_eq!(pass(&mut b), vec![(1, 40, peer_addr)]);
+    // A stranger's datagram wakes it as well; a plain pass that is not the periodic one
+    // leaves it on the shared socket, a pass asked to read everything takes it (what a
+    // caller runs before it sleeps again).
+    let stranger = burst(b.local, 2, 1);
+    assert!(wakes(&mut poll));
+    while (b.passes + 1).is_multiple_of(SHARED_PERIOD) {
+        pass(&mut b);
+    }
+    assert!(
+        pass(&mut b).is_empty(),
+        "a plain pass skips the shared socket"
+    );
+    b.read_all_next_pass();
+    assert_eq!(pass(&mut b), vec![(2, 40, stranger.local_addr().unwrap())]);
+    // A peer socket opened while registered is registered too.
     let mut c = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
-    c.register(poll.registry(), mio::Token(4)).unwrap();
+    let mut poll_c = mio::Poll::new().unwrap();
+    c.register(poll_c.registry(), mio::Token(3)).unwrap();
     c.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
-    assert!(c.peer.is_none());
-    c.deregister(poll.registry()).unwrap();
+    assert!(c.peer.is_some());
+    peer.send_to(&[3; 40], c.local).unwrap();
+    assert!(wakes(&mut poll_c));
+    assert_eq!(pass(&mut c), vec![(3, 40, peer_addr)]);
+    c.deregister(poll_c.registry()).unwrap();
     b.deregister(poll.registry()).unwrap();
 }
 
