@@ -389,16 +389,16 @@ fn stall(cc: CongestionControl, hold: Duration, late_acks: bool, seed: u64) -> (
     (before, pair.a.stats())
 }
 
+/// The congestion controllers RPP has.
+const EVERY_CONTROLLER: [CongestionControl; 3] = [
+    CongestionControl::Cubic,
+    CongestionControl::NewReno,
+    CongestionControl::Bbr,
+];
+
 #[test]
 fn timeouts_for_late_acknowledgements_are_found_spurious_and_undone() {
-    for (i, cc) in [
-        CongestionControl::Cubic,
-        CongestionControl::NewReno,
-        CongestionControl::Bbr,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
         // 20 ms without acknowledgements: the first timeout (at 1.5 round trips of a
         // millisecond or two) probes, the second, twice as long after, declares
         // persistent congestion.
@@ -435,14 +435,7 @@ fn timeouts_for_late_acknowledgements_are_found_spurious_and_undone() {
 
 #[test]
 fn a_real_outage_stays_persistent_congestion() {
-    for (i, cc) in [
-        CongestionControl::Cubic,
-        CongestionControl::NewReno,
-        CongestionControl::Bbr,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
         let (before, after) = stall(cc, Duration::from_millis(20), false, 30 + i as u64);
         assert!(after.persistent_congestion >= 1, "{cc:?}: {after:?}");
         assert_eq!(after.spurious_timeouts, 0, "{cc:?}: {after:?}");

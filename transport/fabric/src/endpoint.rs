@@ -133,7 +133,7 @@
 //! The receiver takes the peer's next messages on the link as the payload until it has
 //! the announced length. Bare pieces carry no header, so a sender's restart is told by
 //! the life of the peer each delivery came from
-//! ([`myri_transport::Endpoint::recv_life`]): a message of a later life than the split
+//! ([`myri_transport::Delivery::life`]): a message of a later life than the split
 //! header's drops the partial message (a receive it had matched goes back to the front
 //! of the posted queue) and is taken as what it says it is; a peer that failed or
 //! restarted with its deliveries all taken drops it too (`drop_dead_splits`). A message
@@ -967,7 +967,7 @@ impl FabricEndpoint {
             if auto {
                 self.take_udp_deliveries();
             }
-            self.take_delivery(link, d.peer, d.data);
+            self.take_delivery(link, d);
         }
     }
 
@@ -976,7 +976,7 @@ impl FabricEndpoint {
     fn take_udp_deliveries(&mut self) {
         while self.links[0].transport.pending_deliveries() > 0 {
             if let Some(d) = self.links[0].transport.recv() {
-                self.take_delivery(0, d.peer, d.data);
+                self.take_delivery(0, d);
             }
         }
     }
@@ -1755,10 +1755,11 @@ impl FabricEndpoint {
         false
     }
 
-    fn take_delivery(&mut self, link: usize, peer: Peer, data: RecvBuf) {
+    fn take_delivery(&mut self, link: usize, d: myri_transport::Delivery) {
+        let myri_transport::Delivery { peer, data, life } = d;
         let key = (link, peer);
         let data = if !self.split.is_empty() && self.split.contains_key(&key) {
-            match self.take_bare(link, peer, data) {
+            match self.take_bare(link, peer, data, life) {
                 Some(data) => data,
                 None => return,
             }
@@ -1777,7 +1778,6 @@ impl FabricEndpoint {
                 self.malformed += 1;
                 return;
             }
-            let life = self.links[link].transport.recv_life();
             self.split
                 .insert(key, udp_pieces::SplitIn::new(header, len, life));
             return;
@@ -1849,7 +1849,7 @@ impl FabricEndpoint {
             && !data.is_registered()
             && (!native || data.len() > myri_transport::SHM_SLOT_LEN)
         {
-            let delivery = myri_transport::Delivery { peer, data };
+            let delivery = myri_transport::Delivery { peer, data, life };
             self.links[link].transport.recycle(delivery);
         }
     }
@@ -1984,7 +1984,7 @@ impl Progress for FabricEndpoint {
                 };
                 while self.links[i].transport.pending_deliveries() > 0 {
                     if let Some(d) = self.links[i].transport.recv() {
-                        self.take_delivery(i, d.peer, d.data);
+                        self.take_delivery(i, d);
                     }
                 }
                 if !self.split.is_empty() {

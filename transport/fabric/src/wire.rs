@@ -439,14 +439,14 @@ mod tests {
         assert_eq!(Header::parse_piece(&out), Ok((h, last)));
         assert_eq!(Header::parse_piece(&FIXTURE), Ok((h, Piece::WHOLE)));
         let mut old = FIXTURE;
-        old[2] = 1;
-        assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 1");
-        old[2] = 2;
-        assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 2");
-        old[2] = 3;
-        assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 3");
-        old[2] = 4;
-        assert_eq!(Header::parse(&old), Err(HeaderError::Foreign), "version 4");
+        for version in 1..=4 {
+            old[2] = version;
+            assert_eq!(
+                Header::parse(&old),
+                Err(HeaderError::Foreign),
+                "version {version}"
+            );
+        }
     }
 
     #[test]

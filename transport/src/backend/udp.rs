@@ -194,16 +194,6 @@ struct PeerSocket {
     socket: UdpSocket,
 }
 
-/// When a progress pass reads the shared socket beside a peer's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SharedRead {
-    /// Not this pass (or there is no peer socket: the shared one is the only one).
-    Not,
-    /// Before the peer's socket (every [`SHARED_PERIOD`] passes), so that the read never
-    /// comes between the peer's datagram and the application.
-    First,
-}
-
 /// The socket a datagram to `to` leaves by, and the address that socket is connected to:
 /// the peer's own socket for its peer, else the shared one.
 #[inline]
@@ -332,10 +322,10 @@ pub(crate) struct UdpBackend {
     connected: Option<SocketAddr>,
     /// The endpoint's one peer's own socket, while it has exactly one.
     peer: Option<PeerSocket>,
-    /// With a peer socket: when this pass reads the shared socket.
-    shared: SharedRead,
-    /// The shared socket was read dry this pass.
-    shared_done: bool,
+    /// With a peer socket: the shared socket is due this pass and not read dry yet. It
+    /// is read before the peer's (every [`SHARED_PERIOD`] passes, or when asked), so that
+    /// the read never comes between the peer's datagram and the application.
+    shared_due: bool,
     /// Progress passes so far (the shared socket is read every [`SHARED_PERIOD`]).
     passes: u64,
     /// The caller's `mio` registry and token ([`Socket::register`]): a peer socket opened
@@ -416,8 +406,7 @@ impl UdpBackend {
             batch: 1,
             connected: None,
             peer: None,
-            shared: SharedRead::Not,
-            shared_done: false,
+            shared_due: false,
             passes: 0,
             registered: None,
             read_all: false,
@@ -646,7 +635,7 @@ impl UdpBackend {
         }
         // The shared socket is the only one again: read it from now on.
         self.drained = false;
-        self.shared = SharedRead::Not;
+        self.shared_due = false;
     }
 
     /// Moves what the last batch received into `ready`, as views of its buffers: one per
@@ -993,10 +982,12 @@ impl Backend for UdpBackend {
             }
             // With a peer socket, the shared socket first when it is due this pass, then
             // the peer's; without, the one socket.
-            let on_peer = match self.shared {
-                SharedRead::First if !self.shared_done => false,
-                _ if !self.drained => self.peer.is_some(),
-                _ => return None,
+            let on_peer = if self.shared_due {
+                false
+            } else if !self.drained {
+                self.peer.is_some()
+            } else {
+                return None;
             };
             let shared_aside = self.peer.is_some() && !on_peer;
             let want = if shared_aside {
@@ -1010,7 +1001,7 @@ impl Backend for UdpBackend {
             match self.receive(on_peer, want) {
                 Ok(got) => {
                     if shared_aside {
-                        self.shared_done = got < want;
+                        self.shared_due = got == want;
                     } else {
                         // A lone datagram after the socket ran dry (a ping-pong's answer)
                         // goes to the application without a second system call to find
@@ -1032,7 +1023,7 @@ impl Backend for UdpBackend {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     self.counters.recv_calls_empty += 1;
                     if shared_aside {
-                        self.shared_done = true;
+                        self.shared_due = false;
                     } else {
                         self.drained = true;
                         self.batch = 1;
@@ -1066,12 +1057,7 @@ impl Backend for UdpBackend {
         // The shared socket beside a peer's own: every few passes, or when asked.
         let asked = std::mem::take(&mut self.read_all);
         let due = asked || self.passes.is_multiple_of(SHARED_PERIOD);
-        self.shared = if self.peer.is_some() && due {
-            SharedRead::First
-        } else {
-            SharedRead::Not
-        };
-        self.shared_done = false;
+        self.shared_due = self.peer.is_some() && due;
         false
     }
 

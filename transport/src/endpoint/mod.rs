@@ -211,6 +211,12 @@ pub struct Delivery {
     pub peer: Peer,
     /// The bytes, a view of registered memory where possible.
     pub data: RecvBuf,
+    /// Over RPP: which life of its peer the message came from, as
+    /// [`Endpoint::peer_life`] counted when it arrived. A receiver that takes a peer's
+    /// messages as one unit (a header, then bare payload) tells by it whether the peer
+    /// restarted in between: a new life's first message may be taken before the
+    /// [`Completion::PeerRestarted`] that precedes it. Always 0 elsewhere.
+    pub life: u32,
 }
 
 /// Something that happened to a send or a peer. See [`Endpoint::poll_completion`].
@@ -405,11 +411,6 @@ pub struct Endpoint {
     /// stream hears from one peer many times in a row; entries of `by_addr` never change).
     last_sender: Option<(RemoteAddr, Peer)>,
     deliveries: VecDeque<Delivery>,
-    /// Without native reliability: the life of its peer each of `deliveries` came from,
-    /// in the same order (see [`Endpoint::recv_life`]).
-    delivery_lives: VecDeque<u32>,
-    /// The life of the delivery [`Endpoint::recv`] returned last.
-    recv_life: u32,
     completions: VecDeque<Completion>,
     /// Completions holding buffers the board still reads (a lent buffer's last send not
     /// finished yet): they follow, in order, once every buffer is back for writing.
@@ -550,8 +551,6 @@ impl Endpoint {
             by_addr: HashMap::new(),
             last_sender: None,
             deliveries: VecDeque::new(),
-            delivery_lives: VecDeque::new(),
-            recv_life: 0,
             completions: VecDeque::new(),
             unsettled: VecDeque::new(),
             stats: Stats::default(),
@@ -1013,18 +1012,7 @@ impl Endpoint {
         if self.deliveries.is_empty() {
             self.progress();
         }
-        let d = self.deliveries.pop_front()?;
-        self.recv_life = self.delivery_lives.pop_front().unwrap_or(0);
-        Some(d)
-    }
-
-    /// Over RPP: which life of its peer the message [`Endpoint::recv`] returned last came
-    /// from, as [`Endpoint::peer_life`] counted when it arrived. A receiver that takes a
-    /// peer's messages as one unit (a header, then bare payload) tells by it whether the
-    /// peer restarted in between: a new life's first message may be taken before the
-    /// [`Completion::PeerRestarted`] that precedes it. Always 0 with native reliability.
-    pub fn recv_life(&self) -> u32 {
-        self.recv_life
+        self.deliveries.pop_front()
     }
 
     /// Over RPP: how many times `peer` restarted so far (0 in its first life): its
@@ -1239,11 +1227,8 @@ impl Endpoint {
         } else {
             self.stats.heap_recvs += 1;
         }
-        if !self.native {
-            let life = self.peers.get(peer.0 as usize).map_or(0, |p| p.life);
-            self.delivery_lives.push_back(life);
-        }
-        self.deliveries.push_back(Delivery { peer, data });
+        let life = self.peers.get(peer.0 as usize).map_or(0, |p| p.life);
+        self.deliveries.push_back(Delivery { peer, data, life });
     }
 
     /// Sends what peer `i`'s connection has to send; returns whether it sent anything.
@@ -1351,10 +1336,10 @@ impl Endpoint {
                 Event::Message(m) => {
                     self.stats.recvs += 1;
                     self.stats.heap_recvs += 1;
-                    self.delivery_lives.push_back(slot.life);
                     self.deliveries.push_back(Delivery {
                         peer,
                         data: RecvBuf::from_vec(m),
+                        life: slot.life,
                     });
                     continue;
                 }

@@ -86,6 +86,7 @@ impl Endpoint {
             return Some(Delivery {
                 peer,
                 data: inc.data,
+                life: 0,
             });
         }
         self.progress_native();

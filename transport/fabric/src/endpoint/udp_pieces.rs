@@ -111,7 +111,7 @@ pub(super) struct SplitIn {
     left: u64,
     /// The payload's length.
     total: u64,
-    /// The life of the sender the header came from ([`Endpoint::recv_life`]).
+    /// The life of the sender the header came from ([`myri_transport::Delivery::life`]).
     life: u32,
 }
 
@@ -134,11 +134,17 @@ impl FabricEndpoint {
     /// [`FabricEndpoint::broken_pieces`]): a message of the sender's next life (RPP may
     /// hand it over before this side took the restart's completion) or longer than what
     /// is left of the payload.
-    pub(super) fn take_bare(&mut self, link: usize, peer: Peer, data: RecvBuf) -> Option<RecvBuf> {
+    pub(super) fn take_bare(
+        &mut self,
+        link: usize,
+        peer: Peer,
+        data: RecvBuf,
+        life: u32,
+    ) -> Option<RecvBuf> {
         let key = (link, peer);
         let mut s = self.split.remove(&key)?;
         let n = data.len() as u64;
-        let same_life = self.links[link].transport.recv_life() == s.life;
+        let same_life = life == s.life;
         let open = self.reassembly.contains_key(&key);
         if same_life && n == s.left && !open {
             // The payload whole.
@@ -147,7 +153,7 @@ impl FabricEndpoint {
             if let Some(Payload::Bare(data)) = self.incoming(src, s.header, Payload::Bare(data))
                 && !data.is_registered()
             {
-                let delivery = myri_transport::Delivery { peer, data };
+                let delivery = myri_transport::Delivery { peer, data, life };
                 self.links[link].transport.recycle(delivery);
             }
             return None;
