@@ -129,19 +129,17 @@ pub(crate) fn recv_batch<const COALESCED: bool, B: AsMut<[u8]>>(
     // address storages of the size given, and (when coalesced) at `n` control buffers of
     // the length given; all live on this frame until the call returns. The kernel writes
     // only within those and the message headers.
-    let got = unsafe {
-        libc::recvmmsg(
+    // Through `syscall(2)`: see `socket_call`.
+    let got = socket_call(unsafe {
+        libc::syscall(
+            libc::SYS_recvmmsg,
             socket.as_raw_fd(),
             msgs.as_mut_ptr().cast::<libc::mmsghdr>(),
             n as libc::c_uint,
             libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
+            std::ptr::null_mut::<libc::timespec>(),
         )
-    };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let got = got as usize;
+    })?;
     for (index, (m, a)) in msgs.iter().zip(&addrs).take(got).enumerate() {
         // SAFETY: `got <= n` and the first `n` entries were initialized above (the kernel
         // only wrote within them since).
@@ -307,6 +305,131 @@ pub(crate) fn drain_errors(socket: &impl AsRawFd, max: usize) -> usize {
     drained
 }
 
+/// A socket call made straight through `syscall(2)`. The C library's wrappers of the
+/// socket calls are thread cancellation points: in a process with more than one thread (an
+/// MPI rank has several) each call sets and clears the calling thread's asynchronous
+/// cancellation with atomic operations, about 20 ns a call here, on every send and every
+/// poll of a busy-polling endpoint. Nothing here is ever cancelled, so the calls skip
+/// that. Returns the call's result, or the error `errno` holds.
+fn socket_call(result: libc::c_long) -> io::Result<usize> {
+    if result < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(result as usize)
+    }
+}
+
+/// Receives one datagram into `buf` (`recvfrom(2)`, not waiting: the caller's sockets are
+/// non-blocking) and says who sent it. A datagram longer than `buf` is cut short.
+pub(crate) fn recv_from(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+    let mut addr = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf` (borrowed mutably for
+    // the call) and at most `len` bytes of address into `addr`, updating `len`; all live
+    // on this frame or in the caller's borrow until the call returns.
+    let got = socket_call(unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            socket.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            0,
+            addr.as_mut_ptr(),
+            &raw mut len,
+        )
+    })?;
+    // SAFETY: zeroed storage is a valid `sockaddr_storage`; the kernel wrote a whole
+    // address of the socket's family (or nothing, leaving family 0) within it.
+    let from = socket_addr(unsafe { addr.assume_init_ref() })
+        .ok_or_else(|| io::Error::other("a datagram from an address that is not IP"))?;
+    Ok((got, from))
+}
+
+/// Receives one datagram into `buf` from a connected socket, whose datagrams all come
+/// from its peer (`recv(2)`, not waiting). A datagram longer than `buf` is cut short.
+pub(crate) fn recv(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, borrowed mutably for
+    // the call; no address is asked for (null pointers).
+    socket_call(unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            socket.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            0,
+            std::ptr::null_mut::<libc::sockaddr>(),
+            std::ptr::null_mut::<libc::socklen_t>(),
+        )
+    })
+}
+
+/// Sends `data` as one datagram (`sendto(2)`): to `to`, or to the socket's connected peer
+/// when `None`.
+pub(crate) fn send_to(
+    socket: &impl AsRawFd,
+    data: &[u8],
+    to: Option<SocketAddr>,
+) -> io::Result<usize> {
+    let addr = to.map(socket2::SockAddr::from);
+    let (name, len) = match &addr {
+        Some(a) => (a.as_ptr().cast::<libc::sockaddr>(), a.len()),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: the kernel reads `data` (borrowed for the call) and the address `addr`
+    // holds (alive on this frame), `len` bytes of it, or none.
+    socket_call(unsafe {
+        libc::syscall(
+            libc::SYS_sendto,
+            socket.as_raw_fd(),
+            data.as_ptr(),
+            data.len(),
+            libc::MSG_NOSIGNAL,
+            name,
+            len,
+        )
+    })
+}
+
+/// Sends `header` then `payload` as one datagram, gathered by the kernel (`sendmsg(2)`
+/// with two iovecs): to `to`, or to the socket's connected peer when `None`.
+pub(crate) fn send_gather(
+    socket: &impl AsRawFd,
+    header: &[u8],
+    payload: &[u8],
+    to: Option<SocketAddr>,
+) -> io::Result<usize> {
+    let addr = to.map(socket2::SockAddr::from);
+    let iov = [
+        libc::iovec {
+            iov_base: header.as_ptr().cast_mut().cast(),
+            iov_len: header.len(),
+        },
+        libc::iovec {
+            iov_base: payload.as_ptr().cast_mut().cast(),
+            iov_len: payload.len(),
+        },
+    ];
+    // SAFETY: all-zero is a valid value of this C struct; the fields used are set next.
+    let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+    if let Some(a) = &addr {
+        msg.msg_name = a.as_ptr().cast_mut().cast();
+        msg.msg_namelen = a.len();
+    }
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: `msg` points at the address (or none) and two iovecs over `header` and
+    // `payload` (only read by the kernel despite the `*mut` in the C type), all alive on
+    // this frame or in the caller's borrows until the call returns.
+    socket_call(unsafe {
+        libc::syscall(
+            libc::SYS_sendmsg,
+            socket.as_raw_fd(),
+            &raw const msg,
+            libc::MSG_NOSIGNAL,
+        )
+    })
+}
+
 /// Turns off UDP checksums on sends (`SO_NO_CHECK`): the kernel then refuses
 /// segmentation offload with `EINVAL`, which tests use to check the fallback.
 #[cfg(test)]
@@ -358,12 +481,8 @@ pub(crate) fn send_segments(
     }
     // SAFETY: `msg` points at the address (or none), one iovec over `data` (only read by
     // the kernel despite the `*mut` in the C type) and the control buffer, all alive on
-    // this frame until the call returns.
-    let r = unsafe { libc::sendmsg(socket.as_raw_fd(), &msg, 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
+    // this frame until the call returns. Through `syscall(2)`: see `socket_call`.
+    socket_call(unsafe { libc::syscall(libc::SYS_sendmsg, socket.as_raw_fd(), &raw const msg, 0) })
 }
 
 /// The largest UDP payload that leaves for `to` without IP fragmentation, as the kernel's
@@ -434,6 +553,50 @@ mod tests {
         );
         assert_eq!(&storage[1][..5], &[1; 5]);
         assert_eq!(&storage[3][..], &[9; 16]);
+    }
+
+    #[test]
+    fn the_direct_calls_send_and_receive_as_the_library_does() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let (to, from) = (rx.local_addr().unwrap(), tx.local_addr().unwrap());
+        let mut buf = [0u8; 8];
+        let e = recv_from(&rx, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            recv(&rx, &mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+
+        // To an address, then gathered, then over a connected socket.
+        assert_eq!(send_to(&tx, b"abc", Some(to)).unwrap(), 3);
+        assert_eq!(
+            send_gather(&tx, b"head", b"er+payload", Some(to)).unwrap(),
+            14
+        );
+        tx.connect(to).unwrap();
+        assert_eq!(send_to(&tx, b"x", None).unwrap(), 1);
+        assert_eq!(send_gather(&tx, b"", b"yz", None).unwrap(), 2);
+
+        assert_eq!(recv_from(&rx, &mut buf).unwrap(), (3, from));
+        assert_eq!(&buf[..3], b"abc");
+        // Longer than the buffer: cut short, as recvfrom(2) does.
+        assert_eq!(recv_from(&rx, &mut buf).unwrap(), (8, from));
+        assert_eq!(&buf, b"header+p");
+        assert_eq!(recv(&rx, &mut buf).unwrap(), 1);
+        assert_eq!(buf[0], b'x');
+        assert_eq!(recv(&rx, &mut buf).unwrap(), 2);
+        assert_eq!(&buf[..2], b"yz");
+        assert_eq!(
+            recv(&rx, &mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+
+        // No destination on a socket that is not connected: the kernel's error, typed.
+        let lone = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = send_to(&lone, b"?", None).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EDESTADDRREQ));
     }
 
     /// A message header over `control`, holding one control message of `level`, `kind`

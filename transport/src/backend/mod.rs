@@ -172,6 +172,13 @@ pub(crate) trait Backend: Send {
     fn is_idle(&self) -> bool {
         false
     }
+    /// Whether reading [`Backend::progressed_at`] costs a clock reading worth saving on a
+    /// pass that found nothing: the endpoint then looks at its timers only every few empty
+    /// passes (a socket read by a spinning host: a few microseconds late at most). Backends
+    /// in virtual time say `false`, so their timers fire on the pass they fall due.
+    fn coarse_timers(&self) -> bool {
+        false
+    }
     /// Whether a datagram sent now can reach a process on the other side: an `shm://`
     /// region's other side taken (after a look at it); elsewhere always (a socket cannot
     /// tell).
@@ -364,6 +371,10 @@ impl Backend for AnyBackend {
     #[inline]
     fn is_idle(&self) -> bool {
         each!(self, b => b.is_idle())
+    }
+    #[inline]
+    fn coarse_timers(&self) -> bool {
+        each!(self, b => b.coarse_timers())
     }
     #[inline]
     fn kick(&mut self) -> bool {

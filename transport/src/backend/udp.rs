@@ -76,7 +76,7 @@ use crate::sys;
 use crate::url::{Address, ResolveError, Scheme};
 use mio::net::UdpSocket;
 use std::collections::VecDeque;
-use std::io::{ErrorKind, IoSlice};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::Range;
 use std::sync::Arc;
@@ -217,11 +217,7 @@ fn send_datagram(
     to: SocketAddr,
     data: &[u8],
 ) -> std::io::Result<usize> {
-    if connected == Some(to) {
-        socket.send(data)
-    } else {
-        socket.send_to(data, to)
-    }
+    sys::send_to(socket, data, (connected != Some(to)).then_some(to))
 }
 
 /// Sends `header` and `payload` as one datagram to `to`, gathered by the kernel.
@@ -233,14 +229,9 @@ fn send_vectored(
     payload: &[u8],
     counters: &mut BackendCounters,
 ) -> std::io::Result<usize> {
-    let iov = [IoSlice::new(header), IoSlice::new(payload)];
-    let sock = socket2::SockRef::from(socket);
+    let to = (connected != Some(to)).then_some(to);
     send_past_icmp(socket, counters, || {
-        if connected == Some(to) {
-            sock.send_vectored(&iov)
-        } else {
-            sock.send_to_vectored(&iov, &to.into())
-        }
+        sys::send_gather(socket, header, payload, to)
     })
 }
 
@@ -521,7 +512,12 @@ impl UdpBackend {
         if want != 1 {
             return sys::recv_batch::<false, _>(socket, &mut self.rx[..want], &mut self.received);
         }
-        let (len, from) = socket.recv_from(self.rx[0].as_mut())?;
+        let (len, from) = match &self.peer {
+            // A connected socket's datagrams all come from its peer: no address to ask
+            // the kernel for.
+            Some(p) if on_peer => (sys::recv(&p.socket, self.rx[0].as_mut())?, p.addr),
+            _ => sys::recv_from(&self.socket, self.rx[0].as_mut())?,
+        };
         self.received.push(sys::Received {
             index: 0,
             len,
@@ -1063,6 +1059,10 @@ impl Backend for UdpBackend {
 
     fn poll_event(&mut self) -> Option<BackendEvent> {
         None
+    }
+
+    fn coarse_timers(&self) -> bool {
+        true
     }
 
     fn counters(&self) -> BackendCounters {
