@@ -430,6 +430,31 @@ pub(crate) fn send_gather(
     })
 }
 
+/// Bytes the kernel charges the socket's receive queue now (`SO_MEMINFO`'s first word,
+/// `SK_MEMINFO_RMEM_ALLOC`): what its queued datagrams cost, as tests check it.
+#[cfg(test)]
+pub(crate) fn queued_charge(socket: &impl AsRawFd) -> io::Result<usize> {
+    /// `asm-generic/socket.h`.
+    const SO_MEMINFO: libc::c_int = 55;
+    let mut info = [0u32; 9];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes (the array's size) into `info`, which
+    // lives on this frame, and updates `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &raw mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info[0] as usize)
+}
+
 /// Turns off UDP checksums on sends (`SO_NO_CHECK`): the kernel then refuses
 /// segmentation offload with `EINVAL`, which tests use to check the fallback.
 #[cfg(test)]

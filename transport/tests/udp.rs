@@ -270,6 +270,57 @@ fn reliable_small_messages_are_sent_gathered_and_received_in_place() {
     assert_eq!((sb.registered_recvs, sb.heap_recvs), (100, 0));
 }
 
+/// A receiver that falls behind, then reads in bursts: the sender keeps no more packets
+/// outstanding than the receiver's socket can queue (the window capped to the socket's
+/// receive buffer), so the kernel drops nothing and nothing is sent twice. With RPP's
+/// default window of 256 packets of 64 KiB a sender overran the 8 MiB the kernel grants
+/// (126 such datagrams).
+#[test]
+fn a_sender_does_not_overrun_a_slow_receivers_socket() {
+    let (mut a, mut b, to_b, _) = pair("");
+    let len = 60_000;
+    let count = 1200;
+    let (mut sent, mut got) = (0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while got < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stuck at {got} of {count}"
+        );
+        // The sender runs alone for a while: it sends what the window lets it.
+        for _ in 0..2000 {
+            while sent < count {
+                let mut m = a.alloc(len);
+                m.fill((sent % 251) as u8);
+                match a.send(to_b, m) {
+                    Ok(_) => sent += 1,
+                    Err(_) => break,
+                }
+            }
+            a.progress();
+            while a.poll_completion().is_some() {}
+        }
+        // Then the receiver catches up.
+        for _ in 0..2000 {
+            b.progress();
+            while let Some(d) = b.recv() {
+                assert_eq!(d.data.len(), len);
+                assert!(
+                    d.data.iter().all(|&x| x == (got % 251) as u8),
+                    "message {got}"
+                );
+                got += 1;
+            }
+        }
+    }
+    let rpp = a.peer_stats(to_b).unwrap();
+    assert_eq!(rpp.retransmitted, 0, "{rpp:?}");
+    assert!(
+        rpp.peer_credit <= 126,
+        "the window within the socket: {rpp:?}"
+    );
+}
+
 /// A client endpoint with `connect_one_peer`: its socket is connected to the server, so
 /// its sends name no address (small packets put together and `send`, large ones
 /// gathered), a stranger's datagrams never reach it, and a second peer is refused.

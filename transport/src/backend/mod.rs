@@ -172,6 +172,12 @@ pub(crate) trait Backend: Send {
     fn is_idle(&self) -> bool {
         false
     }
+    /// How many datagrams of `datagram` bytes the receiving side can queue before it
+    /// drops what comes next (a socket's receive buffer over what the kernel charges for
+    /// one); `None` where the channel pushes back instead of dropping (rings, the board).
+    fn recv_capacity(&self, _datagram: usize) -> Option<u32> {
+        None
+    }
     /// Whether reading [`Backend::progressed_at`] costs a clock reading worth saving on a
     /// pass that found nothing: the endpoint then looks at its timers only every few empty
     /// passes (a socket read by a spinning host: a few microseconds late at most). Backends
@@ -371,6 +377,10 @@ impl Backend for AnyBackend {
     #[inline]
     fn is_idle(&self) -> bool {
         each!(self, b => b.is_idle())
+    }
+    #[inline]
+    fn recv_capacity(&self, datagram: usize) -> Option<u32> {
+        each!(self, b => b.recv_capacity(datagram))
     }
     #[inline]
     fn coarse_timers(&self) -> bool {

@@ -820,6 +820,12 @@ impl Endpoint {
             if config.validate().is_err() {
                 config.mtu = self.rpp.mtu;
             }
+            // No more packets outstanding than the socket can queue: a window beyond it
+            // lets a sender whose receiver falls behind overrun the kernel's buffer,
+            // which drops the rest and makes every one a retransmission.
+            if let Some(n) = self.backend.recv_capacity(config.mtu) {
+                config.recv_window = config.recv_window.min(n.max(1));
+            }
             Connection::new(config, self.incarnation, self.conn_id, now)
                 .expect("the config was validated at open and the incarnation is not zero")
         });

@@ -483,3 +483,38 @@ fn with_peer_socket() -> (UdpBackend, std::net::UdpSocket, SocketAddr) {
     b.peer_added(&RemoteAddr::Udp(peer_addr), 1, true);
     (b, peer, peer_addr)
 }
+
+/// The estimate of what a datagram costs its receiver's socket is never below what this
+/// kernel charges, and the capacity it gives is what the socket really queues.
+#[test]
+fn the_receive_capacity_is_what_the_socket_queues() {
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for len in [
+        8, 100, 1472, 4000, 8192, 9000, 16_000, 16_384, 32_768, 65_507,
+    ] {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&vec![1; len], rx.local_addr().unwrap()).unwrap();
+        let charged = sys::queued_charge(&rx).unwrap();
+        assert!(
+            kernel_charge(len) >= charged,
+            "{len} bytes: estimated {} against {charged} charged",
+            kernel_charge(len)
+        );
+    }
+    let b = UdpBackend::open("127.0.0.1", 0, None, None).unwrap();
+    let n = b
+        .recv_capacity(65_507)
+        .expect("a socket has a receive buffer") as usize;
+    assert!(n >= 1);
+    let tx_many = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let big = vec![7u8; 65_507];
+    for _ in 0..n {
+        tx_many.send_to(&big, b.local).unwrap();
+    }
+    let mut buf = vec![0u8; 65_536];
+    let mut queued = 0;
+    while b.socket.recv_from(&mut buf).is_ok() {
+        queued += 1;
+    }
+    assert_eq!(queued, n, "every datagram within the capacity was queued");
+}
