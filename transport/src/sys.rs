@@ -305,6 +305,22 @@ pub(crate) fn drain_errors(socket: &impl AsRawFd, max: usize) -> usize {
     drained
 }
 
+/// Asks for a receive buffer of `bytes` (`SO_RCVBUF`, which the kernel caps at
+/// `net.core.rmem_max`), and where it granted less, for the same past the cap
+/// (`SO_RCVBUFFORCE`, allowed to a process with `CAP_NET_ADMIN`; refused otherwise, and
+/// then the smaller buffer stays). Returns what the socket has then, as the kernel
+/// reports it (twice the request: it counts its own bookkeeping in).
+pub(crate) fn grow_recv_buffer(socket: &impl AsRawFd, bytes: usize) -> usize {
+    let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let _ = set_int_option(socket, libc::SOL_SOCKET, libc::SO_RCVBUF, want);
+    let got =
+        |s: &_| int_option(s, libc::SOL_SOCKET, libc::SO_RCVBUF).map_or(0, |v| v.max(0) as usize);
+    if got(socket) < bytes.saturating_mul(2) {
+        let _ = set_int_option(socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, want);
+    }
+    got(socket)
+}
+
 /// A socket call made straight through `syscall(2)`. The C library's wrappers of the
 /// socket calls are thread cancellation points: in a process with more than one thread (an
 /// MPI rank has several) each call sets and clears the calling thread's asynchronous
@@ -622,6 +638,28 @@ mod tests {
         let lone = UdpSocket::bind("127.0.0.1:0").unwrap();
         let e = send_to(&lone, b"?", None).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EDESTADDRREQ));
+    }
+
+    #[test]
+    fn a_receive_buffer_grows_past_the_hosts_cap_where_allowed() {
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let want = rmem_max + (1 << 20);
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let got = grow_recv_buffer(&s, want);
+        assert_eq!(
+            got,
+            int_option(&s, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap() as usize
+        );
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(got, 2 * want, "root may pass rmem_max");
+        } else {
+            assert!(got >= 2 * rmem_max.min(want), "{got}");
+        }
     }
 
     /// A message header over `control`, holding one control message of `level`, `kind`

@@ -23,6 +23,13 @@
 //! and a batch of one is a plain `recvfrom`. A waiting endpoint (a ping-pong) then polls
 //! with the cheapest call and sets up no message headers it will not use, which matters
 //! because every pass's own work adds to the delay before it sees the next datagram.
+//! The socket calls go through `syscall(2)`, not the C library's wrappers, which are
+//! thread cancellation points and cost atomic operations in a multi-threaded process.
+//!
+//! The kernel drops a datagram that finds the socket's receive queue full, so a peer's
+//! window is capped to the datagrams of its size the queue holds
+//! ([`RECV_BUFFER`] asked for, past `net.core.rmem_max` where the process may): a
+//! receiver that falls behind then holds its sender back instead of losing packets.
 //!
 //! # The first peer's own socket
 //!
@@ -92,6 +99,12 @@ pub const SLAB_SLOTS: usize = 64;
 /// timers and sends its acknowledgements before it reads on, so a sender streaming into
 /// a busy receiver hears from it every few datagrams instead of once per socket buffer.
 pub const RECV_BUDGET: usize = 16;
+/// Bytes of receive buffer a socket asks for: room for bursts (the default drops under a
+/// fast stream), and the bound of a peer's window ([`Backend::recv_capacity`]). Past
+/// `net.core.rmem_max` only with `CAP_NET_ADMIN` (`SO_RCVBUFFORCE`); a host that caps it
+/// lower caps the window with it, as a TCP receive buffer caps TCP's.
+const RECV_BUFFER: usize = 4 << 20;
+
 /// Datagrams one `recvmmsg` call takes at most.
 pub const RECV_BATCH: usize = 8;
 /// With a peer's own socket (see the module documentation), the shared socket is read
@@ -393,10 +406,8 @@ impl UdpBackend {
         }
         // Room for bursts: the default socket buffers drop under a fast stream.
         let sock = socket2::SockRef::from(&socket);
-        let _ = sock.set_recv_buffer_size(4 << 20);
+        let recv_buffer = sys::grow_recv_buffer(&socket, RECV_BUFFER);
         let _ = sock.set_send_buffer_size(4 << 20);
-        // What the kernel made of it (it doubles the request, up to twice `rmem_max`).
-        let recv_buffer = sock.recv_buffer_size().unwrap_or(0);
         let gso_ok = gso != Some(false) && sys::gso_supported(&socket);
         // A datagram the host's own queue drops is then a failed send, counted and
         // passed on to congestion control, rather than a silent loss found a round trip
@@ -598,7 +609,7 @@ impl UdpBackend {
             raw.set_only_v6(socket2::SockRef::from(&self.socket).only_v6()?)?;
         }
         raw.set_nonblocking(true)?;
-        let _ = raw.set_recv_buffer_size(4 << 20);
+        sys::grow_recv_buffer(&raw, RECV_BUFFER);
         let _ = raw.set_send_buffer_size(4 << 20);
         raw.bind(&self.local.into())?;
         raw.connect(&to.into())?;
