@@ -126,7 +126,7 @@
 //! no receive is gathered into a vector and waits whole in the unexpected queue (two
 //! copies, as for any eager message); truncation writes what fits and completes with
 //! `FI_ETRUNC`. On a path whose packets carry less than [`UDP_PIECE_MIN`] bytes
-//! (`mtu=1500`) a copied message goes whole, with its header in front, and a registered
+//! (Ethernet's 1,500 or jumbo 9,000) a copied message goes whole, with its header in front, and a registered
 //! one in one bare piece that RPP cuts into packets: there the pieces' per-message cost
 //! exceeds the copy they save (see `RESULTS.md`).
 //!
@@ -518,9 +518,12 @@ pub const COPY_FREE_MIN: usize = 16 << 10;
 
 /// Least payload a packet to a peer must carry for a message longer than one packet to
 /// go over `udp://` in pieces of one packet each (see "Large messages over `udp://`" in
-/// the module docs): on a path of smaller packets (`mtu=1500`) the pieces' cost exceeds
-/// the copy they save, and RPP cuts the message into packets instead.
-pub const UDP_PIECE_MIN: usize = 8 << 10;
+/// the module docs): on a path of smaller packets the pieces' cost exceeds the copy they
+/// save, and RPP cuts the message into packets instead. Measured under MPI
+/// (`FI_MYRI_MTU`, `RESULTS.md`): pieces took 1.4-2.8x as long at 1,500-byte packets,
+/// 1.1-1.4x at 9,000 and 1.01-1.09x at 16 KiB, and 0.87x at 24 KiB and 0.78-0.80x at 32
+/// KiB for messages of 1 MiB and more.
+pub const UDP_PIECE_MIN: usize = 20 << 10;
 
 /// Auto-shm's state: this endpoint's region-name token and the regions it opened.
 struct AutoShm {
@@ -759,6 +762,10 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     };
     options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
     options.peer_socket = std::env::var("FI_MYRI_PEER_SOCKET").as_deref() != Ok("0");
+    // A value that is not a size is ignored (`fi_info -e` says what it takes).
+    options.mtu = std::env::var("FI_MYRI_MTU")
+        .ok()
+        .and_then(|m| m.parse().ok());
     options
 }
 

@@ -95,7 +95,8 @@
 //! address of a `myri proxy --mesh` in front of the ranks; a rank is unique across hosts,
 //! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno`, `cubic`
 //! or `bbr`, RPP's congestion controller over `udp://`, default `cubic`),
-//! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_PEER_SOCKET=0` (an endpoint's one
+//! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_MTU` (the largest `udp://` datagram toward
+//! every peer, as a URL's `mtu=`; default each peer's path MTU), `FI_MYRI_PEER_SOCKET=0` (an endpoint's one
 //! `udp://` peer gets no socket of its own, see `myri_transport::Options::peer_socket`),
 //! `FI_MYRI_SHM=0` (auto-shm off: peers of this host
 //! over `udp://` too, as the tests and `compare.sh` that measure UDP set),

@@ -110,6 +110,10 @@ fn lists_its_environment_variables() {
         "FI_MYRI_SHM",
         "FI_MYRI_CMA",
         "FI_MYRI_STATS",
+        "FI_MYRI_MTU",
+        "FI_MYRI_PEER_SOCKET",
+        "FI_MYRI_VIA",
+        "FI_MYRI_LAYERING",
     ] {
         assert!(text.contains(var), "fi_info -e lacks {var}");
     }

@@ -119,6 +119,10 @@ pub struct Options {
     /// with [`Options::connect_one_peer`] (the socket is connected itself) and by other
     /// backends. Default: true.
     pub peer_socket: bool,
+    /// The largest datagram, header included, when the URL does not say (`mtu=`, with
+    /// the same effect: over `udp://` every peer gets it and no path MTU is asked of the
+    /// kernel). Default: none (the backend's own; per peer over `udp://`).
+    pub mtu: Option<usize>,
 }
 
 /// The connection id every reliable endpoint uses unless told another
@@ -138,6 +142,7 @@ impl Default for Options {
             integrity: Integrity::Crc32c,
             connection_id: DEFAULT_CONNECTION_ID,
             peer_socket: true,
+            mtu: None,
         }
     }
 }
@@ -182,6 +187,12 @@ impl Options {
     /// Sets [`Options::rpp_over_shm`].
     pub fn with_rpp_over_shm(mut self, rpp_over_shm: bool) -> Options {
         self.rpp_over_shm = rpp_over_shm;
+        self
+    }
+
+    /// Sets [`Options::mtu`].
+    pub fn with_mtu(mut self, mtu: Option<usize>) -> Options {
+        self.mtu = mtu;
         self
     }
 
@@ -480,6 +491,7 @@ impl Endpoint {
             return Err(OpenError::ZeroIncarnation);
         }
         let integrity = url.params.integrity.unwrap_or(options.integrity);
+        let mtu = url.params.mtu.or(options.mtu);
         if !integrity.available_on(url.scheme()) {
             return Err(OpenError::IntegrityNotAvailable {
                 integrity,
@@ -492,12 +504,9 @@ impl Endpoint {
                 url.params.world.as_deref(),
                 integrity == Integrity::Dma,
             )?),
-            Address::Udp { host, port } => AnyBackend::Udp(UdpBackend::open(
-                host,
-                *port,
-                url.params.mtu,
-                url.params.gso,
-            )?),
+            Address::Udp { host, port } => {
+                AnyBackend::Udp(UdpBackend::open(host, *port, mtu, url.params.gso)?)
+            }
             Address::Shm { name } => {
                 let mode = match (reliable, options.rpp_over_shm) {
                     (false, _) => ShmMode::Raw,
@@ -511,7 +520,7 @@ impl Endpoint {
         };
         let native = reliable && backend.native_ref().is_some();
         let mut rpp = options.rpp.clone();
-        rpp.mtu = url.params.mtu.unwrap_or(backend.mtu()).min(backend.mtu());
+        rpp.mtu = mtu.unwrap_or(backend.mtu()).min(backend.mtu());
         rpp.in_place_delivery = true;
         if let Some(cc) = url.params.cc {
             rpp.congestion = match cc {

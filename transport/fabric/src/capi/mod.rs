@@ -145,7 +145,7 @@ type ParamDefine =
     unsafe extern "C" fn(*const FiProvider, *const c_char, c_int, *const c_char, ...) -> c_int;
 
 /// The provider's environment variables, as `fi_info -e` lists them.
-pub const PARAMS: [(&CStr, &CStr); 12] = [
+pub const PARAMS: [(&CStr, &CStr); 13] = [
     (
         c"transport",
         c"Backend: udp (processes on any hosts) or shm (processes of one host). Default: udp",
@@ -177,6 +177,10 @@ pub const PARAMS: [(&CStr, &CStr); 12] = [
     (
         c"peer_socket",
         c"0: an endpoint with one udp peer sends and receives on its shared socket alone. Default: 1 (the one peer gets a socket of its own, connected to it: the kernel skips a route lookup per datagram each way)",
+    ),
+    (
+        c"mtu",
+        c"The largest udp datagram, header included, toward every peer (as a udp:// URL's mtu=, e.g. 1500 for a path of Ethernet frames). Default: each peer's path MTU as the kernel's route gives it (64 KiB on loopback)",
     ),
     (
         c"shm",
