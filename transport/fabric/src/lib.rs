@@ -38,7 +38,10 @@
 //!   sender's memory) succeeded; copies wherever the kernel forbids it (seccomp),
 //!   across pid namespaces, and with `FI_MYRI_CMA=0`.
 //! - Manual progress: reading a completion queue or counter, and sending, drive the
-//!   endpoints bound to it. Automatic progress (`FI_PROGRESS_AUTO` in the hints' domain
+//!   endpoints bound to it; except the queue read right after one that returned entries,
+//!   which takes what the queue holds (an application that reads until the queue is
+//!   empty, as Open MPI does, then answers at once, instead of after a progress pass).
+//!   Automatic progress (`FI_PROGRESS_AUTO` in the hints' domain
 //!   attributes, data or control: the provider's two are one): the domain runs a thread
 //!   that drives its enabled endpoints, polling while they have work and backing off to a
 //!   pass every 100 us when idle ([`objects::AutoProgress`]), so sends finish and

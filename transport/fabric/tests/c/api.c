@@ -162,6 +162,19 @@ int main(void) {
     CHECK(fi_tsend(b.ep, out, big + 1, NULL, a.addr, 64, NULL) == -FI_EMSGSIZE, "too large");
     CHECK(fi_tinject(b.ep, out, 1 << 20, a.addr, 1) == -FI_EMSGSIZE, "inject too large");
 
+    /* The read right after one that returned an entry takes what the queue holds and
+     * drives nothing (an application reading until the queue is empty pays no progress
+     * pass between a message and its answer); the read after it drives again. */
+    char first[8], second[8];
+    OK(fi_trecv(b.ep, first, sizeof first, NULL, FI_ADDR_UNSPEC, 77, 0, (void *)20));
+    OK(fi_trecv(b.ep, second, sizeof second, NULL, FI_ADDR_UNSPEC, 78, 0, (void *)21));
+    OK(fi_tinject(a.ep, "first", 6, b.addr, 77));
+    CHECK(read_one(&e, &src) == 1 && e.op_context == (void *)20, "first");
+    OK(fi_tinject(a.ep, "second", 7, b.addr, 78)); /* in b's socket when the call returns */
+    CHECK(fi_cq_read(cq, &e, 1) == -FI_EAGAIN, "the read after an entry drove the endpoints");
+    CHECK(read_one(&e, &src) == 1 && e.op_context == (void *)21, "the next read drives");
+    CHECK(strcmp(first, "first") == 0 && strcmp(second, "second") == 0, "%s %s", first, second);
+
     /* Bad input: errors, not crashes. */
     struct fid_ep fake = *a.ep;
     CHECK(fi_tsend(&fake, buf, 1, NULL, a.addr, 1, NULL) == -FI_EINVAL, "unknown fid");
