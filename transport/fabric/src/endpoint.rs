@@ -126,9 +126,9 @@
 //! no receive is gathered into a vector and waits whole in the unexpected queue (two
 //! copies, as for any eager message); truncation writes what fits and completes with
 //! `FI_ETRUNC`. On a path whose packets carry less than [`UDP_PIECE_MIN`] bytes
-//! (Ethernet's 1,500 or jumbo 9,000) a copied message goes whole, with its header in front, and a registered
-//! one in one bare piece that RPP cuts into packets: there the pieces' per-message cost
-//! exceeds the copy they save (see `RESULTS.md`).
+//! (Ethernet's 1,500 or jumbo 9,000) a copied message goes whole, with its header in
+//! front, and a registered one in one bare piece that RPP cuts into packets: there the
+//! pieces' per-message cost exceeds the copy they save (see `RESULTS.md`).
 //!
 //! The receiver takes the peer's next messages on the link as the payload until it has
 //! the announced length. Bare pieces carry no header, so a sender's restart is told by

@@ -41,11 +41,11 @@
 //!   endpoints bound to it; except the queue read right after one that returned entries,
 //!   which takes what the queue holds (an application that reads until the queue is
 //!   empty, as Open MPI does, then answers at once, instead of after a progress pass).
-//!   Automatic progress (`FI_PROGRESS_AUTO` in the hints' domain
-//!   attributes, data or control: the provider's two are one): the domain runs a thread
-//!   that drives its enabled endpoints, polling while they have work and backing off to a
-//!   pass every 100 us when idle ([`objects::AutoProgress`]), so sends finish and
-//!   messages land while the application computes; queue reads still drive as well.
+//!   Automatic progress (`FI_PROGRESS_AUTO` in the hints' domain attributes, data or
+//!   control: the provider's two are one): the domain runs a thread that drives its
+//!   enabled endpoints, polling while they have work and backing off to a pass every
+//!   100 us when idle ([`objects::AutoProgress`]), so sends finish and messages land
+//!   while the application computes; queue reads still drive as well.
 //! - Peers on one host over shared memory, automatically (auto-shm, on unless
 //!   `FI_MYRI_SHM=0`): an RDM endpoint over `udp://` reaches an address-vector entry
 //!   whose address is this host's (loopback or a local interface) over an `shm://`
@@ -99,8 +99,9 @@
 //! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno`, `cubic`
 //! or `bbr`, RPP's congestion controller over `udp://`, default `cubic`),
 //! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_MTU` (the largest `udp://` datagram toward
-//! every peer, as a URL's `mtu=`; default each peer's path MTU), `FI_MYRI_PEER_SOCKET=0` (an endpoint's one
-//! `udp://` peer gets no socket of its own, see `myri_transport::Options::peer_socket`),
+//! every peer, as a URL's `mtu=`; default each peer's path MTU), `FI_MYRI_PEER_SOCKET=0`
+//! (an endpoint's one `udp://` peer gets no socket of its own, see
+//! `myri_transport::Options::peer_socket`),
 //! `FI_MYRI_SHM=0` (auto-shm off: peers of this host
 //! over `udp://` too, as the tests and `compare.sh` that measure UDP set),
 //! `FI_MYRI_CMA=0` (no single-copy reads: large messages over `shm://` copied through
