@@ -545,10 +545,11 @@ impl UdpBackend {
         if want != 1 {
             return sys::recv_batch::<false, _>(socket, &mut self.rx[..want], &mut self.received);
         }
-        let (len, from) = match &self.peer {
+        let (len, from) = match (&self.peer, self.connected) {
             // A connected socket's datagrams all come from its peer: no address to ask
             // the kernel for.
-            Some(p) if on_peer => (sys::recv(&p.socket, self.rx[0].as_mut())?, p.addr),
+            (Some(p), _) if on_peer => (sys::recv(&p.socket, self.rx[0].as_mut())?, p.addr),
+            (_, Some(peer)) => (sys::recv(&self.socket, self.rx[0].as_mut())?, peer),
             _ => sys::recv_from(&self.socket, self.rx[0].as_mut())?,
         };
         self.received.push(sys::Received {
