@@ -3,7 +3,8 @@
 # (the prefix of what `say` prints) before sourcing, and ROUTER=1 for a third namespace
 # between the two: client -- router -- server, each hop a veth pair, the router
 # forwarding (SHAPED_DEV is then the router's device toward the server, where a
-# bottleneck in the network would be; else the client's own device).
+# bottleneck in the network would be; else the client's own device). LINK_MTU, when set,
+# is every veth's MTU (9000: a cluster's jumbo frames; default the kernel's 1500).
 #
 # The addresses are in 198.18.0.0/15 (RFC 2544's benchmarking range), on a link between
 # the two namespaces only: nothing leaves them. Everything made here is removed on exit.
@@ -77,6 +78,12 @@ make_routed_namespaces() {
     ip -n "$NS_SERVER" link set "$VETH_SERVER" up
     ip -n "$NS_ROUTER" link set "$VETH_ROUTER_C" up
     ip -n "$NS_ROUTER" link set "$VETH_ROUTER_S" up
+    if [[ -n ${LINK_MTU:-} ]]; then
+        ip -n "$NS_CLIENT" link set "$VETH_CLIENT" mtu "$LINK_MTU"
+        ip -n "$NS_SERVER" link set "$VETH_SERVER" mtu "$LINK_MTU"
+        ip -n "$NS_ROUTER" link set "$VETH_ROUTER_C" mtu "$LINK_MTU"
+        ip -n "$NS_ROUTER" link set "$VETH_ROUTER_S" mtu "$LINK_MTU"
+    fi
     ip -n "$NS_CLIENT" route add default via 198.18.0.1
     ip -n "$NS_SERVER" route add default via 198.18.1.1
     ip netns exec "$NS_ROUTER" sysctl -qw net.ipv4.ip_forward=1
@@ -98,6 +105,10 @@ make_namespaces() {
     ip -n "$NS_CLIENT" link set lo up
     ip -n "$NS_SERVER" link set "$VETH_SERVER" up
     ip -n "$NS_CLIENT" link set "$VETH_CLIENT" up
+    if [[ -n ${LINK_MTU:-} ]]; then
+        ip -n "$NS_SERVER" link set "$VETH_SERVER" mtu "$LINK_MTU"
+        ip -n "$NS_CLIENT" link set "$VETH_CLIENT" mtu "$LINK_MTU"
+    fi
 }
 make_namespaces || { say "could not make the namespaces and the veth pair (root? ip netns?)"; exit 2; }
 if [[ $ROUTER == 1 ]]; then
