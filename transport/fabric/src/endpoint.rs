@@ -762,19 +762,36 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     };
     options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
     options.peer_socket = std::env::var("FI_MYRI_PEER_SOCKET").as_deref() != Ok("0");
-    // A value that is not a size is ignored (`fi_info -e` says what it takes).
-    options.mtu = std::env::var("FI_MYRI_MTU")
+    // A value that is not a size fails the endpoint's open instead (`mtu_param`).
+    options.mtu = mtu_param(std::env::var("FI_MYRI_MTU").ok().as_deref())
         .ok()
-        .and_then(|m| m.parse().ok());
+        .flatten();
     options
+}
+
+/// `FI_MYRI_MTU`'s value: `None` when unset, a datagram size, or `-FI_EINVAL` for what
+/// is not one (not a number, or zero; a size the transport cannot use fails its open).
+pub fn mtu_param(value: Option<&str>) -> Result<Option<usize>, i32> {
+    match value.map(str::trim) {
+        None => Ok(None),
+        Some(v) => match v.parse::<usize>() {
+            Ok(m) if m > 0 => Ok(Some(m)),
+            _ => Err(-FI_EINVAL),
+        },
+    }
 }
 
 /// The negative `FI_E*` code for a transport endpoint that did not open: `-FI_ENOSPC`
 /// when its `shm://` region does not fit the shared-memory file system (a small
-/// `/dev/shm`), else `-FI_EADDRNOTAVAIL`.
+/// `/dev/shm`), `-FI_EINVAL` for a datagram size it cannot use (`FI_MYRI_MTU`), else
+/// `-FI_EADDRNOTAVAIL`.
 pub fn open_errno(e: &myri_transport::OpenError) -> i32 {
     match e {
         myri_transport::OpenError::ShmNoSpace { .. } => -FI_ENOSPC,
+        // A datagram size (`FI_MYRI_MTU`) the transport cannot use.
+        myri_transport::OpenError::MtuTooLarge { .. } | myri_transport::OpenError::Rpp(_) => {
+            -FI_EINVAL
+        }
         _ => -FI_EADDRNOTAVAIL,
     }
 }
@@ -2138,6 +2155,25 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     struct VecTarget(Arc<Mutex<Vec<u8>>>, usize);
+
+    /// `FI_MYRI_MTU`: a size, or `-FI_EINVAL` at the endpoint's open; a size the
+    /// transport cannot use fails its open with `-FI_EINVAL` too.
+    #[test]
+    fn a_datagram_size_that_is_not_one_fails_the_open() {
+        assert_eq!(mtu_param(None), Ok(None));
+        assert_eq!(mtu_param(Some("1500")), Ok(Some(1500)));
+        assert_eq!(mtu_param(Some(" 9000 ")), Ok(Some(9000)));
+        for bad in ["", "0", "-1", "1500x", "jumbo", "99999999999999999999999"] {
+            assert_eq!(mtu_param(Some(bad)), Err(-FI_EINVAL), "{bad:?}");
+        }
+        for (mtu, url) in [(10, "udp://127.0.0.1:0"), (1 << 20, "udp://127.0.0.1:0")] {
+            let options = transport_options(EpType::Rdm).with_mtu(Some(mtu));
+            let e = Endpoint::open_with(url, options).map(|_| ()).unwrap_err();
+            assert_eq!(open_errno(&e), -FI_EINVAL, "{mtu}: {e}");
+        }
+        let options = transport_options(EpType::Rdm).with_mtu(Some(1500));
+        assert!(Endpoint::open_with("udp://127.0.0.1:0", options).is_ok());
+    }
 
     impl RecvTarget for VecTarget {
         fn capacity(&self) -> usize {

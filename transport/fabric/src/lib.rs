@@ -99,7 +99,8 @@
 //! as the shadow addresses at one proxy must be), `FI_MYRI_CC` (`none`, `newreno`, `cubic`
 //! or `bbr`, RPP's congestion controller over `udp://`, default `cubic`),
 //! `FI_MYRI_PACING=0` (pacing off), `FI_MYRI_MTU` (the largest `udp://` datagram toward
-//! every peer, as a URL's `mtu=`; default each peer's path MTU), `FI_MYRI_PEER_SOCKET=0`
+//! every peer, as a URL's `mtu=`; default each peer's path MTU; one it cannot use fails
+//! `fi_endpoint` with `-FI_EINVAL`), `FI_MYRI_PEER_SOCKET=0`
 //! (an endpoint's one `udp://` peer gets no socket of its own, see
 //! `myri_transport::Options::peer_socket`),
 //! `FI_MYRI_SHM=0` (auto-shm off: peers of this host

@@ -146,6 +146,7 @@ static TAGGED_OPS: FiOpsTagged = FiOpsTagged {
 };
 
 fn open_transport(ep_type: EpType, url: &str) -> Result<myri_transport::Endpoint, i32> {
+    crate::endpoint::mtu_param(std::env::var("FI_MYRI_MTU").ok().as_deref())?;
     myri_transport::Endpoint::open_with(url, transport_options(ep_type))
         .map_err(|e| crate::endpoint::open_errno(&e))
 }

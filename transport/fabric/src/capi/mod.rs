@@ -180,7 +180,7 @@ pub const PARAMS: [(&CStr, &CStr); 13] = [
     ),
     (
         c"mtu",
-        c"The largest udp datagram, header included, toward every peer (as a udp:// URL's mtu=, e.g. 1500 for a path of Ethernet frames). Default: each peer's path MTU as the kernel's route gives it (64 KiB on loopback)",
+        c"The largest udp datagram, header included, toward every peer (as a udp:// URL's mtu=, e.g. 1500 for a path of Ethernet frames). Default: each peer's path MTU as the kernel's route gives it (64 KiB on loopback). A value that is not a usable size fails fi_endpoint with -FI_EINVAL",
     ),
     (
         c"shm",
