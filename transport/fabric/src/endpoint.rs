@@ -762,10 +762,6 @@ pub fn transport_options(ep_type: EpType) -> myri_transport::Options {
     };
     options.rpp.pacing = std::env::var("FI_MYRI_PACING").as_deref() != Ok("0");
     options.peer_socket = std::env::var("FI_MYRI_PEER_SOCKET").as_deref() != Ok("0");
-    // A value that is not a size fails the endpoint's open instead (`mtu_param`).
-    options.mtu = mtu_param(std::env::var("FI_MYRI_MTU").ok().as_deref())
-        .ok()
-        .flatten();
     options
 }
 

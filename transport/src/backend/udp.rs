@@ -535,9 +535,10 @@ impl UdpBackend {
     /// there is one) or the shared one. A slot holds any UDP datagram, so nothing
     /// `recvfrom` takes is ever cut short.
     fn receive(&mut self, on_peer: bool, want: usize) -> std::io::Result<usize> {
-        let socket = match &self.peer {
-            Some(p) if on_peer => &p.socket,
-            _ => &self.socket,
+        // The socket, and the one sender it hears from when it is connected.
+        let (socket, sender) = match &self.peer {
+            Some(p) if on_peer => (&p.socket, Some(p.addr)),
+            _ => (&self.socket, self.connected),
         };
         if self.gro_on {
             return sys::recv_batch::<true, _>(socket, &mut self.rx[..want], &mut self.received);
@@ -545,12 +546,11 @@ impl UdpBackend {
         if want != 1 {
             return sys::recv_batch::<false, _>(socket, &mut self.rx[..want], &mut self.received);
         }
-        let (len, from) = match (&self.peer, self.connected) {
-            // A connected socket's datagrams all come from its peer: no address to ask
-            // the kernel for.
-            (Some(p), _) if on_peer => (sys::recv(&p.socket, self.rx[0].as_mut())?, p.addr),
-            (_, Some(peer)) => (sys::recv(&self.socket, self.rx[0].as_mut())?, peer),
-            _ => sys::recv_from(&self.socket, self.rx[0].as_mut())?,
+        // A connected socket's datagrams all come from its peer: no address to ask the
+        // kernel for.
+        let (len, from) = match sender {
+            Some(peer) => (sys::recv(socket, self.rx[0].as_mut())?, peer),
+            None => sys::recv_from(socket, self.rx[0].as_mut())?,
         };
         self.received.push(sys::Received {
             index: 0,

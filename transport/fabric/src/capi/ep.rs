@@ -146,8 +146,10 @@ static TAGGED_OPS: FiOpsTagged = FiOpsTagged {
 };
 
 fn open_transport(ep_type: EpType, url: &str) -> Result<myri_transport::Endpoint, i32> {
-    crate::endpoint::mtu_param(std::env::var("FI_MYRI_MTU").ok().as_deref())?;
-    myri_transport::Endpoint::open_with(url, transport_options(ep_type))
+    // `FI_MYRI_MTU` sizes the endpoint's own datagrams; the regions auto-shm opens have
+    // none to size.
+    let mtu = crate::endpoint::mtu_param(std::env::var("FI_MYRI_MTU").ok().as_deref())?;
+    myri_transport::Endpoint::open_with(url, transport_options(ep_type).with_mtu(mtu))
         .map_err(|e| crate::endpoint::open_errno(&e))
 }
 
