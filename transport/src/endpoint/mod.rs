@@ -829,6 +829,7 @@ impl Endpoint {
             if config.validate().is_err() {
                 config.mtu = self.rpp.mtu;
             }
+            fit_windows_to_path(&mut config, self.rpp.mtu);
             // No more packets outstanding than the socket can queue: a window beyond it
             // lets a sender whose receiver falls behind overrun the kernel's buffer,
             // which drops the rest and makes every one a retransmission.
@@ -1590,5 +1591,57 @@ fn unlend_all(c: &mut Completion) -> bool {
             back == bufs.len()
         }
         Completion::Connected { .. } | Completion::NewPeer { .. } => true,
+    }
+}
+
+/// Packet windows for a path whose datagrams (`config.mtu`) are smaller than the ones the
+/// windows were set for (`configured_mtu`): as many packets as keep the windows' bytes, up
+/// to the sequence numbers one acknowledgement's SACK bitmap maps (512), never fewer than
+/// set. 256 packets of 1,472 bytes are 376 KB: behind a bottleneck's full 10 ms queue at
+/// 1 Gbit/s that holds a flow under a third of the link, whatever its congestion window.
+fn fit_windows_to_path(config: &mut myri_rpp::Config, configured_mtu: usize) {
+    if config.mtu >= configured_mtu {
+        return;
+    }
+    let span = (myri_rpp::wire::MAX_SACK_WORDS * 64) as u64;
+    let scale = |w: u32| {
+        let bytes = u64::from(w) * configured_mtu as u64;
+        let packets = (bytes / config.mtu.max(1) as u64).min(span);
+        u32::try_from(packets).unwrap_or(u32::MAX).max(w)
+    };
+    config.send_window = scale(config.send_window);
+    config.recv_window = scale(config.recv_window);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_windows_to_path;
+
+    fn windows(mtu: usize, configured_mtu: usize, send: u32, recv: u32) -> (u32, u32) {
+        let mut c = myri_rpp::Config::default()
+            .with_mtu(mtu)
+            .with_send_window(send)
+            .with_recv_window(recv);
+        fit_windows_to_path(&mut c, configured_mtu);
+        (c.send_window, c.recv_window)
+    }
+
+    #[test]
+    fn a_path_of_smaller_datagrams_gets_windows_of_the_same_bytes() {
+        // 16 packets of 8,192 bytes are 128 KiB: 89 packets of 1,472.
+        assert_eq!(windows(1472, 8192, 16, 16), (89, 89));
+        // A path of the configured size, or larger, keeps the windows as set.
+        assert_eq!(windows(8192, 8192, 256, 256), (256, 256));
+        assert_eq!(windows(65_507, 8192, 256, 100), (256, 100));
+    }
+
+    #[test]
+    fn the_windows_stop_at_what_an_acknowledgement_maps() {
+        // 256 packets of 65,507 bytes over a 1,500-byte path: 11,392 packets, of which an
+        // acknowledgement's SACK bitmap names 512 at most.
+        let span = (myri_rpp::wire::MAX_SACK_WORDS * 64) as u32;
+        assert_eq!(windows(1472, 65_507, 256, 256), (span, span));
+        // Windows set larger than that are not shrunk.
+        assert_eq!(windows(1472, 65_507, 2048, 300), (2048, span));
     }
 }
