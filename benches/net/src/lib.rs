@@ -18,6 +18,7 @@
 
 pub mod bare_udp;
 pub mod client;
+pub mod cores;
 pub mod measure;
 pub mod ring;
 pub mod server;

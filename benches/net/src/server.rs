@@ -6,9 +6,12 @@
 //! transport and reference are measured alike), staying on the source that last had
 //! something and looking at the others every few turns; after [`ServerConfig::spin`]
 //! with nothing to do it sleeps in `mio::Poll` (UDP sockets, signals) or in short naps
-//! (shared memory has nothing to wake a poll).
+//! (shared memory has nothing to wake a poll). It also sleeps between messages while
+//! more threads are runnable than the host has cores ([`CoreShare`]): a spinning server
+//! would hold a core that its clients, or the kernel's network work, wait for.
 
 use super::bare_udp::UdpReflector;
+use super::cores::CoreShare;
 use super::ring::RingReflector;
 use super::tcp::TcpSink;
 use super::wire::{self, Control, KIND_PING, References, SessionCounters, SizeSpec};
@@ -39,7 +42,8 @@ pub struct ServerConfig {
     /// Port of the bare UDP socket (0: any free port). The TCP listener takes the
     /// transport's port number when it is free, else any.
     pub reference_port: u16,
-    /// How long to keep spinning after the last message before sleeping.
+    /// How long to keep spinning after the last message before sleeping (while no
+    /// thread waits for a core: see [`CoreShare`]).
     pub spin: Duration,
     /// Stop after the first session ends (cleanly or not).
     pub once: bool,
@@ -287,6 +291,8 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     events_out: Vec<ServerEvent>,
     stop_reason: Option<StopReason>,
+    /// Whether spinning takes a core another thread waits for.
+    cores: CoreShare,
 }
 
 impl Server {
@@ -395,6 +401,7 @@ impl Server {
             stop: Arc::new(AtomicBool::new(false)),
             events_out: Vec::new(),
             stop_reason: None,
+            cores: CoreShare::new(),
         })
     }
 
@@ -491,12 +498,16 @@ impl Server {
             // two vCPUs: the client and the kernel's network work) instead of spinning
             // through the time slice; on an idle host it returns at once.
             std::thread::yield_now();
-            if turn.is_multiple_of(1024) || now - last_work > self.config.spin {
+            // Spinning holds a core: while others wait for one, sleep until something
+            // arrives instead (a yield does not reach the threads queued on the other
+            // cores).
+            let contended = self.cores.contended(now);
+            if turn.is_multiple_of(1024) || now - last_work > self.config.spin || contended {
                 if self.stop.load(Ordering::Relaxed) {
                     self.stop_reason = Some(StopReason::Stopped);
                     continue;
                 }
-                let idle = now - last_work > self.config.spin;
+                let idle = now - last_work > self.config.spin || contended;
                 self.wait(idle)?;
             }
         }

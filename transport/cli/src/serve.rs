@@ -59,7 +59,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0, value_name = "PORT")]
     pub baseline_port: u16,
     /// Keep spinning this long after the last message before sleeping (lower latency at
-    /// the start of each round; units ns, us, ms, s).
+    /// the start of each round; units ns, us, ms, s). The server sleeps between messages
+    /// anyway while more threads are runnable than the host has cores.
     #[arg(long, default_value = "100ms", value_name = "D", value_parser = duration)]
     pub spin: Duration,
     /// Exit when the first session ends (its result decides the exit code).
