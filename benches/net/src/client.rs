@@ -471,8 +471,12 @@ impl Client {
             // tens of microseconds away would wait a millisecond, and a flow whose
             // client waits here would send at a fraction of its pacing rate beside one
             // that spins (measured: two flows at 200 Mbit/s shared 2.3 : 1 while one was
-            // still queueing messages). Yield instead and look again.
-            std::thread::yield_now();
+            // still queueing messages). Sleep to the deadline instead (a timer of
+            // microseconds, its slack 50 us), not missing an acknowledgement that
+            // matters: the pacer's next packet is what this thread waits for. A yield
+            // here gave the core away for a whole time slice on a busy host, longer
+            // than the pacer's burst, and the flow sent below its pacing rate.
+            std::thread::sleep(timeout);
             return;
         }
         // Readiness is edge-triggered: the endpoint read the socket dry just before.
