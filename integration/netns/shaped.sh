@@ -251,6 +251,11 @@ for rate in $RATES; do
         say "  TCP (${TCP_CCS[0]}) and TCP (${TCP_CCS[1]}) at once (control): $first and $second MB/s: $(python3 -c "l=$link_mb; print(f'{$first/l:.2f} and {$second/l:.2f} of the link')")"
     fi
 done
-[[ -n ${KEEP:-} ]] && cp "$WORK"/*.out "$KEEP"/
+if [[ -n ${KEEP:-} ]]; then
+    # The JSON, the clients' stderr and the TCP sources' progress logs (of the tests run).
+    for f in "$WORK"/*.out "$WORK"/*.err "$WORK"/*.log; do
+        if [[ -e $f ]]; then cp "$f" "$KEEP"/; fi
+    done
+fi
 stop_server
 say "done"
