@@ -32,7 +32,11 @@
 # SPLIT_CPUS=1 (the senders on CPU 0; the router's forwarding and the receivers on CPU 1,
 # by RPS on their devices and taskset: on a two-core host at 1 Gbit/s the three
 # namespaces' network work otherwise lands on the senders' cores, see RESULTS),
-# LINK_MTU=9000 (jumbo frames on every link: a sixth of the packets for the same bytes).
+# LINK_MTU=9000 (jumbo frames on every link: a sixth of the packets for the same bytes),
+# TCP_SECONDS (default 2: the seconds of the whole link the RPP flow beside TCP carries, so
+# about twice that long at half the link; CUBIC at a 10 ms round trip takes seconds per
+# loss epoch, and over a few of them two kernel TCP CUBIC flows split the link unevenly
+# too: TCP_CCS="cubic cubic" runs that control).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -52,6 +56,7 @@ TCP_PORT=7100
 TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_control)
 TESTS=${TESTS:-"one two tcp control"}
 TCP_MAX_RATE=${TCP_MAX_RATE:-0}
+TCP_SECONDS=${TCP_SECONDS:-2}
 has() { [[ " $TESTS " == *" $1 "* ]]; }
 if [[ -n ${TCP_CCS:-} ]]; then
     read -r -a TCP_CCS <<<"$TCP_CCS"
@@ -201,7 +206,9 @@ for rate in $RATES; do
     link_mb=$(python3 -c "r='$rate'; print({'mbit':1e6,'gbit':1e9}[r[-4:]] * float(r[:-4]) / 8e6)")
     # Messages for about four seconds of the whole link.
     count=$(python3 -c "print(max(200, int($link_mb * 4 / 0.065536)))")
-    half=$((count / 2))
+    # The RPP flow beside TCP carries TCP_SECONDS of the whole link (at half of it, twice
+    # that long); the control runs as long.
+    half=$(python3 -c "print(max(100, int($link_mb * $TCP_SECONDS / 0.065536)))")
     say "link $rate (${link_mb} MB/s), queue 10 ms at $WHERE, rpp cc=$CC, $count x 64 KiB per flow"
 
     # Interleaved with TCP and bare-UDP reference rounds of about a second each (the
