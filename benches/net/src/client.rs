@@ -472,10 +472,10 @@ impl Client {
             // client waits here would send at a fraction of its pacing rate beside one
             // that spins (measured: two flows at 200 Mbit/s shared 2.3 : 1 while one was
             // still queueing messages). Sleep to the deadline instead (a timer of
-            // microseconds, its slack 50 us), not missing an acknowledgement that
-            // matters: the pacer's next packet is what this thread waits for. A yield
-            // here gave the core away for a whole time slice on a busy host, longer
-            // than the pacer's burst, and the flow sent below its pacing rate.
+            // microseconds, 50 us of slack): acknowledgements that land meanwhile wait
+            // in the socket, and the pacer's next packet is what this thread is for. A
+            // yield can give the core away for a whole time slice on a busy host, longer
+            // than the pacer's bucket, and the tokens past the bucket are lost.
             std::thread::sleep(timeout);
             return;
         }
