@@ -33,10 +33,10 @@
 # by RPS on their devices and taskset: on a two-core host at 1 Gbit/s the three
 # namespaces' network work otherwise lands on the senders' cores, see RESULTS),
 # LINK_MTU=9000 (jumbo frames on every link: a sixth of the packets for the same bytes),
-# TCP_SECONDS (default 2: the seconds of the whole link the RPP flow beside TCP carries, so
-# about twice that long at half the link; CUBIC at a 10 ms round trip takes seconds per
-# loss epoch, and over a few of them two kernel TCP CUBIC flows split the link unevenly
-# too: TCP_CCS="cubic cubic" runs that control).
+# TCP_SECONDS (default 10: the seconds of the whole link the RPP flow beside TCP carries,
+# so about twice that long at half the link; CUBIC at a 10 ms round trip takes seconds per
+# loss epoch, and in four-second runs (TCP_SECONDS=2) two kernel TCP CUBIC flows split the
+# link unevenly too: TCP_CCS="cubic cubic" runs that control).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -56,7 +56,7 @@ TCP_PORT=7100
 TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_control)
 TESTS=${TESTS:-"one two tcp control"}
 TCP_MAX_RATE=${TCP_MAX_RATE:-0}
-TCP_SECONDS=${TCP_SECONDS:-2}
+TCP_SECONDS=${TCP_SECONDS:-10}
 has() { [[ " $TESTS " == *" $1 "* ]]; }
 if [[ -n ${TCP_CCS:-} ]]; then
     read -r -a TCP_CCS <<<"$TCP_CCS"
