@@ -501,13 +501,12 @@ impl Server {
             // Spinning holds a core: while others wait for one, sleep until something
             // arrives instead (a yield does not reach the threads queued on the other
             // cores).
-            let contended = self.cores.contended(now);
-            if turn.is_multiple_of(1024) || now - last_work > self.config.spin || contended {
+            let idle = now - last_work > self.config.spin || self.cores.contended(now);
+            if turn.is_multiple_of(1024) || idle {
                 if self.stop.load(Ordering::Relaxed) {
                     self.stop_reason = Some(StopReason::Stopped);
                     continue;
                 }
-                let idle = now - last_work > self.config.spin || contended;
                 self.wait(idle)?;
             }
         }
