@@ -23,8 +23,11 @@ pub struct Cubic {
     /// Seconds from the epoch's start until the curve reaches `w_max` again.
     k: f64,
     /// When the current curve started (the first acknowledgement in congestion avoidance
-    /// after a reduction or an application-limited spell).
+    /// after a reduction), moved later by the spells of application-limited
+    /// acknowledgements since.
     epoch_start: Option<Instant>,
+    /// When the present spell of application-limited acknowledgements began, if one has.
+    app_limited_since: Option<Instant>,
     recovery_start: Option<Instant>,
     undo: Undo,
     /// Slow start, the first one's exit by delay included.
@@ -44,6 +47,7 @@ impl Cubic {
             w_est: 0.0,
             k: 0.0,
             epoch_start: None,
+            app_limited_since: None,
             recovery_start: None,
             undo: Undo::default(),
             slow_start: SlowStart::new(true),
@@ -82,6 +86,11 @@ impl Controller for Cubic {
         }
         let mss = self.sizes.max_packet as f64;
         let window = self.window as f64;
+        if let (Some(since), Some(start)) = (self.app_limited_since.take(), self.epoch_start) {
+            // The curve's time leaves out the spell (RFC 9438 §5.8), as Linux moves its
+            // epoch on by an idle spell: it goes on from where the window stood.
+            self.epoch_start = Some(start.add_nanos(now.nanos_since(since)).min(now));
+        }
         let start = *self.epoch_start.get_or_insert_with(|| {
             // A new curve from the present window towards w_max.
             self.k = if self.w_max > window {
@@ -109,9 +118,11 @@ impl Controller for Cubic {
         self.window = next.max(self.w_est).max(window) as u64;
     }
 
-    fn on_app_limited(&mut self, _now: Instant) {
-        // The curve resumes from the present window when the window is tested again.
-        self.epoch_start = None;
+    fn on_app_limited(&mut self, now: Instant) {
+        // The curve stands still until the window is tested again. Starting it afresh
+        // instead set `w_max` to the window past it, where the curve is flat: with a
+        // spell every few milliseconds, the window grew only at Reno's pace.
+        self.app_limited_since.get_or_insert(now);
     }
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, _lost: u64) {
@@ -124,6 +135,7 @@ impl Controller for Cubic {
         };
         self.recovery_start = Some(now);
         self.epoch_start = None;
+        self.app_limited_since = None;
         let window = self.window as f64;
         // Fast convergence: a flow whose window keeps shrinking leaves room to others.
         self.w_max = if window < self.w_max {
@@ -146,6 +158,7 @@ impl Controller for Cubic {
             self.ssthresh = self.undo.ssthresh;
             self.w_max = self.window as f64;
             self.epoch_start = None;
+            self.app_limited_since = None;
             self.undo = Undo::default();
             self.recovery_start = None;
         }

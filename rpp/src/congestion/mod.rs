@@ -10,11 +10,13 @@
 //!
 //! * [`Controller::on_sent`] for every data packet it sends;
 //! * [`Controller::on_ack`] once per acknowledgement that acknowledges new data, with the
-//!   bytes it acknowledged and when the latest of them was sent, if the flight tested the
-//!   window: it came within one packet of it since the last acknowledgement (or the
-//!   window held a packet back). An application-limited acknowledgement is not passed on,
-//!   as Linux calls no `cong_avoid` for a flight that is not window-limited (RFC 7661): an
-//!   idle ping-pong would otherwise inflate the window without ever testing it;
+//!   bytes it acknowledged and when the latest of them was sent, if it acknowledges bytes
+//!   of the last flight that tested the window (came within one packet of it, or was held
+//!   back by it), as Linux keeps `is_cwnd_limited` for a flight: a driver that takes
+//!   several acknowledgements between two sends still finds them window-limited. An
+//!   application-limited acknowledgement is not passed on, as Linux calls no
+//!   `cong_avoid` for a flight that is not window-limited (RFC 7661): an idle ping-pong
+//!   would otherwise inflate the window without ever testing it;
 //! * [`Controller::on_rtt_sample`] with the unambiguous round-trip sample such an
 //!   acknowledgement gave, if any (HyStart++ watches them), just before its `on_ack`;
 //! * [`Controller::on_app_limited`] instead, once per spell of application-limited

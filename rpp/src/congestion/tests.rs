@@ -112,6 +112,54 @@ fn cubic_returns_towards_the_window_of_the_loss_and_beyond() {
     );
 }
 
+/// CUBIC after a loss from 1000 packets on a 100 ms round trip, acknowledging a
+/// hundredth of its window every millisecond, `acks` times; `spell(i)` is how long (in
+/// microseconds, 0 for none) the application limited the flight just before ack `i`.
+/// Returns the window at the end.
+fn cubic_after(acks: u64, spell: impl Fn(u64) -> u64) -> u64 {
+    let mut c = Cubic::new(MSS, 1000);
+    c.on_congestion_event(at(0), at(0), false, MSS);
+    // Acknowledgements of packets sent after the loss, a round trip later.
+    let mut now = 100_000;
+    for i in 1..=acks {
+        now += 1000;
+        let pause = spell(i);
+        if pause > 0 {
+            c.on_app_limited(at(now - 500));
+            now += pause;
+        }
+        let w = c.window();
+        c.on_ack(at(now), at(now - 100_000), w / 100, 100_000_000);
+    }
+    c.window()
+}
+
+#[test]
+fn cubic_pauses_its_curve_for_application_limited_spells() {
+    // Twenty seconds: the curve is back at w_max after K = cbrt(300 / 0.4) = 9.1 s and
+    // then climbs its convex part, far faster than Reno's half packet a round trip.
+    let plain = cubic_after(20_000, |_| 0);
+    assert!(plain > 1400 * MSS, "{plain}");
+    // A half-millisecond spell every 20 ms: the window ends 4% lower (1,452 packets
+    // against 1,520). Restarting the curve at each spell (as this controller once did)
+    // put w_max at the window itself once past the loss's, where the curve is flat, and
+    // left Reno's pace: 1,063 packets.
+    let spells = cubic_after(20_000, |i| if i % 20 == 0 { 500 } else { 0 });
+    assert!(
+        spells <= plain && spells * 10 >= plain * 9,
+        "{spells} against {plain} without the spells"
+    );
+    // A whole second of it counts for nothing: two seconds of acknowledgements after
+    // it leave the window where they leave it without the pause (the curve's clock
+    // running on through the second would put it 3% higher).
+    let steady = cubic_after(14_000, |_| 0);
+    let paused = cubic_after(14_000, |i| if i == 12_000 { 1_000_000 } else { 0 });
+    assert!(
+        paused.abs_diff(steady) * 200 <= steady,
+        "{paused} against {steady} without the pause"
+    );
+}
+
 #[test]
 fn the_config_builds_the_chosen_controller() {
     assert!(CongestionControl::None.build(MSS, 10).is_none());

@@ -322,6 +322,74 @@ fn an_application_limited_flight_does_not_inflate_the_window() {
     }
 }
 
+/// A bulk CUBIC flow through a 100 Mbit/s bottleneck with a 20 ms queue (5 ms each way),
+/// paced, whose sender is driven only every `period`: it takes the acknowledgements that
+/// came meanwhile in one go, as a driver on a busy host does from its socket, then sends.
+/// Returns the sender's stats after `seconds`.
+fn driven_every(period: Duration, seconds: u64) -> Stats {
+    let config = Config {
+        send_window: 4096,
+        recv_window: 4096,
+        ..cc_config(CongestionControl::Cubic, true)
+    };
+    let mut pair = Pair::new(config, path(Duration::from_millis(5)), 21);
+    let bottleneck = LinkConfig {
+        bandwidth: Some(12_500_000),
+        queue_limit: Some(Duration::from_millis(20)),
+        ..path(Duration::from_millis(5))
+    };
+    pair.a_to_b = crate::testing::Link::new(bottleneck, 22);
+    let until = Instant::from_nanos(seconds * 1_000_000_000);
+    let (mut now, mut tick) = (Instant::ZERO, Instant::ZERO);
+    let mut buf = vec![0u8; 9000];
+    while now < until {
+        if pair.a.queued_bytes() < 4_000_000 {
+            queue(&mut pair, 200, 8000);
+        }
+        while let Some(p) = pair.a_to_b.pop_due(now) {
+            pair.b.handle_packet(now, &p);
+            pair.a_to_b.recycle(p);
+        }
+        if pair.b.poll_timeout().is_some_and(|t| t <= now) {
+            pair.b.handle_timeout(now);
+        }
+        while let Some(n) = pair.b.poll_transmit(now, &mut buf) {
+            pair.b_to_a.send(now, &buf[..n]);
+        }
+        while pair.b.poll_event().is_some() {}
+        if now >= tick {
+            while let Some(p) = pair.b_to_a.pop_due(now) {
+                pair.a.handle_packet(now, &p);
+                pair.b_to_a.recycle(p);
+            }
+            if pair.a.poll_timeout().is_some_and(|t| t <= now) {
+                pair.a.handle_timeout(now);
+            }
+            while let Some(n) = pair.a.poll_transmit(now, &mut buf) {
+                pair.a_to_b.send(now, &buf[..n]);
+            }
+            while pair.a.poll_event().is_some() {}
+            tick = now + period;
+        }
+        let next = [pair.a_to_b.next_delivery(), pair.b.poll_timeout()];
+        now = next.into_iter().flatten().fold(tick, Instant::min).max(now);
+    }
+    pair.a.stats()
+}
+
+#[test]
+fn acknowledgements_taken_in_batches_still_test_the_window() {
+    // Driven every 2 ms, the sender handles a few acknowledgements between its sends.
+    // The flight the window held back is still in the air for each of them: they are
+    // window-limited. Judged by the flight since the previous acknowledgement instead,
+    // the second of each batch looked application-limited (2,443 spells in 5 s, against
+    // 3 here), and the window grew by only what the rest acknowledged.
+    let s = driven_every(Duration::from_millis(2), 5);
+    assert!(s.acks_received > 5000, "{s:?}");
+    assert!(s.congestion_events > 0, "the queue was reached: {s:?}");
+    assert!(s.app_limited * 100 <= s.acks_received, "{s:?}");
+}
+
 #[test]
 fn an_idle_ping_pong_keeps_its_latency_with_congestion_control_and_pacing() {
     let run = |config: Config| {

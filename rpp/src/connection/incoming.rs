@@ -314,7 +314,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 cc.on_rate_sample(now, &sample);
                 self.cwnd = cc.window();
             }
-            let app_limited = self.flight_high.saturating_add(self.max_packet) < self.cwnd;
+            // Window-limited while this acknowledgement covers bytes of the last flight
+            // that tested the window.
+            let app_limited = self.send.delivered - out.acked_bytes >= self.window_tested_until;
             if !app_limited {
                 if let Some(rtt) = out.rtt {
                     cc.on_rtt_sample(now, rtt);
@@ -328,7 +330,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 self.cwnd = cc.window();
             }
             self.app_limited = app_limited;
-            self.flight_high = self.send.bytes_in_flight;
         }
         if out.lost > 0 {
             self.stats.lost += u64::from(out.lost);

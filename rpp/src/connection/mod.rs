@@ -301,10 +301,13 @@ pub struct Connection<B = Vec<u8>> {
     pacer: Option<Pacer>,
     /// When the pacer lets the data packet it held back go.
     pacing_deadline: Option<Instant>,
-    /// The most bytes in flight since the last acknowledgement of new data (`u64::MAX`
-    /// once the congestion window held a packet back): below the window, the flight was
-    /// application-limited.
-    flight_high: u64,
+    /// The bytes delivered once the last flight that tested the congestion window (came
+    /// within a packet of it, or was held back by it) has been acknowledged: until then
+    /// acknowledgements are window-limited, as Linux keeps `is_cwnd_limited` for one flight
+    /// (`tcp_cwnd_validate`). Judged per acknowledgement instead, a paced flight that dips a
+    /// packet below the window between two acknowledgements counted as application-limited
+    /// (230 spells a second at 1 Gbit/s) and CUBIC's curve never left its flat start.
+    window_tested_until: u64,
     /// Bytes of the largest packet.
     max_packet: u64,
     /// Packets the last congestion event declared lost that the peer has not yet shown
@@ -446,7 +449,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             app_limited: false,
             pacer: config.pacing.then(|| Pacer::new(config.mtu as u64, now)),
             pacing_deadline: None,
-            flight_high: 0,
+            window_tested_until: 0,
             max_packet: config.mtu as u64,
             undo_pending: 0,
             spurious_rto_mark: None,

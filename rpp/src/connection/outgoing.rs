@@ -51,6 +51,13 @@ impl<B: AsRef<[u8]>> Connection<B> {
             && self.cc_room()
     }
 
+    /// The flight now in the air tested the congestion window: acknowledgements of it are
+    /// window-limited (see `window_tested_until`).
+    #[inline]
+    fn window_tested(&mut self) {
+        self.window_tested_until = self.send.delivered + self.send.bytes_in_flight;
+    }
+
     /// Whether the congestion window has room for another packet.
     #[inline]
     pub(super) fn cc_room(&self) -> bool {
@@ -89,8 +96,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 && self.send.window_open(self.config.send_window)
             {
                 self.stats.cwnd_limited += 1;
-                // The window was tested: the next acknowledgement may grow it.
-                self.flight_high = u64::MAX;
+                // The window was tested: this flight's acknowledgements may grow it.
+                self.window_tested();
             }
             return None;
         }
@@ -124,7 +131,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let bytes = u64::from(self.send.last_bytes);
         if let Some(cc) = self.cc.as_mut() {
             cc.on_sent(now, bytes);
-            self.flight_high = self.flight_high.max(self.send.bytes_in_flight);
+            if self.send.bytes_in_flight.saturating_add(self.max_packet) >= self.cwnd {
+                self.window_tested();
+            }
         }
         if let Some(pacer) = self.pacer.as_mut() {
             pacer.on_sent(bytes);
