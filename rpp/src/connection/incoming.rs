@@ -280,7 +280,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if out.newly_acked > 0
             && let Some(mark) = self.spurious_rto_mark.take()
         {
-            self.check_spurious_timeout(mark, a.echo);
+            self.send.timeout_mark = 0;
+            self.check_spurious_timeout(mark, a.echo, out.before_mark);
         }
         if out.newly_acked > 0 {
             self.stats.acks_received += 1;
@@ -380,11 +381,18 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// driver for a while, a queue that grew faster than the round-trip estimate): the
     /// collapse of the window is undone and the packets the timeout declared lost and
     /// that have not gone again are in flight again, for the acknowledgements on their
-    /// way to settle (any truly lost is found again by the usual rules). Without an echo
-    /// there is no telling, and the reduction stands.
+    /// way to settle (any truly lost is found again by the usual rules).
+    ///
+    /// A receiver that read the late packets and the timeouts' resends in one go echoes a
+    /// resend. Then the acknowledgement itself decides: the timeouts were spurious if it
+    /// covers packets last sent before `mark` (`before_mark`) and leaves none of them
+    /// out. After a real outage the packets that were on the wire when it began are
+    /// missing, and the ones sent again are ambiguous, so the reduction stands; it stands
+    /// too without an echo and with packets from before the mark still unacknowledged.
     #[inline(never)]
-    fn check_spurious_timeout(&mut self, mark: u64, echo: Option<u64>) {
-        if echo.is_none_or(|e| e > mark) {
+    fn check_spurious_timeout(&mut self, mark: u64, echo: Option<u64>, before_mark: u32) {
+        let echoed = echo.is_some_and(|e| e <= mark);
+        if !echoed && (before_mark == 0 || self.send.unacked_sent_by(mark)) {
             return;
         }
         self.send.restore_lost();
@@ -487,6 +495,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // the Eifel mark as the second one set them.
             if self.timeouts == 2 {
                 self.spurious_rto_mark = Some(self.send.tx_order());
+                self.send.timeout_mark = self.send.tx_order();
                 self.congestion_event(now, true);
             } else {
                 self.send.lost_count = 0;

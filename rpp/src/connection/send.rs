@@ -77,6 +77,9 @@ pub(crate) struct AckOutcome {
     pub(crate) late: u32,
     /// Of those, the ones the acknowledgements had declared lost: reordering.
     pub(crate) reordered: u32,
+    /// Packets newly acknowledged whose latest transmission came before the timeout mark
+    /// (see [`SendState::timeout_mark`]).
+    pub(crate) before_mark: u32,
     /// The delivery state at the transmission of the latest-sent packet acknowledged
     /// (the one the delivery rate sample is taken over; see [`Sent::delivered`]), and
     /// the time from the first send of its flight to its own.
@@ -122,6 +125,10 @@ pub(crate) struct SendState<B> {
     tx_order: u64,
     /// The latest transmission known to have arrived; 0 before any.
     largest_acked_order: u64,
+    /// The latest transmission before a timeout that declared persistent congestion,
+    /// until the first acknowledgement after it (0: none): acknowledgements count the
+    /// packets they cover that were last sent before it.
+    pub(crate) timeout_mark: u64,
     /// Delivery rate estimation (draft-cheng-iccrg-delivery-rate-estimation): bytes
     /// acknowledged so far, when the latest were, and when the first packet of the
     /// current flight was sent.
@@ -161,6 +168,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
             resends_in_flight: 0,
             tx_order: 0,
             largest_acked_order: 0,
+            timeout_mark: 0,
             delivered: 0,
             delivered_time: Instant::ZERO,
             first_sent_time: Instant::ZERO,
@@ -256,6 +264,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
     /// The latest transmission's number.
     pub(crate) fn tx_order(&self) -> u64 {
         self.tx_order
+    }
+
+    /// Whether a packet last sent at or before transmission `mark` is still unacknowledged.
+    pub(crate) fn unacked_sent_by(&self, mark: u64) -> bool {
+        self.unacked.iter().any(|s| !s.acked && s.order <= mark)
     }
 
     /// Puts every packet declared lost and not yet sent again back in flight (a timeout
@@ -437,11 +450,13 @@ impl<B: AsRef<[u8]>> SendState<B> {
 
     #[inline(always)]
     fn mark_acked(&mut self, seq: u32, echo: u64, now: Instant, out: &mut AckOutcome) {
+        let timeout_mark = self.timeout_mark;
         let Some(s) = self.sent_mut(seq) else { return };
         if s.acked {
             return;
         }
         s.acked = true;
+        out.before_mark += u32::from(s.order <= timeout_mark);
         out.late += u32::from(s.lost);
         out.reordered += u32::from(s.lost && !s.lost_by_timeout);
         let (was_in_flight, resend, msg_id, sent_at, order, bytes) = (
