@@ -1596,7 +1596,7 @@ fn unlend_all(c: &mut Completion) -> bool {
 
 /// Packet windows for a path whose datagrams (`config.mtu`) are smaller than the ones the
 /// windows were set for (`configured_mtu`): as many packets as keep the windows' bytes, up
-/// to the sequence numbers one acknowledgement's SACK bitmap maps (512), never fewer than
+/// to the sequence numbers one acknowledgement's SACK bitmap maps (1,024), never fewer than
 /// set. 256 packets of 1,472 bytes are 376 KB: behind a bottleneck's full 10 ms queue at
 /// 1 Gbit/s that holds a flow under a third of the link, whatever its congestion window.
 fn fit_windows_to_path(config: &mut myri_rpp::Config, configured_mtu: usize) {
@@ -1638,7 +1638,7 @@ mod tests {
     #[test]
     fn the_windows_stop_at_what_an_acknowledgement_maps() {
         // 256 packets of 65,507 bytes over a 1,500-byte path: 11,392 packets, of which an
-        // acknowledgement's SACK bitmap names 512 at most.
+        // acknowledgement's SACK bitmap names 1,024 at most.
         let span = (myri_rpp::wire::MAX_SACK_WORDS * 64) as u32;
         assert_eq!(windows(1472, 65_507, 256, 256), (span, span));
         // Windows set larger than that are not shrunk.
