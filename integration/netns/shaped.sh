@@ -36,7 +36,10 @@
 # TCP_SECONDS (default 10: the seconds of the whole link the RPP flow beside TCP carries,
 # so about twice that long at half the link; CUBIC at a 10 ms round trip takes seconds per
 # loss epoch, and in four-second runs (TCP_SECONDS=2) two kernel TCP CUBIC flows split the
-# link unevenly too: TCP_CCS="cubic cubic" runs that control).
+# link unevenly too: TCP_CCS="cubic cubic" runs that control), TWO_SECONDS (default 10:
+# the seconds of the whole link each of the two RPP flows carries; at 1 Gbit/s which flow
+# leaves slow start first decides a four-second run's split, and CUBIC needs several loss
+# epochs to even it).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
@@ -57,6 +60,7 @@ TCP_DEFAULT=$(ip netns exec "$NS_CLIENT" sysctl -n net.ipv4.tcp_congestion_contr
 TESTS=${TESTS:-"one two tcp control"}
 TCP_MAX_RATE=${TCP_MAX_RATE:-0}
 TCP_SECONDS=${TCP_SECONDS:-10}
+TWO_SECONDS=${TWO_SECONDS:-10}
 has() { [[ " $TESTS " == *" $1 "* ]]; }
 if [[ -n ${TCP_CCS:-} ]]; then
     read -r -a TCP_CCS <<<"$TCP_CCS"
@@ -220,8 +224,9 @@ for rate in $RATES; do
     fi
 
     if has two; then
-        stream two-a.out "$count" 1 & a=$!
-        stream two-b.out "$count" 1 & b=$!
+        two=$(python3 -c "print(max(200, int($link_mb * $TWO_SECONDS / 0.065536)))")
+        stream two-a.out "$two" 1 & a=$!
+        stream two-b.out "$two" 1 & b=$!
         wait "$a" || fail "the first of two flows failed"
         wait "$b" || fail "the second of two flows failed"
         ra=$(json "$WORK/two-a.out" "t['mb_per_s']"); rb=$(json "$WORK/two-b.out" "t['mb_per_s']")
