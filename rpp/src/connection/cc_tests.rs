@@ -477,6 +477,22 @@ const EVERY_CONTROLLER: [CongestionControl; 3] = [
     CongestionControl::Bbr,
 ];
 
+/// The window is back where it was before a stall (and grew on); BBR's follows its
+/// estimate, which the stall did not lower.
+fn assert_window_restored(cc: CongestionControl, before: &Stats, after: &Stats) {
+    if cc == CongestionControl::Bbr {
+        assert!(
+            after.bandwidth_estimate >= before.bandwidth_estimate,
+            "{cc:?}: {before:?} then {after:?}"
+        );
+    } else {
+        assert!(
+            after.cwnd >= before.cwnd,
+            "{cc:?}: {before:?} then {after:?}"
+        );
+    }
+}
+
 #[test]
 fn timeouts_for_late_acknowledgements_are_found_spurious_and_undone() {
     for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
@@ -503,19 +519,7 @@ fn timeouts_for_late_acknowledgements_are_found_spurious_and_undone() {
             after.retransmitted,
             before.cwnd / 8192
         );
-        // The window is back where it was (and grew on); BBR's follows its estimate,
-        // which the stall did not lower.
-        if cc == CongestionControl::Bbr {
-            assert!(
-                after.bandwidth_estimate >= before.bandwidth_estimate,
-                "{cc:?}: {before:?} then {after:?}"
-            );
-        } else {
-            assert!(
-                after.cwnd >= before.cwnd,
-                "{cc:?}: {before:?} then {after:?}"
-            );
-        }
+        assert_window_restored(cc, &before, &after);
     }
 }
 
@@ -537,17 +541,7 @@ fn timeouts_for_late_data_are_found_spurious_though_the_resends_arrived_with_it(
         assert!(dups > 0, "{cc:?}: the resends arrived as duplicates");
         assert_eq!(after.spurious_timeouts, 1, "{cc:?}: {after:?}");
         assert!(after.congestion_undos >= 1, "{cc:?}: {after:?}");
-        if cc == CongestionControl::Bbr {
-            assert!(
-                after.bandwidth_estimate >= before.bandwidth_estimate,
-                "{cc:?}: {before:?} then {after:?}"
-            );
-        } else {
-            assert!(
-                after.cwnd >= before.cwnd,
-                "{cc:?}: {before:?} then {after:?}"
-            );
-        }
+        assert_window_restored(cc, &before, &after);
     }
 }
 
