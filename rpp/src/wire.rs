@@ -51,9 +51,9 @@ pub const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 80;
 /// Bytes of the MAC, when a packet carries one.
 pub const MAC_LEN: usize = 16;
-/// The most 64-bit words of SACK bitmap one header carries (1,024 sequence numbers: a
-/// window of 1,500-byte frames that fills a 10 ms queue at 1 Gbit/s, 1.25 MB, needs more
-/// than 512; held to 512, a flow beside another sat at 57 MB/s).
+/// The most 64-bit words of SACK bitmap one header carries (1,024 sequence numbers):
+/// windows stop at what one acknowledgement maps, and a window of 1,500-byte frames that
+/// fills a 10 ms queue at 1 Gbit/s (1.25 MB) is more than 512 of them.
 pub const MAX_SACK_WORDS: usize = 16;
 /// The most header bytes a packet may need (fixed part, a MAC and a full SACK bitmap).
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAC_LEN + MAX_SACK_WORDS * 8;

@@ -304,9 +304,9 @@ pub struct Connection<B = Vec<u8>> {
     /// The bytes delivered once the last flight that tested the congestion window (came
     /// within a packet of it, or was held back by it) has been acknowledged: until then
     /// acknowledgements are window-limited, as Linux keeps `is_cwnd_limited` for one flight
-    /// (`tcp_cwnd_validate`). Judged per acknowledgement instead, a paced flight that dips a
-    /// packet below the window between two acknowledgements counted as application-limited
-    /// (230 spells a second at 1 Gbit/s) and CUBIC's curve never left its flat start.
+    /// (`tcp_cwnd_validate`). Judged per acknowledgement instead, a driver that takes
+    /// several acknowledgements between two sends found most batches application-limited,
+    /// and CUBIC's curve never left its flat start (`benches/RESULTS.md`).
     window_tested_until: u64,
     /// Bytes of the largest packet.
     max_packet: u64,
