@@ -55,6 +55,9 @@ pub const MAC_LEN: usize = 16;
 /// windows stop at what one acknowledgement maps, and a window of 1,500-byte frames that
 /// fills a 10 ms queue at 1 Gbit/s (1.25 MB) is more than 512 of them.
 pub const MAX_SACK_WORDS: usize = 16;
+/// Sequence numbers beyond the cumulative acknowledgement that one acknowledgement's
+/// SACK bitmap maps ([`MAX_SACK_WORDS`] words of 64).
+pub const SACK_SPAN: u32 = (MAX_SACK_WORDS * 64) as u32;
 /// The most header bytes a packet may need (fixed part, a MAC and a full SACK bitmap).
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + MAC_LEN + MAX_SACK_WORDS * 8;
 /// The most SACK words a data packet carries (the first 128 sequence numbers beyond the

@@ -277,10 +277,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if a.credit > 0 {
             self.persist_probes = 0;
         }
-        if out.newly_acked > 0
-            && let Some(mark) = self.spurious_rto_mark.take()
-        {
-            self.send.timeout_mark = 0;
+        if out.newly_acked > 0 && self.send.timeout_mark != 0 {
+            let mark = std::mem::take(&mut self.send.timeout_mark);
             self.check_spurious_timeout(mark, a.echo, out.before_mark);
         }
         if out.newly_acked > 0 {
@@ -494,7 +492,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // reduces ssthresh once per series too), and leave the controller's undo and
             // the Eifel mark as the second one set them.
             if self.timeouts == 2 {
-                self.spurious_rto_mark = Some(self.send.tx_order());
                 self.send.timeout_mark = self.send.tx_order();
                 self.congestion_event(now, true);
             } else {

@@ -313,11 +313,6 @@ pub struct Connection<B = Vec<u8>> {
     /// Packets the last congestion event declared lost that the peer has not yet shown
     /// (D-SACK) to have arrived: at zero the event is undone.
     undo_pending: u32,
-    /// The number of the latest transmission when a timeout last declared persistent
-    /// congestion, until the next acknowledgement of new data: if that acknowledgement
-    /// echoes a transmission no later than this, it was sent before the timeout and the
-    /// timeout was spurious (the Eifel detection of RFC 3522, the echo as its timestamp).
-    spurious_rto_mark: Option<u64>,
     /// Messages the last data packet completed (kept to reuse its allocation).
     delivered: Vec<Vec<u8>>,
     /// This side closed: answer anything the peer still sends with CLOSE.
@@ -452,7 +447,6 @@ impl<B: AsRef<[u8]>> Connection<B> {
             window_tested_until: 0,
             max_packet: config.mtu as u64,
             undo_pending: 0,
-            spurious_rto_mark: None,
             recv: RecvState::new(
                 config.recv_window,
                 config.recv_buffer_bytes,

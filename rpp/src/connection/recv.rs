@@ -2,7 +2,7 @@
 //! reassembly of fragments into messages in order, acknowledgement state and credit.
 
 use crate::time::Instant;
-use crate::wire::{MAX_SACK_WORDS, seq_lt};
+use crate::wire::{MAX_SACK_WORDS, SACK_SPAN, seq_lt};
 use std::collections::VecDeque;
 
 /// A packet that arrived ahead of the cumulative ack.
@@ -175,7 +175,7 @@ impl RecvState {
             .iter()
             .enumerate()
             .skip(1)
-            .take(MAX_SACK_WORDS * 64)
+            .take(SACK_SPAN as usize)
         {
             if slot.is_some() {
                 let bit = i - 1;

@@ -125,9 +125,11 @@ pub(crate) struct SendState<B> {
     tx_order: u64,
     /// The latest transmission known to have arrived; 0 before any.
     largest_acked_order: u64,
-    /// The latest transmission before a timeout that declared persistent congestion,
-    /// until the first acknowledgement after it (0: none): acknowledgements count the
-    /// packets they cover that were last sent before it.
+    /// The number of the latest transmission when a timeout last declared persistent
+    /// congestion, until the next acknowledgement of new data (0: none). That
+    /// acknowledgement judges the timeout (the Eifel detection of RFC 3522, the echo as
+    /// its timestamp, and the packets it covers that were last sent before the mark:
+    /// `AckOutcome::before_mark`).
     pub(crate) timeout_mark: u64,
     /// Delivery rate estimation (draft-cheng-iccrg-delivery-rate-estimation): bytes
     /// acknowledged so far, when the latest were, and when the first packet of the

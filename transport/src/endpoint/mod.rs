@@ -1603,7 +1603,7 @@ fn fit_windows_to_path(config: &mut myri_rpp::Config, configured_mtu: usize) {
     if config.mtu >= configured_mtu {
         return;
     }
-    let span = (myri_rpp::wire::MAX_SACK_WORDS * 64) as u64;
+    let span = u64::from(myri_rpp::wire::SACK_SPAN);
     let scale = |w: u32| {
         let bytes = u64::from(w) * configured_mtu as u64;
         let packets = (bytes / config.mtu.max(1) as u64).min(span);
@@ -1639,7 +1639,7 @@ mod tests {
     fn the_windows_stop_at_what_an_acknowledgement_maps() {
         // 256 packets of 65,507 bytes over a 1,500-byte path: 11,392 packets, of which an
         // acknowledgement's SACK bitmap names 1,024 at most.
-        let span = (myri_rpp::wire::MAX_SACK_WORDS * 64) as u32;
+        let span = myri_rpp::wire::SACK_SPAN;
         assert_eq!(windows(1472, 65_507, 256, 256), (span, span));
         // Windows set larger than that are not shrunk.
         assert_eq!(windows(1472, 65_507, 2048, 300), (2048, span));
