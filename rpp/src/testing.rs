@@ -21,6 +21,9 @@
 //! assert!(matches!(pair.b_events.pop_front(), Some(Event::Connected { .. })));
 //! assert!(matches!(pair.b_events.pop_front(), Some(Event::Message(m)) if m == vec![42; 100_000]));
 //! ```
+//!
+//! A [`Dumbbell`] joins several flows' data through one bottleneck link, whose queue is
+//! where their congestion controllers compete (`tests/fairness.rs` uses it).
 
 use crate::{Config, Connection, Event, Instant};
 use rand::{RngExt, SeedableRng};
@@ -115,6 +118,8 @@ pub struct LinkStats {
 struct Pending {
     at: Instant,
     order: u64,
+    /// Whose packet it is, when several flows share the link ([`Dumbbell`]).
+    tag: usize,
     bytes: Vec<u8>,
 }
 
@@ -184,7 +189,7 @@ impl Link {
         p > 0.0 && self.rng.random::<f64>() < p
     }
 
-    fn push(&mut self, at: Instant, bytes: &[u8]) {
+    fn push(&mut self, at: Instant, tag: usize, bytes: &[u8]) {
         let mut v = self.pool.pop().unwrap_or_default();
         v.clear();
         v.extend_from_slice(bytes);
@@ -193,12 +198,19 @@ impl Link {
         self.queue.push(Reverse(Pending {
             at,
             order: self.order,
+            tag,
             bytes: v,
         }));
     }
 
     /// Offers a packet at `now`.
     pub fn send(&mut self, now: Instant, packet: &[u8]) {
+        self.send_tagged(now, 0, packet);
+    }
+
+    /// Offers a packet at `now` on behalf of flow `tag`, which
+    /// [`Link::pop_due_tagged`] gives back with it.
+    pub fn send_tagged(&mut self, now: Instant, tag: usize, packet: &[u8]) {
         self.stats.offered += 1;
         if !self.up {
             self.trace = mix(self.trace, 1);
@@ -267,12 +279,12 @@ impl Link {
                 bad[bit / 8] ^= 1 << (bit % 8);
                 self.trace = mix(self.trace, 5 + bit as u64);
                 for _ in 0..copies {
-                    self.push(at, &bad);
+                    self.push(at, tag, &bad);
                 }
             }
             _ => {
                 for _ in 0..copies {
-                    self.push(at, packet);
+                    self.push(at, tag, packet);
                 }
             }
         }
@@ -286,12 +298,17 @@ impl Link {
 
     /// The next packet due at `now`, if any.
     pub fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.pop_due_tagged(now).map(|(_, bytes)| bytes)
+    }
+
+    /// The next packet due at `now`, if any, with the flow it was sent for.
+    pub fn pop_due_tagged(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
         if self.next_delivery()? > now {
             return None;
         }
         let Reverse(p) = self.queue.pop()?;
         self.stats.delivered += 1;
-        Some(p.bytes)
+        Some((p.tag, p.bytes))
     }
 
     /// Gives a delivered packet's buffer back.
@@ -549,6 +566,192 @@ impl Pair {
     /// Messages `a` received so far.
     pub fn a_messages(&mut self) -> Vec<Vec<u8>> {
         take_messages(&mut self.a_events)
+    }
+}
+
+/// One flow of a [`Dumbbell`]: `a` sends to `b`.
+pub struct Flow {
+    /// The sender.
+    pub a: Connection<Vec<u8>>,
+    /// The receiver.
+    pub b: Connection<Vec<u8>>,
+    /// The flow's own path back, from `b` to `a` (its data goes through the shared
+    /// bottleneck).
+    pub back: Link,
+    /// Bytes of messages `b` has received.
+    pub delivered: u64,
+    /// From when `a` always has data to send, in messages of how many bytes (see
+    /// [`Dumbbell::bulk`]).
+    bulk: Option<(Instant, usize)>,
+    /// Buffers `a` handed back, reused for the next bulk message.
+    spare: Vec<Vec<u8>>,
+}
+
+/// Several flows whose data shares one bottleneck link, in virtual time: the dumbbell
+/// on which congestion controllers meet. Flow `i`'s `a` sends to its `b` through
+/// [`Dumbbell::bottleneck`], whose queue is where the flows compete; each flow's
+/// acknowledgements come back over a link of its own.
+///
+/// ```
+/// use myri_rpp::testing::{Dumbbell, LinkConfig};
+/// use myri_rpp::{Config, Instant};
+/// use std::time::Duration;
+///
+/// let mut d = Dumbbell::new(vec![Config::default(); 2], LinkConfig::default(), LinkConfig::default(), 1);
+/// d.bulk(0, Instant::ZERO, 65_536);
+/// d.bulk(1, Instant::ZERO, 65_536);
+/// d.run_until(Instant::ZERO + Duration::from_millis(20));
+/// assert!(d.flows.iter().all(|f| f.delivered > 0));
+/// ```
+pub struct Dumbbell {
+    /// The flows.
+    pub flows: Vec<Flow>,
+    /// The link every flow's data crosses.
+    pub bottleneck: Link,
+    /// The virtual clock.
+    pub now: Instant,
+    buf: Vec<u8>,
+}
+
+/// How many bytes a bulk sender keeps queued: more than any window it may open.
+const BULK_QUEUED: usize = 8 << 20;
+
+impl Dumbbell {
+    /// One flow per configuration (the configuration serves both its ends), their data
+    /// through one `bottleneck`, each flow's acknowledgements over its own `back` link;
+    /// `seed` seeds the links and the flows' connection ids and incarnations.
+    pub fn new(
+        configs: Vec<Config>,
+        bottleneck: LinkConfig,
+        back: LinkConfig,
+        seed: u64,
+    ) -> Dumbbell {
+        let mut ids = ChaCha8Rng::seed_from_u64(seed ^ 0x6475_6d62);
+        let mtu = configs.iter().map(|c| c.mtu).max().unwrap_or(0);
+        let flows = configs
+            .into_iter()
+            .enumerate()
+            .map(|(i, config)| {
+                let conn_id = ids.random();
+                let a_inc = random_incarnation(&mut ids);
+                let b_inc = random_incarnation(&mut ids);
+                Flow {
+                    a: Connection::new(config.clone(), a_inc, conn_id, Instant::ZERO)
+                        .expect("valid config"),
+                    b: Connection::new(config, b_inc, conn_id, Instant::ZERO)
+                        .expect("valid config"),
+                    back: Link::new(
+                        back.clone(),
+                        seed.wrapping_mul(31).wrapping_add(i as u64 + 2),
+                    ),
+                    delivered: 0,
+                    bulk: None,
+                    spare: Vec::new(),
+                }
+            })
+            .collect();
+        Dumbbell {
+            flows,
+            bottleneck: Link::new(bottleneck, seed.wrapping_mul(31).wrapping_add(1)),
+            now: Instant::ZERO,
+            buf: vec![0; mtu],
+        }
+    }
+
+    /// From `start` on, flow `i`'s `a` always has data to send: messages of `len` bytes
+    /// are queued as earlier ones are acknowledged, more than any window holds.
+    pub fn bulk(&mut self, i: usize, start: Instant, len: usize) {
+        self.flows[i].bulk = Some((start, len));
+    }
+
+    /// Runs everything due at the current instant on every flow.
+    pub fn run_now(&mut self) {
+        let now = self.now;
+        while let Some((i, p)) = self.bottleneck.pop_due_tagged(now) {
+            self.flows[i].b.handle_packet(now, &p);
+            self.bottleneck.recycle(p);
+        }
+        for (i, flow) in self.flows.iter_mut().enumerate() {
+            while let Some(p) = flow.back.pop_due(now) {
+                flow.a.handle_packet(now, &p);
+                flow.back.recycle(p);
+            }
+            while let Some(e) = flow.a.poll_event() {
+                if let Event::Sent { msg, .. } = e {
+                    flow.spare.push(msg);
+                }
+            }
+            if let Some((start, len)) = flow.bulk
+                && now >= start
+            {
+                while flow.a.queued_bytes() < BULK_QUEUED {
+                    let mut m = flow.spare.pop().unwrap_or_default();
+                    m.resize(len, 0x5a);
+                    if flow.a.send(m).is_err() {
+                        break;
+                    }
+                }
+            }
+            for (conn, out, tag) in [
+                (&mut flow.a, &mut self.bottleneck, Some(i)),
+                (&mut flow.b, &mut flow.back, None),
+            ] {
+                if conn.poll_timeout().is_some_and(|t| t <= now) {
+                    conn.handle_timeout(now);
+                }
+                while let Some(n) = conn.poll_transmit(now, &mut self.buf) {
+                    match tag {
+                        Some(i) => out.send_tagged(now, i, &self.buf[..n]),
+                        None => out.send(now, &self.buf[..n]),
+                    }
+                }
+            }
+            while let Some(e) = flow.b.poll_event() {
+                if let Event::Message(m) = e {
+                    flow.delivered += m.len() as u64;
+                }
+            }
+        }
+    }
+
+    /// Moves the clock to the next deadline of any link, end or bulk start. Returns
+    /// false when nothing is scheduled.
+    pub fn advance(&mut self) -> bool {
+        let now = self.now;
+        let mut next = self.bottleneck.next_delivery();
+        for flow in &mut self.flows {
+            let starts = flow.bulk.map(|(start, _)| start).filter(|&s| s > now);
+            for t in [
+                flow.back.next_delivery(),
+                flow.a.poll_timeout(),
+                flow.b.poll_timeout(),
+                starts,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        match next {
+            Some(t) => {
+                self.now = self.now.max(t);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Steps until virtual time reaches `until` (or nothing is scheduled).
+    pub fn run_until(&mut self, until: Instant) {
+        while self.now <= until {
+            self.run_now();
+            let before = self.now;
+            if !self.advance() || self.now > until {
+                self.now = until.max(before);
+                break;
+            }
+        }
     }
 }
 
