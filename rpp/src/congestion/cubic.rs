@@ -1,6 +1,7 @@
 //! CUBIC (RFC 9438): after a loss the window grows along a cubic curve that is flat
 //! around the window where the loss happened and steep away from it, never slower than
-//! Reno would grow; β = 0.7, C = 0.4, with fast convergence.
+//! Reno would grow; β = 0.7, C = 0.4, with fast convergence, and Reno's own growth once
+//! the window is back where it was before the last reduction.
 
 use super::{Controller, Sizes, SlowStart, Undo};
 use crate::time::Instant;
@@ -20,6 +21,9 @@ pub struct Cubic {
     w_max: f64,
     /// The window Reno would have now, in bytes (the Reno-friendly floor).
     w_est: f64,
+    /// The window before the last reduction, in bytes, before fast convergence lowers
+    /// it (`cwnd_prior`): once `w_est` is back there, it grows as fast as Reno's.
+    prior: f64,
     /// Seconds from the epoch's start until the curve reaches `w_max` again.
     k: f64,
     /// When the current curve started (the first acknowledgement in congestion avoidance
@@ -45,6 +49,7 @@ impl Cubic {
             ssthresh: u64::MAX,
             w_max: 0.0,
             w_est: 0.0,
+            prior: 0.0,
             k: 0.0,
             epoch_start: None,
             app_limited_since: None,
@@ -106,8 +111,14 @@ impl Controller for Cubic {
         });
         let t = now.nanos_since(start) as f64 * 1e-9;
         let rtt = srtt as f64 * 1e-9;
-        // Reno's growth with CUBIC's β: 3(1 - β)/(1 + β) packets per window.
-        let alpha = 3.0 * (1.0 - BETA) / (1.0 + BETA);
+        // Reno's growth with CUBIC's β, 3(1 - β)/(1 + β) packets per window, until the
+        // estimate is back at the window before the reduction; Reno's own, one packet per
+        // window, past it (RFC 9438 §4.3).
+        let alpha = if self.w_est >= self.prior {
+            1.0
+        } else {
+            3.0 * (1.0 - BETA) / (1.0 + BETA)
+        };
         self.w_est += alpha * mss * bytes as f64 / window;
         let target = self.w_cubic(t + rtt).min(1.5 * window);
         let next = if target > window {
@@ -137,6 +148,7 @@ impl Controller for Cubic {
         self.epoch_start = None;
         self.app_limited_since = None;
         let window = self.window as f64;
+        self.prior = window;
         // Fast convergence: a flow whose window keeps shrinking leaves room to others.
         self.w_max = if window < self.w_max {
             window * (1.0 + BETA) / 2.0

@@ -135,6 +135,43 @@ fn cubic_after(acks: u64, spell: impl Fn(u64) -> u64) -> u64 {
 }
 
 #[test]
+fn cubic_grows_as_fast_as_reno_once_back_at_the_window_before_the_loss() {
+    // A millisecond round trip, where Reno's line is above CUBIC's curve (K is 4.2 s).
+    let mut c = Cubic::new(MSS, 100);
+    c.on_congestion_event(at(0), at(0), false, MSS);
+    assert_eq!(c.window(), 70 * MSS);
+    let mut now = 1000;
+    // One round: the window acknowledged in ten acknowledgements a millisecond after
+    // it was sent.
+    let mut round = |c: &mut Cubic| {
+        let w = c.window();
+        now += 1000;
+        for _ in 0..10 {
+            c.on_ack(at(now), at(now - 1000), w / 10, 1_000_000);
+        }
+    };
+    // 3(1 - 0.7)/(1 + 0.7) = 0.53 packets a round back to the 100 packets of the loss:
+    // 57 rounds.
+    let mut rounds = 0;
+    while c.window() < 100 * MSS {
+        round(&mut c);
+        rounds += 1;
+    }
+    assert!((54..=60).contains(&rounds), "{rounds} rounds");
+    // Then a packet a round, as Reno (RFC 9438 §4.3): a flow that lost much catches
+    // up with one that lost little, instead of both gaining alike.
+    let back = c.window();
+    for _ in 0..20 {
+        round(&mut c);
+    }
+    let gained = (c.window() - back) as f64 / MSS as f64;
+    assert!(
+        (19.0..=21.5).contains(&gained),
+        "{gained} packets in 20 rounds"
+    );
+}
+
+#[test]
 fn cubic_pauses_its_curve_for_application_limited_spells() {
     // Twenty seconds: the curve is back at w_max after K = cbrt(300 / 0.4) = 9.1 s and
     // then climbs its convex part, far faster than Reno's half packet a round trip.
