@@ -9,7 +9,8 @@
 #                      `myri stream --baseline`) and the share of RPP's data packets sent
 #                      again (target: >= 0.95x TCP, <= 1% retransmitted)
 #   two RPP flows      at once: each one's goodput against the other's and their
-#                      retransmissions (target: within 20% of each other, <= 2%)
+#                      retransmissions (target: within 20% of each other, <= 2%);
+#                      then two kernel TCP CUBIC flows for as long, the peer's split
 #   RPP and TCP        started together, each measured over the RPP flow's time: each
 #                      one's share of the link (target: >= 1/3 each), once with the TCP
 #                      congestion control of the namespace and once with CUBIC when that
@@ -237,6 +238,19 @@ for rate in $RATES; do
         # G*T1 - N of them with G = 2N/T2: its rate there over the faster's is
         # 2*T1/T2 - 1, that is twice the ratio of the averages less one.
         say "  two RPP flows at once: $(python3 -c "a,b=$ra,$rb; r=min(a,b)/max(a,b); print(f'{a:.1f} and {b:.1f} MB/s: the slower {r:.2f}x the faster over each one\'s time, {2*r-1:.2f}x while both ran (target >= 0.8)')"); retransmitted $(printf '%.2f' "$xa")% and $(printf '%.2f' "$xb")% (target <= 2%)"
+        # The peer in the same run: two kernel TCP CUBIC flows, started together and
+        # measured from their start for as long as both RPP flows ran (the faster one's
+        # time), the same measure.
+        both=$(python3 -c "print($two * 0.065536 / max($ra, $rb))")
+        tcp_flow_start cubic "$TCP_PORT" "$WORK/two-tcp-a.log"; ta=$TCP_PID
+        tcp_flow_start cubic $((TCP_PORT + 1)) "$WORK/two-tcp-b.log"; tb=$TCP_PID
+        t0=$(date +%s.%N)
+        sleep "$both"
+        t1=$(date +%s.%N)
+        kill -TERM "$ta" "$tb"; wait "$ta" "$tb" || true
+        first=$(tcp_rate "$WORK/two-tcp-a.log" "$t0" "$t1")
+        second=$(tcp_rate "$WORK/two-tcp-b.log" "$t0" "$t1")
+        say "    two TCP CUBIC flows as long ($(printf '%.1f' "$both") s, control): $first and $second MB/s: $(python3 -c "a,b=$first,$second; print(f'the slower {min(a,b)/max(a,b):.2f}x the faster')")"
     fi
 
     # RPP beside TCP, the two started together and each measured over the RPP flow's
