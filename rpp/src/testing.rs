@@ -520,15 +520,7 @@ impl Pair {
 
     /// Steps until virtual time reaches `until` (or nothing is scheduled).
     pub fn run_until(&mut self, until: Instant) {
-        while self.now <= until {
-            self.run_now();
-            let before = self.now;
-            if !self.advance() || self.now > until {
-                // Do not run past `until`.
-                self.now = until.max(before);
-                break;
-            }
-        }
+        step_until(self, until);
     }
 
     /// A hash of everything both links and both ends did.
@@ -744,13 +736,49 @@ impl Dumbbell {
 
     /// Steps until virtual time reaches `until` (or nothing is scheduled).
     pub fn run_until(&mut self, until: Instant) {
-        while self.now <= until {
-            self.run_now();
-            let before = self.now;
-            if !self.advance() || self.now > until {
-                self.now = until.max(before);
-                break;
-            }
+        step_until(self, until);
+    }
+}
+
+/// A simulation in virtual time: [`Pair`] or [`Dumbbell`].
+trait Stepped {
+    fn clock(&mut self) -> &mut Instant;
+    fn run_now(&mut self);
+    fn advance(&mut self) -> bool;
+}
+
+impl Stepped for Pair {
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+    fn run_now(&mut self) {
+        Pair::run_now(self);
+    }
+    fn advance(&mut self) -> bool {
+        Pair::advance(self)
+    }
+}
+
+impl Stepped for Dumbbell {
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+    fn run_now(&mut self) {
+        Dumbbell::run_now(self);
+    }
+    fn advance(&mut self) -> bool {
+        Dumbbell::advance(self)
+    }
+}
+
+/// Steps `sim` until virtual time reaches `until` (or nothing is scheduled), never past it.
+fn step_until(sim: &mut impl Stepped, until: Instant) {
+    while *sim.clock() <= until {
+        sim.run_now();
+        let before = *sim.clock();
+        if !sim.advance() || *sim.clock() > until {
+            *sim.clock() = until.max(before);
+            break;
         }
     }
 }
