@@ -205,6 +205,21 @@ print(f"{(at(t1) - at(t0)) / max(1e-9, t1 - t0) / 1e6:.2f}")
 PY
 }
 
+# tcp_pair CC_A CC_B SECONDS NAME: two TCP flows started together, for SECONDS; each
+# one's goodput from their start in MB/s, in `first` and `second` (logs NAME-a.log and
+# NAME-b.log).
+tcp_pair() {
+    local ta tb t0 t1
+    tcp_flow_start "$1" "$TCP_PORT" "$WORK/$4-a.log"; ta=$TCP_PID
+    tcp_flow_start "$2" $((TCP_PORT + 1)) "$WORK/$4-b.log"; tb=$TCP_PID
+    t0=$(date +%s.%N)
+    sleep "$3"
+    t1=$(date +%s.%N)
+    kill -TERM "$ta" "$tb"; wait "$ta" "$tb" || true
+    first=$(tcp_rate "$WORK/$4-a.log" "$t0" "$t1")
+    second=$(tcp_rate "$WORK/$4-b.log" "$t0" "$t1")
+}
+
 for rate in $RATES; do
     ip netns exec "$SHAPED_NS" tc qdisc replace dev "$SHAPED_DEV" root tbf rate "$rate" burst 32kb latency 10ms \
         || { say "tc tbf is not available"; exit 2; }
@@ -242,14 +257,7 @@ for rate in $RATES; do
         # measured from their start for as long as both RPP flows ran (the faster one's
         # time), the same measure.
         both=$(python3 -c "print($two * 0.065536 / max($ra, $rb))")
-        tcp_flow_start cubic "$TCP_PORT" "$WORK/two-tcp-a.log"; ta=$TCP_PID
-        tcp_flow_start cubic $((TCP_PORT + 1)) "$WORK/two-tcp-b.log"; tb=$TCP_PID
-        t0=$(date +%s.%N)
-        sleep "$both"
-        t1=$(date +%s.%N)
-        kill -TERM "$ta" "$tb"; wait "$ta" "$tb" || true
-        first=$(tcp_rate "$WORK/two-tcp-a.log" "$t0" "$t1")
-        second=$(tcp_rate "$WORK/two-tcp-b.log" "$t0" "$t1")
+        tcp_pair cubic cubic "$both" two-tcp
         say "    two TCP CUBIC flows as long ($(printf '%.1f' "$both") s, control): $first and $second MB/s: $(python3 -c "a,b=$first,$second; print(f'the slower {min(a,b)/max(a,b):.2f}x the faster')")"
     fi
 
@@ -271,14 +279,7 @@ for rate in $RATES; do
         say "    $(host_report "with-$tcc.out")"
     done
     if has control && [[ ${#TCP_CCS[@]} -gt 1 ]]; then
-        tcp_flow_start "${TCP_CCS[0]}" "$TCP_PORT" "$WORK/tcp-a.log"; ta=$TCP_PID
-        tcp_flow_start "${TCP_CCS[1]}" $((TCP_PORT + 1)) "$WORK/tcp-b.log"; tb=$TCP_PID
-        t0=$(date +%s.%N)
-        sleep "$(python3 -c "print($half * 0.065536 / $link_mb * 2)")"
-        t1=$(date +%s.%N)
-        kill -TERM "$ta" "$tb"; wait "$ta" "$tb" || true
-        first=$(tcp_rate "$WORK/tcp-a.log" "$t0" "$t1")
-        second=$(tcp_rate "$WORK/tcp-b.log" "$t0" "$t1")
+        tcp_pair "${TCP_CCS[0]}" "${TCP_CCS[1]}" "$(python3 -c "print($half * 0.065536 / $link_mb * 2)")" tcp
         say "  TCP (${TCP_CCS[0]}) and TCP (${TCP_CCS[1]}) at once (control): $first and $second MB/s: $(python3 -c "l=$link_mb; print(f'{$first/l:.2f} and {$second/l:.2f} of the link')")"
     fi
 done

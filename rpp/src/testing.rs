@@ -684,18 +684,16 @@ impl Dumbbell {
                     }
                 }
             }
-            for (conn, out, tag) in [
-                (&mut flow.a, &mut self.bottleneck, Some(i)),
-                (&mut flow.b, &mut flow.back, None),
+            // Both ends' packets carry the flow's tag (the return link has no use for it).
+            for (conn, out) in [
+                (&mut flow.a, &mut self.bottleneck),
+                (&mut flow.b, &mut flow.back),
             ] {
                 if conn.poll_timeout().is_some_and(|t| t <= now) {
                     conn.handle_timeout(now);
                 }
                 while let Some(n) = conn.poll_transmit(now, &mut self.buf) {
-                    match tag {
-                        Some(i) => out.send_tagged(now, i, &self.buf[..n]),
-                        None => out.send(now, &self.buf[..n]),
-                    }
+                    out.send_tagged(now, i, &self.buf[..n]);
                 }
             }
             while let Some(e) = flow.b.poll_event() {

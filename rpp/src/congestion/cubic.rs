@@ -21,9 +21,6 @@ pub struct Cubic {
     w_max: f64,
     /// The window Reno would have now, in bytes (the Reno-friendly floor).
     w_est: f64,
-    /// The window before the last reduction, in bytes, before fast convergence lowers
-    /// it (`cwnd_prior`): once `w_est` is back there, it grows as fast as Reno's.
-    prior: f64,
     /// Seconds from the epoch's start until the curve reaches `w_max` again.
     k: f64,
     /// When the current curve started (the first acknowledgement in congestion avoidance
@@ -49,7 +46,6 @@ impl Cubic {
             ssthresh: u64::MAX,
             w_max: 0.0,
             w_est: 0.0,
-            prior: 0.0,
             k: 0.0,
             epoch_start: None,
             app_limited_since: None,
@@ -114,7 +110,9 @@ impl Controller for Cubic {
         // Reno's growth with CUBIC's β, 3(1 - β)/(1 + β) packets per window, until the
         // estimate is back at the window before the reduction; Reno's own, one packet per
         // window, past it (RFC 9438 §4.3).
-        let alpha = if self.w_est >= self.prior {
+        // The window before the reduction (`cwnd_prior`) is the one its undo would
+        // restore; once undone (zero) the window is back above it anyway.
+        let alpha = if self.w_est >= self.undo.window as f64 {
             1.0
         } else {
             3.0 * (1.0 - BETA) / (1.0 + BETA)
@@ -148,7 +146,6 @@ impl Controller for Cubic {
         self.epoch_start = None;
         self.app_limited_since = None;
         let window = self.window as f64;
-        self.prior = window;
         // Fast convergence: a flow whose window keeps shrinking leaves room to others.
         self.w_max = if window < self.w_max {
             window * (1.0 + BETA) / 2.0
