@@ -20,6 +20,13 @@
 //! the application in [`Completion::Sent`](crate::Completion::Sent) (or in a failure's
 //! hand-back), waiting for the board's last read when it must.
 //!
+//! A sender that keeps buffers for its next messages should keep only registered ones,
+//! and take back those waiting in completions before it allocates: every send runs RPP,
+//! which takes acknowledgements and queues completions as it goes
+//! ([`Endpoint::pending_completions`](crate::Endpoint::pending_completions) says how many;
+//! taking them runs no progress pass). A heap buffer, handed out while the board held
+//! every DMA buffer, costs a copy at every send it carries for as long as it is kept.
+//!
 //! # External memory
 //!
 //! [`Buf::external`] wraps memory the application owns and keeps (a libfabric memory

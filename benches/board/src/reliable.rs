@@ -215,24 +215,46 @@ fn word(bytes: &[u8], i: usize) -> Option<u64> {
         .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
 }
 
-/// Takes back every completed send's buffer (kept for the next message: no allocation on
-/// the path) and notes failures.
+/// Takes back every completed send's buffer and notes failures.
 fn completions(ep: &mut Endpoint, spare: &mut Vec<Buf>) -> bool {
     let mut any = false;
     while let Some(c) = ep.poll_completion() {
         any = true;
-        if let Completion::Sent { buf: b, .. } = c {
-            spare.push(b);
-        }
+        reclaim(spare, c);
     }
     any
 }
 
-/// A buffer of `len` bytes: a spare one of that length, or a new one.
+/// Keeps a completed send's buffer for the next message when it is registered memory
+/// (no allocation on the path, and the board sends from it without a copy). A heap
+/// buffer, handed out while every registered one was taken, is let go: kept, it would
+/// cost a copy at every send it carried from then on, while the next allocation may get
+/// registered memory again.
+fn reclaim(spare: &mut Vec<Buf>, c: Completion) {
+    if let Completion::Sent { buf, .. } = c
+        && buf.is_registered()
+    {
+        spare.push(buf);
+    }
+}
+
+/// A buffer of `len` bytes: a spare one of that length, else one that a send completed
+/// since the last look gave back (sending runs RPP, which takes acknowledgements as it
+/// goes), else a new one.
 fn buffer(ep: &mut Endpoint, spare: &mut Vec<Buf>, len: usize) -> Buf {
-    match spare.iter().position(|b| b.len() == len) {
-        Some(i) => spare.swap_remove(i),
-        None => ep.alloc(len),
+    loop {
+        if let Some(i) = spare.iter().position(|b| b.len() == len) {
+            return spare.swap_remove(i);
+        }
+        if ep.pending_completions() == 0 {
+            return ep.alloc(len);
+        }
+        // Only what is already waiting: no progress pass.
+        for _ in 0..ep.pending_completions() {
+            if let Some(c) = ep.poll_completion() {
+                reclaim(spare, c);
+            }
+        }
     }
 }
 
