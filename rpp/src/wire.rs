@@ -18,7 +18,7 @@
 //! 48  message id (u64)
 //! 56  fragment index          60  fragment count          64  message length
 //! 68  transmission number of this packet (with DATA; every send and resend has its own)
-//! 72  echo: the latest transmission number received from the peer (0 = none yet)
+//! 72  echo: the transmission number that brought the peer's newest data (0 = none yet)
 //! 76  ack delay, microseconds (u16): how long the echoed packet waited for this one
 //! 78  reserved (0)
 //! 80  MAC, 16 bytes, when the integrity byte says so: BLAKE3 keyed with the shared key
@@ -530,7 +530,8 @@ pub struct HeaderRepr {
     pub msg_len: u32,
     /// This packet's transmission number (with DATA; never zero then).
     pub tx: u32,
-    /// The latest transmission number received from the peer (zero: none yet).
+    /// The transmission number that brought the newest data received from the peer (a
+    /// duplicate is not echoed; zero: none yet).
     pub echo: u32,
     /// How long the echoed packet waited for this one, in microseconds.
     pub ack_delay_us: u16,

@@ -545,6 +545,70 @@ fn timeouts_for_late_data_are_found_spurious_though_the_resends_arrived_with_it(
     }
 }
 
+/// A lone message whose packet waits on the way for several of the connection's
+/// timeouts: a stream's opening request behind a queue another flow's slow start had
+/// just filled (measured at 1 Gbit/s: a 40 us round trip from the handshake, the request
+/// held about 3 ms, four timeouts, persistent congestion, and a flow that crawled from a
+/// 10 KB threshold for seconds). Every transmission of the packet arrives together; the
+/// acknowledgement names the first, sent before the timeouts, which are then found
+/// spurious and undone: the connection is still in its first slow start.
+#[test]
+fn a_lone_packet_held_for_several_timeouts_is_found_late_not_lost() {
+    for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
+        let mut pair = Pair::new(
+            cc_config(cc, true),
+            path(Duration::from_micros(20)),
+            50 + i as u64,
+        );
+        pair.a.send(vec![1; 100]).unwrap();
+        pair.drive();
+        let before = pair.a.stats();
+        pair.a_to_b.hold_until = Some(pair.now + Duration::from_millis(3));
+        pair.a.send(vec![2; 100]).unwrap();
+        pair.drive();
+        let after = pair.a.stats();
+        assert_eq!(pair.b_messages().len(), 2, "{cc:?}");
+        assert!(after.rto_expirations >= 3, "{cc:?}: {after:?}");
+        assert_eq!(after.persistent_congestion, 1, "{cc:?}: {after:?}");
+        assert!(
+            pair.b.stats().dup_packets >= 2,
+            "{cc:?}: the resends arrived as duplicates"
+        );
+        assert_eq!(after.spurious_timeouts, 1, "{cc:?}: {after:?}");
+        assert!(after.congestion_undos >= 1, "{cc:?}: {after:?}");
+        assert_window_restored(cc, &before, &after);
+        if cc != CongestionControl::Bbr {
+            assert_eq!(after.ssthresh, before.ssthresh, "{cc:?}: {after:?}");
+        }
+    }
+}
+
+/// The same lone packet, lost with its first resends on a path that was down: the
+/// transmission that reached the peer was sent after the timeouts declared persistent
+/// congestion, and the reduction stands.
+#[test]
+fn a_lone_packet_lost_for_several_timeouts_stays_persistent_congestion() {
+    for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
+        let mut pair = Pair::new(
+            cc_config(cc, true),
+            path(Duration::from_micros(20)),
+            60 + i as u64,
+        );
+        pair.a.send(vec![1; 100]).unwrap();
+        pair.drive();
+        pair.a_to_b.up = false;
+        pair.a.send(vec![2; 100]).unwrap();
+        pair.run_until(pair.now + Duration::from_millis(3));
+        pair.a_to_b.up = true;
+        pair.drive();
+        let after = pair.a.stats();
+        assert_eq!(pair.b_messages().len(), 2, "{cc:?}");
+        assert_eq!(after.persistent_congestion, 1, "{cc:?}: {after:?}");
+        assert_eq!(after.spurious_timeouts, 0, "{cc:?}: {after:?}");
+        assert_eq!(after.congestion_undos, 0, "{cc:?}: {after:?}");
+    }
+}
+
 #[test]
 fn a_real_outage_stays_persistent_congestion() {
     for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {

@@ -279,7 +279,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         if out.newly_acked > 0 && self.send.timeout_mark != 0 {
             let mark = std::mem::take(&mut self.send.timeout_mark);
-            self.check_spurious_timeout(mark, a.echo, out.before_mark);
+            self.check_spurious_timeout(mark, a.echo, out.before_mark, a.dsack != 0);
         }
         if out.newly_acked > 0 {
             self.stats.acks_received += 1;
@@ -374,23 +374,40 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 
     /// The first acknowledgement of new data after a timeout that declared persistent
-    /// congestion: if it echoes a transmission sent before the timeout (`mark`), the
-    /// acknowledgements were late, not the packets lost (a peer host that did not run its
-    /// driver for a while, a queue that grew faster than the round-trip estimate): the
-    /// collapse of the window is undone and the packets the timeout declared lost and
-    /// that have not gone again are in flight again, for the acknowledgements on their
-    /// way to settle (any truly lost is found again by the usual rules).
+    /// congestion decides whether the timeouts were spurious. If they were, the collapse
+    /// of the window is undone and the packets the timeout declared lost and that have
+    /// not gone again are in flight again, for the acknowledgements on their way to
+    /// settle (any truly lost is found again by the usual rules).
     ///
-    /// A receiver that read the late packets and the timeouts' resends in one go echoes a
-    /// resend. Then the acknowledgement itself decides: the timeouts were spurious if it
-    /// covers packets last sent before `mark` (`before_mark`) and leaves none of them
-    /// out. After a real outage the packets that were on the wire when it began are
-    /// missing, and the ones sent again are ambiguous, so the reduction stands; it stands
-    /// too without an echo and with packets from before the mark still unacknowledged.
+    /// The echo names the transmission that brought the newest data the peer has (a
+    /// duplicate is not echoed). One sent before the timeouts (`mark`) says that the
+    /// packets were late, not lost: a peer host that did not run its driver for a while,
+    /// a queue that grew faster than the round-trip estimate, a packet whose resends
+    /// arrived right behind it. Unless the acknowledgement also reports a duplicate
+    /// (`duplicate`, its D-SACK): then a resend reached a peer that had the packet
+    /// already, as after an outage that lost the acknowledgements of the last packets
+    /// before it, and the echo may be of one of those. The timeouts were spurious then
+    /// only if nothing sent before the mark is left unacknowledged.
+    ///
+    /// Without an echo from before the mark the acknowledgement itself decides: the
+    /// timeouts were spurious if it covers packets last sent before the mark
+    /// (`before_mark`) and leaves none of them out. After a real outage the packets that
+    /// were on the wire when it began are missing, so the reduction stands.
     #[inline(never)]
-    fn check_spurious_timeout(&mut self, mark: u64, echo: Option<u64>, before_mark: u32) {
+    fn check_spurious_timeout(
+        &mut self,
+        mark: u64,
+        echo: Option<u64>,
+        before_mark: u32,
+        duplicate: bool,
+    ) {
         let echoed = echo.is_some_and(|e| e <= mark);
-        if !echoed && (before_mark == 0 || self.send.unacked_sent_by(mark)) {
+        let spurious = if echoed && !duplicate {
+            true
+        } else {
+            (echoed || before_mark > 0) && !self.send.unacked_sent_by(mark)
+        };
+        if !spurious {
             return;
         }
         self.send.restore_lost();

@@ -81,8 +81,8 @@ pub(crate) struct RecvState {
     pub(crate) oldest_unacked: Option<Instant>,
     pub(crate) dsack: u32,
     pub(crate) advertised_credit: u32,
-    /// The latest transmission number received (serial order), to echo, and when it
-    /// arrived (the echo's ack delay runs from then).
+    /// The latest transmission number (serial order) that brought data not received
+    /// before, to echo, and when it arrived (the echo's ack delay runs from then).
     pub(crate) echo: u32,
     pub(crate) echo_at: Instant,
     pool: Vec<Vec<u8>>,
@@ -186,7 +186,15 @@ impl RecvState {
         Some((words, used as u8))
     }
 
-    /// Remembers a transmission that arrived, to echo it.
+    /// Remembers a transmission that arrived with data not received before, to echo it.
+    ///
+    /// A duplicate is not echoed: the echo names the transmission that brought the data,
+    /// as TCP's timestamp echoes the earliest segment an acknowledgement covers (RFC
+    /// 7323 §4.3). When a packet and the timeouts' resends of it arrive together (it
+    /// waited behind a queue), the acknowledgement then names the first transmission,
+    /// sent before the timeouts, and the sender finds them spurious (RFC 3522); had it
+    /// echoed the last resend, the timeouts would look like a real outage and their
+    /// persistent congestion would stand.
     fn saw_transmission(&mut self, tx: u32, now: Instant) {
         if self.echo == 0 || seq_lt(self.echo, tx) {
             self.echo = tx;
@@ -302,7 +310,6 @@ impl RecvState {
     ) -> DataOutcome {
         let offset = f.seq.wrapping_sub(self.rcv_nxt);
         if seq_lt(f.seq, self.rcv_nxt) {
-            self.saw_transmission(f.tx, now);
             self.dsack = f.seq.wrapping_add(1);
             self.owe_ack(now, true);
             return DataOutcome::Duplicate;
@@ -324,12 +331,12 @@ impl RecvState {
             if self.slots.len() <= i {
                 self.slots.resize_with(i + 1, || None);
             }
-            self.saw_transmission(f.tx, now);
             if self.slots[i].is_some() {
                 self.dsack = f.seq.wrapping_add(1);
                 self.owe_ack(now, true);
                 return DataOutcome::Duplicate;
             }
+            self.saw_transmission(f.tx, now);
             let data = self.buffer_with(payload);
             self.buffered += 1;
             self.buffered_bytes += data.len();

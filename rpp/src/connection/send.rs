@@ -2,7 +2,8 @@
 //! the packets in flight, and loss detection from acknowledgements.
 //!
 //! Every transmission (first send or resend) gets the next number of one counter and
-//! carries its low 32 bits on the wire; the peer echoes the latest number it received.
+//! carries its low 32 bits on the wire; the peer echoes the latest number that brought it
+//! data it did not have.
 //! Loss is judged by transmission, as RACK does (RFC 8985): a packet in flight is lost
 //! once a transmission `packet_threshold` numbers later has arrived, or once a later one
 //! has arrived and the packet has been out for the time threshold. A lost resend is thus
