@@ -41,7 +41,8 @@
 //!   every packet the last event declared lost had in fact arrived: the reduction was
 //!   reordering's doing and is undone, as Linux's undo does; or when the first
 //!   acknowledgement after a persistent-congestion timeout echoes a transmission sent
-//!   before it (RFC 3522's Eifel detection): the acknowledgements were late, not the
+//!   before it (RFC 3522's Eifel detection; the peer echoes the transmission that
+//!   brought it new data, never a duplicate): the acknowledgements were late, not the
 //!   packets lost, and the collapse is undone.
 //!
 //! # Controllers
