@@ -545,6 +545,15 @@ fn timeouts_for_late_data_are_found_spurious_though_the_resends_arrived_with_it(
     }
 }
 
+/// Two ends of `cc` over a 40 us round trip that have exchanged one message, and are
+/// quiet.
+fn connected(cc: CongestionControl, seed: u64) -> Pair {
+    let mut pair = Pair::new(cc_config(cc, true), path(Duration::from_micros(20)), seed);
+    pair.a.send(vec![1; 100]).unwrap();
+    pair.drive();
+    pair
+}
+
 /// A lone message whose packet waits on the way for several of the connection's
 /// timeouts: a stream's opening request behind a queue another flow's slow start had
 /// just filled (measured at 1 Gbit/s: a 40 us round trip from the handshake, the request
@@ -555,13 +564,7 @@ fn timeouts_for_late_data_are_found_spurious_though_the_resends_arrived_with_it(
 #[test]
 fn a_lone_packet_held_for_several_timeouts_is_found_late_not_lost() {
     for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
-        let mut pair = Pair::new(
-            cc_config(cc, true),
-            path(Duration::from_micros(20)),
-            50 + i as u64,
-        );
-        pair.a.send(vec![1; 100]).unwrap();
-        pair.drive();
+        let mut pair = connected(cc, 50 + i as u64);
         let before = pair.a.stats();
         pair.a_to_b.hold_until = Some(pair.now + Duration::from_millis(3));
         pair.a.send(vec![2; 100]).unwrap();
@@ -589,13 +592,7 @@ fn a_lone_packet_held_for_several_timeouts_is_found_late_not_lost() {
 #[test]
 fn a_lone_packet_lost_for_several_timeouts_stays_persistent_congestion() {
     for (i, cc) in EVERY_CONTROLLER.into_iter().enumerate() {
-        let mut pair = Pair::new(
-            cc_config(cc, true),
-            path(Duration::from_micros(20)),
-            60 + i as u64,
-        );
-        pair.a.send(vec![1; 100]).unwrap();
-        pair.drive();
+        let mut pair = connected(cc, 60 + i as u64);
         pair.a_to_b.up = false;
         pair.a.send(vec![2; 100]).unwrap();
         pair.run_until(pair.now + Duration::from_millis(3));
