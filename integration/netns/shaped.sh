@@ -9,7 +9,8 @@
 #                      `myri stream --baseline`) and the share of RPP's data packets sent
 #                      again (target: >= 0.95x TCP, <= 1% retransmitted)
 #   two RPP flows      at once: each one's goodput against the other's and their
-#                      retransmissions (target: within 20% of each other, <= 2%);
+#                      retransmissions (target: within 20% of each other, <= 2%), and
+#                      each one's persistent congestions and how many were undone;
 #                      then two kernel TCP CUBIC flows for as long, the peer's split
 #   RPP and TCP        started together, each measured over the RPP flow's time: each
 #                      one's share of the link (target: >= 1/3 each), once with the TCP
@@ -253,6 +254,10 @@ for rate in $RATES; do
         # G*T1 - N of them with G = 2N/T2: its rate there over the faster's is
         # 2*T1/T2 - 1, that is twice the ratio of the averages less one.
         say "  two RPP flows at once: $(python3 -c "a,b=$ra,$rb; r=min(a,b)/max(a,b); print(f'{a:.1f} and {b:.1f} MB/s: the slower {r:.2f}x the faster over each one\'s time, {2*r-1:.2f}x while both ran (target >= 0.8)')"); retransmitted $(printf '%.2f' "$xa")% and $(printf '%.2f' "$xb")% (target <= 2%)"
+        # Timeouts in a row declare persistent congestion; found spurious, it is undone.
+        # One that stands at a flow's start leaves it to grow from a 10 KB threshold.
+        pc="'%d (%d undone)' % (r.get('persistent_congestion', 0), r.get('spurious_timeouts', 0))"
+        say "    persistent congestion: $(json "$WORK/two-a.out" "$pc") and $(json "$WORK/two-b.out" "$pc")"
         # The peer in the same run: two kernel TCP CUBIC flows, started together and
         # measured from their start for as long as both RPP flows ran (the faster one's
         # time), the same measure.
