@@ -378,12 +378,10 @@ impl Pair {
     pub fn with(a: Config, b: Config, a_to_b: LinkConfig, b_to_a: LinkConfig, seed: u64) -> Pair {
         let mtu = a.mtu.max(b.mtu);
         let mut ids = ChaCha8Rng::seed_from_u64(seed ^ 0x6964_7321);
-        let conn_id = ids.random();
-        let a_inc = random_incarnation(&mut ids);
-        let b_inc = random_incarnation(&mut ids);
+        let (conn_id, a, b) = two_ends(a, b, &mut ids);
         Pair {
-            a: Connection::new(a, a_inc, conn_id, Instant::ZERO).expect("valid config for a"),
-            b: Connection::new(b, b_inc, conn_id, Instant::ZERO).expect("valid config for b"),
+            a,
+            b,
             conn_id,
             ids,
             a_to_b: Link::new(a_to_b, seed.wrapping_mul(2).wrapping_add(1)),
@@ -624,14 +622,10 @@ impl Dumbbell {
             .into_iter()
             .enumerate()
             .map(|(i, config)| {
-                let conn_id = ids.random();
-                let a_inc = random_incarnation(&mut ids);
-                let b_inc = random_incarnation(&mut ids);
+                let (_, a, b) = two_ends(config.clone(), config, &mut ids);
                 Flow {
-                    a: Connection::new(config.clone(), a_inc, conn_id, Instant::ZERO)
-                        .expect("valid config"),
-                    b: Connection::new(config, b_inc, conn_id, Instant::ZERO)
-                        .expect("valid config"),
+                    a,
+                    b,
                     back: Link::new(
                         back.clone(),
                         seed.wrapping_mul(31).wrapping_add(i as u64 + 2),
@@ -708,21 +702,21 @@ impl Dumbbell {
     /// false when nothing is scheduled.
     pub fn advance(&mut self) -> bool {
         let now = self.now;
-        let mut next = self.bottleneck.next_delivery();
-        for flow in &mut self.flows {
-            let starts = flow.bulk.map(|(start, _)| start).filter(|&s| s > now);
-            for t in [
-                flow.back.next_delivery(),
-                flow.a.poll_timeout(),
-                flow.b.poll_timeout(),
-                starts,
-            ]
-            .into_iter()
+        let next = self
+            .flows
+            .iter_mut()
+            .flat_map(|f| {
+                let start = f.bulk.map(|(start, _)| start).filter(|&s| s > now);
+                [
+                    f.back.next_delivery(),
+                    f.a.poll_timeout(),
+                    f.b.poll_timeout(),
+                    start,
+                ]
+            })
+            .chain([self.bottleneck.next_delivery()])
             .flatten()
-            {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        }
+            .min();
         match next {
             Some(t) => {
                 self.now = self.now.max(t);
@@ -779,6 +773,23 @@ fn step_until(sim: &mut impl Stepped, until: Instant) {
             break;
         }
     }
+}
+
+/// The two ends of one connection, `a` and `b`: a random connection id and two random
+/// incarnations drawn from `ids`, as a real caller draws them from the operating system.
+fn two_ends(
+    a: Config,
+    b: Config,
+    ids: &mut ChaCha8Rng,
+) -> (u64, Connection<Vec<u8>>, Connection<Vec<u8>>) {
+    let conn_id = ids.random();
+    let a_inc = random_incarnation(ids);
+    let b_inc = random_incarnation(ids);
+    (
+        conn_id,
+        Connection::new(a, a_inc, conn_id, Instant::ZERO).expect("valid config for a"),
+        Connection::new(b, b_inc, conn_id, Instant::ZERO).expect("valid config for b"),
+    )
 }
 
 /// A random incarnation (never zero).

@@ -242,20 +242,20 @@ fn reclaim(spare: &mut Vec<Buf>, c: Completion) {
 /// since the last look gave back (sending runs RPP, which takes acknowledgements as it
 /// goes), else a new one.
 fn buffer(ep: &mut Endpoint, spare: &mut Vec<Buf>, len: usize) -> Buf {
-    loop {
-        if let Some(i) = spare.iter().position(|b| b.len() == len) {
-            return spare.swap_remove(i);
-        }
-        if ep.pending_completions() == 0 {
-            return ep.alloc(len);
-        }
-        // Only what is already waiting: no progress pass.
-        for _ in 0..ep.pending_completions() {
-            if let Some(c) = ep.poll_completion() {
-                reclaim(spare, c);
-            }
-        }
+    let take = |spare: &mut Vec<Buf>| {
+        let i = spare.iter().position(|b| b.len() == len)?;
+        Some(spare.swap_remove(i))
+    };
+    if let Some(b) = take(spare) {
+        return b;
     }
+    // Only what is already waiting: no progress pass.
+    while ep.pending_completions() > 0
+        && let Some(c) = ep.poll_completion()
+    {
+        reclaim(spare, c);
+    }
+    take(spare).unwrap_or_else(|| ep.alloc(len))
 }
 
 /// Sends a message and waits for it to come back, `iters` times; the first 8 bytes are

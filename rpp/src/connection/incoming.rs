@@ -402,11 +402,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         duplicate: bool,
     ) {
         let echoed = echo.is_some_and(|e| e <= mark);
-        let spurious = if echoed && !duplicate {
-            true
-        } else {
-            (echoed || before_mark > 0) && !self.send.unacked_sent_by(mark)
-        };
+        let spurious = (echoed && !duplicate)
+            || ((echoed || before_mark > 0) && !self.send.unacked_sent_by(mark));
         if !spurious {
             return;
         }
