@@ -297,6 +297,15 @@ impl RecvState {
         }
     }
 
+    /// A packet of data already received (`seq`): reported back at once (D-SACK), never
+    /// echoed.
+    #[cold]
+    fn duplicate(&mut self, seq: u32, now: Instant) -> DataOutcome {
+        self.dsack = seq.wrapping_add(1);
+        self.owe_ack(now, true);
+        DataOutcome::Duplicate
+    }
+
     /// Takes a data packet. `in_place` says whether the caller can deliver a whole,
     /// in-order message straight from its datagram.
     pub(crate) fn on_data(
@@ -310,9 +319,7 @@ impl RecvState {
     ) -> DataOutcome {
         let offset = f.seq.wrapping_sub(self.rcv_nxt);
         if seq_lt(f.seq, self.rcv_nxt) {
-            self.dsack = f.seq.wrapping_add(1);
-            self.owe_ack(now, true);
-            return DataOutcome::Duplicate;
+            return self.duplicate(f.seq, now);
         }
         // Out-of-order packets may fill the buffer, but never so far that the packet the
         // receiver waits for has no room: that one only counts what is in order (partly
@@ -332,9 +339,7 @@ impl RecvState {
                 self.slots.resize_with(i + 1, || None);
             }
             if self.slots[i].is_some() {
-                self.dsack = f.seq.wrapping_add(1);
-                self.owe_ack(now, true);
-                return DataOutcome::Duplicate;
+                return self.duplicate(f.seq, now);
             }
             self.saw_transmission(f.tx, now);
             let data = self.buffer_with(payload);
