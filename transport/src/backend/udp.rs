@@ -72,9 +72,12 @@
 //! drops. A kernel that refuses the offloaded send (`EINVAL`, `EIO`: no checksum offload,
 //! a segment larger than the route's MTU) gets the staged datagrams one call each, and
 //! the socket sends that way from then on ([`BackendCounters::gso_fallbacks`]). Without
-//! `mtu=`, the datagram size for a peer is the path's ([`Socket::peer_mtu`]), and the
-//! offload is turned on when that is at most half a datagram; on loopback (MTU 64 KiB)
-//! nothing changes.
+//! `mtu=`, the datagram size for a peer is the path's ([`Socket::peer_mtu`]), offload or
+//! not, and the offload is turned on when that is at most half a datagram; on loopback
+//! (MTU 64 KiB) nothing changes. Only an `mtu=` above the path's has IP fragment
+//! datagrams: a datagram is lost with any of its fragments, and under loss the receiving
+//! kernel's reassembly memory (4 MiB) fills with incomplete ones it keeps for
+//! `ipfrag_time` (30 s), dropping every fragment that comes meanwhile.
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent, Socket};
 use crate::buffer::{Buf, BufKind, PoolSlot, RecvBuf, RecvKind, SlotPool};
@@ -1123,7 +1126,10 @@ impl Socket for UdpBackend {
     }
 
     fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
-        if self.explicit_mtu || !self.gso_ok {
+        // Without offload too: datagrams IP fragments lose the whole datagram with any
+        // fragment, and under loss the receiver's reassembly memory fills with partial
+        // ones until `ipfrag_time` (30 s), dropping every fragment meanwhile.
+        if self.explicit_mtu {
             return self.mtu;
         }
         let Some(a) = Self::addr(to) else {
@@ -1133,6 +1139,7 @@ impl Socket for UdpBackend {
             Ok(p) if p >= MIN_PATH_PAYLOAD => {
                 let p = p.min(self.mtu);
                 if p <= MAX_STAGED_DATAGRAM {
+                    // Where the kernel has it and `gso=0` did not turn it off.
                     self.start_gso();
                 }
                 p
