@@ -177,20 +177,37 @@ with open('$log', 'w', buffering=1) as log:
 host_mark() {
     HOST_CPU0=$(head -n 1 /proc/stat)
     HOST_DROPS0=$(tbf_drops)
+    HOST_ELSEWHERE0=$(drops_elsewhere)
 }
 tbf_drops() {
     ip netns exec "$SHAPED_NS" tc -s qdisc show dev "$SHAPED_DEV" | grep -o 'dropped [0-9]*' | head -n 1 | awk '{print $2}'
 }
-host_report() { # OUT
-    local cpu1 drops1
+# drops_elsewhere: packets lost on the host rather than at the bottleneck, as "BACKLOG
+# RCVBUF SNDBUF": the per-CPU input backlogs every veth hands its packets to (all CPUs,
+# /proc/net/softnet_stat), the server's UDP receive buffers and the client's send buffers.
+drops_elsewhere() {
+    local backlog udp_server udp_client
+    backlog=$(python3 -c "print(sum(int(l.split()[1], 16) for l in open('/proc/net/softnet_stat')))")
+    udp_server=$(ip netns exec "$NS_SERVER" awk '/^Udp:/ { if (h) print $6; h = 1 }' /proc/net/snmp)
+    udp_client=$(ip netns exec "$NS_CLIENT" awk '/^Udp:/ { if (h) print $7; h = 1 }' /proc/net/snmp)
+    echo "$backlog $udp_server $udp_client"
+}
+host_report() { # OUT...
+    local cpu1 drops1 elsewhere1
     cpu1=$(head -n 1 /proc/stat)
     drops1=$(tbf_drops)
-    local events
-    events=$(json "$WORK/$1" "f\"{r.get('congestion_events', 0)} congestion events ({r.get('congestion_undos', 0)} undone)\"")
+    elsewhere1=$(drops_elsewhere)
+    local events="" lost=0 f
+    for f in "$@"; do
+        events+="${events:+; }$(json "$WORK/$f" "f\"{r.get('congestion_events', 0)} congestion events ({r.get('congestion_undos', 0)} undone)\"")"
+        lost=$((lost + $(json "$WORK/$f" "r.get('lost', 0)")))
+    done
     python3 -c "
 a = list(map(int, '$HOST_CPU0'.split()[1:])); b = list(map(int, '$cpu1'.split()[1:]))
 d = [y - x for x, y in zip(a, b)]
-print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)); RPP: $events')"
+e = [y - x for x, y in zip(map(int, '$HOST_ELSEWHERE0'.split()), map(int, '$elsewhere1'.split()))]
+print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)), '
+      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events')"
 }
 
 # tcp_rate LOG FROM TO: a logged TCP flow's goodput in MB/s between two times.
@@ -247,6 +264,7 @@ for rate in $RATES; do
 
     if has two; then
         two=$(python3 -c "print(max(200, int($link_mb * $TWO_SECONDS / 0.065536)))")
+        host_mark
         stream two-a.out "$two" 1 & a=$!
         stream two-b.out "$two" 1 & b=$!
         wait "$a" || fail "the first of two flows failed"
@@ -263,6 +281,7 @@ for rate in $RATES; do
         # One that stands at a flow's start leaves it to grow from a 10 KB threshold.
         pc="'%d (%d undone)' % (r.get('persistent_congestion', 0), r.get('spurious_timeouts', 0))"
         say "    persistent congestion: $(json "$WORK/two-a.out" "$pc") and $(json "$WORK/two-b.out" "$pc")"
+        say "    $(host_report two-a.out two-b.out)"
         # The peer in the same run: two kernel TCP CUBIC flows, started together and
         # measured from their start for as long as both RPP flows ran (the faster one's
         # time), the same measure.
