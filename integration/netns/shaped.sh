@@ -40,13 +40,13 @@
 # loss epoch, and in four-second runs (TCP_SECONDS=2) two kernel TCP CUBIC flows split the
 # link unevenly too: TCP_CCS="cubic cubic" runs that control), TWO_SECONDS (default 60:
 # the seconds of the whole link each of the two RPP flows carries, so they run together
-# about twice that long. At an overflow of the drop-tail queue the packet or two dropped
-# belong to one flow, drawn by its share, and it alone reduces: the split is a random
-# walk that overflows once a second or two even out slowly. `lottery.py` models it: two
-# such flows come within a fifth of each other in three runs of four over 20 s, in 98 of
-# 100 over a minute and in all but one of 300 over two, however they start. On the real
-# path the draw evens out less than in the model: 16 of 18 two-minute runs at 1 Gbit/s,
-# and as many for two kernel CUBIC flows, see RESULTS).
+# about twice that long. At an overflow of the drop-tail queue the few packets dropped
+# belong to one flow, and it alone reduces: the split is a random walk that overflows
+# once a second or two even out slowly. The flow hit is the larger one in 54% of
+# overflows here, between coin flips and a draw by window (60%). `lottery.py` models
+# it: with that draw two such flows come within a fifth of each other in about three
+# runs of five over 20 s and 29 of 30 over two minutes, however they start; measured,
+# 28 of 30 two-minute runs at 1 Gbit/s, see RESULTS).
 # Exit codes: 0 it ran (the targets are reported, not enforced: this is a benchmark);
 # 1 a run failed; 2 the namespaces could not be made. Needs root, iproute2 and python3.
 set -euo pipefail
