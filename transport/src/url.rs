@@ -55,8 +55,7 @@
 //! makes the IP layer fragment each datagram: a lossless path then carries more bytes
 //! per system call, but a datagram is lost with any of its fragments, and under loss the
 //! receiving kernel's reassembly memory fills with incomplete datagrams and drops every
-//! fragment for up to 30 s (two RPP flows of 64 KiB datagrams through a full 1 Gbit/s
-//! queue stalled so).
+//! fragment until they time out (`ipfrag_time`, 30 s by default).
 //!
 //! # Reliability, parameters and peers
 //!

@@ -74,10 +74,10 @@
 //! the socket sends that way from then on ([`BackendCounters::gso_fallbacks`]). Without
 //! `mtu=`, the datagram size for a peer is the path's ([`Socket::peer_mtu`]), offload or
 //! not, and the offload is turned on when that is at most half a datagram; on loopback
-//! (MTU 64 KiB) nothing changes. Only an `mtu=` above the path's has IP fragment
-//! datagrams: a datagram is lost with any of its fragments, and under loss the receiving
-//! kernel's reassembly memory (4 MiB) fills with incomplete ones it keeps for
-//! `ipfrag_time` (30 s), dropping every fragment that comes meanwhile.
+//! (MTU 64 KiB) nothing changes. Only an `mtu=` above the path's makes IP fragment the
+//! datagrams: a datagram is then lost with any of its fragments, and under loss the
+//! receiving kernel's reassembly memory fills with incomplete ones it keeps for
+//! `ipfrag_time` (30 s by default), dropping every fragment that comes meanwhile.
 
 use super::{Backend, BackendCounters, BackendEvent, Incoming, RemoteAddr, Sent, Socket};
 use crate::buffer::{Buf, BufKind, PoolSlot, RecvBuf, RecvKind, SlotPool};
