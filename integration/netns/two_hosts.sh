@@ -49,13 +49,22 @@ QUERY='?gso=0' client no-offload.out stream --size 65536 --count 200 --rounds 2 
 grep -q '"errors":0' "$WORK/no-offload.out" || fail "stream errors without offload"
 grep -q '"delivered":400' "$WORK/no-offload.out" || fail "the stream without offload lost messages"
 grep -q '"gso_sends":0' "$WORK/no-offload.out" || fail "gso=0 sent with segmentation offload"
-# 400 messages of 64 KiB in datagrams the link carries whole: more than 17,000 of them.
+# packet_payload: the message bytes one datagram carries (its size less RPP's headers).
+payload() { grep -Eo '"packet_payload":[0-9]+' "$WORK/$1" | tail -n 1 | cut -d: -f2; }
+# Datagrams the link carries whole (1,472 bytes), offload or not; and so 400 messages of
+# 64 KiB went as more than 17,000 of them.
+p=$(payload stream.out)
+[[ ${p:-0} -gt 1000 && ${p:-0} -lt 1472 ]] || fail "the default stream's packets carry ${p:-no} bytes, not the path's"
+p=$(payload no-offload.out)
+[[ ${p:-0} -gt 1000 && ${p:-0} -lt 1472 ]] || fail "gso=0's packets carry ${p:-no} bytes, not the path's"
 sent=$(grep -Eo '"data_sent":[0-9]+' "$WORK/no-offload.out" | tail -n 1 | cut -d: -f2)
 [[ ${sent:-0} -gt 17000 ]] || fail "gso=0 sent ${sent:-no} data packets: not datagrams of the path's size"
 
 QUERY='?mtu=65507' client fragmented.out stream --size 65536 --count 200 --rounds 2 --baseline --verify
 grep -q '"errors":0' "$WORK/fragmented.out" || fail "stream errors with fragmented datagrams"
 grep -q '"delivered":400' "$WORK/fragmented.out" || fail "the stream of fragmented datagrams lost messages"
+p=$(payload fragmented.out)
+[[ ${p:-0} -gt 60000 ]] || fail "mtu=65507's packets carry ${p:-no} bytes: the datagrams were not that large"
 
 client random.out stream --random-sizes 1048576 --count 300 --rounds 1 --verify
 grep -q '"delivered":300' "$WORK/random.out" || fail "the random-size stream lost messages"

@@ -348,6 +348,12 @@ impl Client {
         self.ep.peer_stats(self.peer)
     }
 
+    /// The longest message to the server that goes as one packet (reliable mode): the
+    /// datagram size the endpoint chose for the path, less RPP's headers.
+    pub fn packet_payload(&self) -> Option<usize> {
+        self.ep.peer_packet_payload(self.peer)
+    }
+
     /// Largest message the endpoint sends.
     pub fn max_message_size(&self) -> usize {
         self.ep.capabilities().max_message_size

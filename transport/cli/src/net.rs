@@ -216,6 +216,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "loss_packet_threshold": r.loss_packet_threshold,
             "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
             "paced": r.paced, "local_congestion": r.local_congestion,
+            "packet_payload": client.packet_payload(),
         })
     });
     json!({
