@@ -51,12 +51,15 @@ grep -q '"delivered":400' "$WORK/no-offload.out" || fail "the stream without off
 grep -q '"gso_sends":0' "$WORK/no-offload.out" || fail "gso=0 sent with segmentation offload"
 # packet_payload: the message bytes one datagram carries (its size less RPP's headers).
 payload() { grep -Eo '"packet_payload":[0-9]+' "$WORK/$1" | tail -n 1 | cut -d: -f2; }
-# Datagrams the link carries whole (1,472 bytes), offload or not; and so 400 messages of
-# 64 KiB went as more than 17,000 of them.
-p=$(payload stream.out)
-[[ ${p:-0} -gt 1000 && ${p:-0} -lt 1472 ]] || fail "the default stream's packets carry ${p:-no} bytes, not the path's"
-p=$(payload no-offload.out)
-[[ ${p:-0} -gt 1000 && ${p:-0} -lt 1472 ]] || fail "gso=0's packets carry ${p:-no} bytes, not the path's"
+# path_sized OUT WHAT: OUT's datagrams were ones the link carries whole (1,472 bytes).
+path_sized() {
+    local p
+    p=$(payload "$1")
+    [[ ${p:-0} -gt 1000 && ${p:-0} -lt 1472 ]] || fail "$2's packets carry ${p:-no} bytes, not the path's"
+}
+# Offload or not; and so 400 messages of 64 KiB went as more than 17,000 datagrams.
+path_sized stream.out "the default stream"
+path_sized no-offload.out "gso=0"
 sent=$(grep -Eo '"data_sent":[0-9]+' "$WORK/no-offload.out" | tail -n 1 | cut -d: -f2)
 [[ ${sent:-0} -gt 17000 ]] || fail "gso=0 sent ${sent:-no} data packets: not datagrams of the path's size"
 

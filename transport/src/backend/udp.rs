@@ -1126,9 +1126,8 @@ impl Socket for UdpBackend {
     }
 
     fn peer_mtu(&mut self, to: &RemoteAddr) -> usize {
-        // Without offload too: datagrams IP fragments lose the whole datagram with any
-        // fragment, and under loss the receiver's reassembly memory fills with partial
-        // ones until `ipfrag_time` (30 s), dropping every fragment meanwhile.
+        // The path's size with or without offload: fragments stall under loss (see the
+        // module documentation).
         if self.explicit_mtu {
             return self.mtu;
         }
