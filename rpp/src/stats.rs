@@ -118,6 +118,11 @@ pub struct Stats {
     pub cwnd_limited: u64,
     /// Times the pacer held a packet back.
     pub paced: u64,
+    /// Batches of new data sent on a paced path (see [`Gather::batch_end`](crate::Gather::batch_end)).
+    pub batches: u64,
+    /// Times a batch's first packet waited for the congestion window to have room for
+    /// the whole batch.
+    pub batch_holds: u64,
     /// Packets the driver's network stack dropped on their way out, as the driver told
     /// [`Connection::on_local_congestion`](crate::Connection::on_local_congestion) (each a
     /// congestion signal; those that reduced the window count in `congestion_events`).

@@ -11,7 +11,9 @@
 //! as much of the smaller) and, with CUBIC, the late flow's faster growth once it is past
 //! its window before the loss (RFC 9438 §4.3). At 1 Gbit/s, where the queue is 850
 //! packets and the losses come about every two seconds, that takes some ten seconds, so
-//! the test there measures from the tenth second on.
+//! the test there measures the fifty seconds from the tenth on: over twenty, with about
+//! ten losses per flow, a split is still a draw (`benches/RESULTS.md`, "Two flows: batches
+//! of one burst").
 
 use myri_rpp::congestion::CongestionControl;
 use myri_rpp::testing::{Dumbbell, LinkConfig};
@@ -110,7 +112,7 @@ fn two_flows_share_200_mbit_within_a_fifth() {
 #[test]
 fn two_cubic_flows_at_1_gbit_come_within_a_fifth_after_ten_seconds() {
     for late in [0, 2, 100].map(Duration::from_millis) {
-        let o = two_flows(CongestionControl::Cubic, 1000, late, 10, 30);
+        let o = two_flows(CongestionControl::Cubic, 1000, late, 10, 60);
         assert!(o.share >= 0.8, "{late:?} late: {o:?}");
         assert!(o.used >= 0.93, "{late:?} late: {o:?}");
         assert!(o.resent <= 0.02, "{late:?} late: {o:?}");

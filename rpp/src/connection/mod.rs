@@ -15,7 +15,7 @@ use crate::wire::{
     self, DATA_SACK_WORDS, Header, HeaderRepr, Integrity, MAX_HEADER_LEN, MAX_SACK_WORDS, flags,
 };
 use core::ops::Range;
-use pacing::Pacer;
+use pacing::{BURST_INTERVAL, Pacer};
 use recv::{DataOutcome, FragmentInfo, RecvState};
 use send::SendState;
 use std::collections::VecDeque;
@@ -190,6 +190,11 @@ pub struct Gather<'a, B> {
     /// a packet without payload): a channel that can send from the message's own memory
     /// (a DMA from a lent buffer) finds it here.
     pub message: Option<(&'a B, usize)>,
+    /// The packet ends a batch of new data on a paced path (one burst of the pacer,
+    /// sent whole): a driver that coalesces packets into one segmentation-offload send
+    /// sends what it holds now, so that each send is one batch (see the crate docs,
+    /// "Pacing and the driver").
+    pub batch_end: bool,
 }
 
 /// Longest payload [`Connection::poll_transmit_gather`] copies behind the header when
@@ -205,6 +210,8 @@ struct Plan {
     /// The SACK bitmap, when packets wait beyond a gap.
     sack: Option<([u64; MAX_SACK_WORDS], u8)>,
     payload: Option<(u64, u32)>,
+    /// The packet ends a batch.
+    batch_end: bool,
 }
 
 impl Plan {
@@ -301,6 +308,12 @@ pub struct Connection<B = Vec<u8>> {
     pacer: Option<Pacer>,
     /// When the pacer lets the data packet it held back go.
     pacing_deadline: Option<Instant>,
+    /// New packets still to go in the batch under way (see the pacer's module docs).
+    batch_left: u64,
+    /// The packet being planned ends a batch.
+    batch_end: bool,
+    /// A batch waits for room in the congestion window (counted once per wait).
+    batch_held: bool,
     /// The bytes delivered once the last flight that tested the congestion window (came
     /// within a packet of it, or was held back by it) has been acknowledged: until then
     /// acknowledgements are window-limited, as Linux keeps `is_cwnd_limited` for one flight
@@ -443,6 +456,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
             cc,
             app_limited: false,
             pacer: config.pacing.then(|| Pacer::new(config.mtu as u64, now)),
+            batch_left: 0,
+            batch_end: false,
+            batch_held: false,
             pacing_deadline: None,
             window_tested_until: 0,
             max_packet: config.mtu as u64,
@@ -558,6 +574,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// `now` (`usize::MAX`: neither limits): a driver that sends GSO batches sizes its
     /// next batch by it. [`Connection::poll_transmit`] may give fewer (the send window,
     /// the peer's credit, or nothing to send), and acknowledgements are never held back.
+    /// On a paced path it is 0 until a whole batch may go ([`Gather::batch_end`]).
     pub fn send_budget(&mut self, now: Instant) -> usize {
         let room = if self.cc.is_some() {
             self.cwnd
@@ -575,7 +592,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 tokens / self.max_packet
             }
         });
-        usize::try_from(room.min(paced)).unwrap_or(usize::MAX)
+        let budget = room.min(paced);
+        // A batch goes whole or not at all.
+        let budget = if budget < self.batch_size() {
+            0
+        } else {
+            budget
+        };
+        usize::try_from(budget).unwrap_or(usize::MAX)
     }
 
     /// The pacing rate in bytes per second (0: nothing paced, as before a round-trip

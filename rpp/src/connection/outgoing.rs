@@ -64,15 +64,42 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.send.bytes_in_flight < self.cwnd
     }
 
-    /// When the pacer lets the next packet go, if not now (asked only once its bucket
-    /// runs low).
+    /// When the pacer lets the next `packets` packets go, if not now (asked only once its
+    /// bucket runs low).
     #[inline(never)]
-    fn paced_until(&mut self, now: Instant) -> Option<Instant> {
+    fn paced_until(&mut self, now: Instant, packets: u64) -> Option<Instant> {
         let (rate, window) = self.pacing_inputs();
-        let t = self.pacer.as_mut()?.delay(now, rate, window)?;
+        let t = self.pacer.as_mut()?.delay(now, rate, window, packets)?;
         self.stats.paced += 1;
         self.pacing_deadline = Some(t);
         Some(t)
+    }
+
+    /// The packets of the batch the next new packet would start, 0 for none (see the
+    /// pacer's module documentation): none is under way, congestion control and pacing
+    /// are on and the pacer spreads the window, the window holds two batches, and a
+    /// batch's worth of new data waits (a shorter tail goes at once).
+    #[inline]
+    pub(super) fn batch_size(&self) -> u64 {
+        // Below a quarter of a burst's time no pacing rate spreads a window (the cheap
+        // answer for a cluster link, asked for every packet).
+        if self.batch_left != 0
+            || self.cc.is_none()
+            || self.pacer.is_none()
+            || self.rtt.srtt_nanos() < BURST_INTERVAL / 4
+        {
+            return 0;
+        }
+        let (rate, window) = self.pacing_inputs();
+        match Pacer::batch(rate, window, self.max_packet) {
+            Some(size)
+                if self.cwnd >= 2 * size * self.max_packet
+                    && self.send.unsent_at_least(size as usize) =>
+            {
+                size
+            }
+            _ => 0,
+        }
     }
 
     /// The next data packet, a resend before a new one, if the congestion window and
@@ -89,6 +116,20 @@ impl<B: AsRef<[u8]>> Connection<B> {
         // timer's probe must go whatever the window).
         let resend = has_resend && (room || self.send.in_flight == 0);
         let new = self.new_packet_may_go(sending);
+        // A new packet that starts a batch waits for room for the whole batch (an
+        // acknowledgement of the flight brings it: the window holds two batches).
+        let batch = if !resend && new { self.batch_size() } else { 0 };
+        if batch != 0
+            && self.cwnd.saturating_sub(self.send.bytes_in_flight) < batch * self.max_packet
+        {
+            if !self.batch_held {
+                self.batch_held = true;
+                self.stats.batch_holds += 1;
+            }
+            // The window was tested: this flight's acknowledgements may grow it.
+            self.window_tested();
+            return None;
+        }
         if !resend && !new {
             if !room
                 && sending
@@ -101,7 +142,17 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             return None;
         }
-        if self.pacer.as_ref().is_some_and(|p| !p.has_tokens()) && self.paced_until(now).is_some() {
+        // The rest of a batch goes with its first packet; anything else asks the pacer,
+        // a batch's first packet for the whole batch.
+        let mid_batch = !resend && self.batch_left != 0;
+        let packets = batch.max(1);
+        if !mid_batch
+            && self
+                .pacer
+                .as_ref()
+                .is_some_and(|p| !p.has_tokens_for(packets))
+            && self.paced_until(now, packets).is_some()
+        {
             return None;
         }
         let d = match self.send.next_retransmit(now) {
@@ -121,6 +172,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
             None if new => {
                 let d = self.send.next_new(now)?;
                 self.stats.data_sent += 1;
+                if batch != 0 {
+                    self.batch_left = batch - 1;
+                    self.batch_held = false;
+                    self.stats.batches += 1;
+                } else if self.batch_left != 0 {
+                    self.batch_left -= 1;
+                    self.batch_end = self.batch_left == 0;
+                }
                 d
             }
             None => return None,
@@ -166,6 +225,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 repr,
                 sack: None,
                 payload: None,
+                batch_end: false,
             });
         }
         if self.challenge_due
@@ -189,6 +249,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 repr,
                 sack: None,
                 payload: None,
+                batch_end: false,
             });
         }
         // What goes: a resend, a new fragment, or a packet of its own for an
@@ -218,6 +279,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         } else {
             self.take_data(now, sending)
         };
+        let batch_end = core::mem::take(&mut self.batch_end);
         let mut flags = 0;
         if data.is_some() {
             flags |= flags::DATA;
@@ -309,6 +371,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             repr,
             sack,
             payload: data.map(|(_, id, frag)| (id, frag)),
+            batch_end,
         })
     }
 
@@ -370,6 +433,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 header_len: total,
                 payload: &[],
                 message: None,
+                batch_end: plan.batch_end,
             });
         }
         wire::seal(
@@ -381,6 +445,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             header_len,
             payload,
             message,
+            batch_end: plan.batch_end,
         })
     }
 

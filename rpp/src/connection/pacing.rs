@@ -8,6 +8,19 @@
 //! [`MIN_BURST_PACKETS`] packets and at most the window. On a microsecond-RTT link the
 //! burst is the whole window, so pacing never delays a packet there; on a long path it
 //! keeps the queue a burst deep. Acknowledgements are never paced.
+//!
+//! # Batches
+//!
+//! Where the pacer spreads the window (a burst is less than the window), a flow with
+//! data queued sends its new packets in batches of one burst ([`Pacer::batch`]): a batch
+//! starts only when the congestion window has room for all of it and the pacer has its
+//! tokens, and then goes whole, and the driver coalesces it into one
+//! segmentation-offload send ([`Gather::batch_end`](crate::Gather::batch_end)). So a
+//! flow's buffers grow with its rate, as Linux sizes a paced TCP flow's (a millisecond's
+//! worth): a drop-tail queue that overflows then more often drops from the larger flow,
+//! about as often as its share of the window, which is what evens two flows out. Sized
+//! by whatever the last acknowledgement released, two flows' buffers were drawn nearer
+//! a coin's odds (RESULTS: "Two flows: whose packets the queue drops").
 
 use crate::time::Instant;
 
@@ -18,8 +31,11 @@ use crate::time::Instant;
 /// sent a third below its pacing rate and its window never filled (RESULTS: "RPP beside
 /// TCP at 1 Gbit/s with 1,500-byte frames").
 pub(crate) const BURST_INTERVAL: u64 = 1_000_000;
-/// A burst is at least this many packets (a GSO batch's worth).
+/// A burst, and a batch (see the module documentation), is at least this many packets.
 pub(crate) const MIN_BURST_PACKETS: u64 = 4;
+/// A batch is at most this many bytes (one segmentation-offload send's worth), but at
+/// least [`MIN_BURST_PACKETS`].
+pub(crate) const MAX_BATCH_BYTES: u64 = 64 << 10;
 
 /// The token bucket.
 #[derive(Debug, Clone)]
@@ -53,25 +69,46 @@ impl Pacer {
         u64::try_from(per_sec).unwrap_or(u64::MAX)
     }
 
-    /// Whether a packet of the largest size may go without asking [`Pacer::delay`].
+    /// Whether a batch of `packets` packets of the largest size may go without asking
+    /// [`Pacer::delay`].
     #[inline]
-    pub(crate) fn has_tokens(&self) -> bool {
-        self.tokens >= self.max_packet
+    pub(crate) fn has_tokens_for(&self, packets: u64) -> bool {
+        self.tokens >= self.max_packet * packets
     }
 
-    /// When a packet of the largest size may go, if not now: `None` means now. At a
-    /// `rate` (bytes per second) of 0, as without a round-trip sample, nothing is paced;
-    /// a burst is at most `window` bytes.
+    /// When `packets` packets of the largest size may go, if not now: `None` means now.
+    /// At a `rate` (bytes per second) of 0, as without a round-trip sample, nothing is
+    /// paced; a burst is at most `window` bytes (and at least [`MIN_BURST_PACKETS`]), and
+    /// more packets than the bucket holds wait for a full bucket.
     #[inline]
-    pub(crate) fn delay(&mut self, now: Instant, rate: u64, window: u64) -> Option<Instant> {
-        if self.tokens >= self.max_packet || rate == 0 {
+    pub(crate) fn delay(
+        &mut self,
+        now: Instant,
+        rate: u64,
+        window: u64,
+        packets: u64,
+    ) -> Option<Instant> {
+        if self.has_tokens_for(packets) || rate == 0 {
             return None;
         }
-        self.refill(now, rate, window)
+        self.refill(now, rate, window, packets)
+    }
+
+    /// Packets of a batch (see the module documentation) for packets of `max_packet`
+    /// bytes at `rate`, or `None` where the pacer does not spread a window of `window`
+    /// bytes (a burst is the whole window, as on a microsecond round trip).
+    pub(crate) fn batch(rate: u64, window: u64, max_packet: u64) -> Option<u64> {
+        let burst = u128::from(rate) * u128::from(BURST_INTERVAL) / 1_000_000_000;
+        if rate == 0 || burst >= u128::from(window) {
+            return None;
+        }
+        let most = (MAX_BATCH_BYTES / max_packet.max(1)).max(MIN_BURST_PACKETS);
+        let packets = u64::try_from(burst / u128::from(max_packet.max(1))).unwrap_or(most);
+        Some(packets.clamp(MIN_BURST_PACKETS, most))
     }
 
     #[inline(never)]
-    fn refill(&mut self, now: Instant, rate: u64, window: u64) -> Option<Instant> {
+    fn refill(&mut self, now: Instant, rate: u64, window: u64, packets: u64) -> Option<Instant> {
         let rate = rate.max(1);
         let burst = u64::try_from(u128::from(rate) * u128::from(BURST_INTERVAL) / 1_000_000_000)
             .unwrap_or(u64::MAX);
@@ -85,10 +122,11 @@ impl Pacer {
             u64::try_from((u128::from(elapsed) * u128::from(rate)).div_ceil(1_000_000_000))
                 .unwrap_or(u64::MAX);
         self.tokens = self.tokens.saturating_add(earned).min(self.capacity);
-        if self.tokens >= self.max_packet {
+        let need = (self.max_packet * packets).min(self.capacity);
+        if self.tokens >= need {
             return None;
         }
-        let missing = self.max_packet - self.tokens;
+        let missing = need - self.tokens;
         let wait = (u128::from(missing) * 1_000_000_000).div_ceil(u128::from(rate));
         Some(now.add_nanos(u64::try_from(wait).unwrap_or(u64::MAX).max(1)))
     }
@@ -104,7 +142,7 @@ impl Pacer {
         if rate == 0 {
             return u64::MAX;
         }
-        let _ = self.refill(now, rate, window);
+        let _ = self.refill(now, rate, window, 1);
         self.tokens
     }
 }
@@ -121,7 +159,7 @@ mod tests {
         let mut now = Instant::ZERO;
         let mut sent_at = Vec::new();
         while sent_at.len() < 40 {
-            match p.delay(now, Pacer::rate(window, srtt, false), window) {
+            match p.delay(now, Pacer::rate(window, srtt, false), window, 1) {
                 None => {
                     p.on_sent(mtu);
                     sent_at.push(now);
@@ -143,18 +181,50 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_waits_for_the_tokens_of_all_its_packets() {
+        // 10 MB/s: a millisecond's burst is 10 packets of 1000 B.
+        let (mtu, window, rate) = (1000, 100_000, 10_000_000);
+        let mut p = Pacer::new(mtu, Instant::ZERO);
+        assert!(p.has_tokens_for(MIN_BURST_PACKETS));
+        for _ in 0..MIN_BURST_PACKETS - 1 {
+            p.on_sent(mtu);
+        }
+        // One packet's tokens left: a single packet goes, a batch waits for three more
+        // packets' worth (300 us at 10 MB/s).
+        assert!(p.delay(Instant::ZERO, rate, window, 1).is_none());
+        let t = p
+            .delay(Instant::ZERO, rate, window, MIN_BURST_PACKETS)
+            .unwrap();
+        assert_eq!(t, Instant::from_nanos(300_000));
+        assert!(p.delay(t, rate, window, MIN_BURST_PACKETS).is_none());
+        assert_eq!(Pacer::batch(rate, window, mtu), Some(10));
+        assert_eq!(
+            Pacer::batch(rate / 10, window, mtu),
+            Some(MIN_BURST_PACKETS)
+        );
+        assert_eq!(Pacer::batch(rate * 100, 100 * window, mtu), Some(65));
+        // A batch larger than the bucket waits for a full bucket (a millisecond's worth).
+        for _ in 0..MIN_BURST_PACKETS {
+            p.on_sent(mtu);
+        }
+        let t2 = p.delay(t, rate, window, 100).unwrap();
+        assert_eq!(t2.nanos_since(t), 1_000_000);
+    }
+
+    #[test]
     fn a_microsecond_round_trip_is_never_paced() {
         let (mtu, window, srtt) = (8192, 80 * 8192, 20_000);
         let mut p = Pacer::new(mtu, Instant::ZERO);
         let mut now = Instant::ZERO;
         let rate = Pacer::rate(window, srtt, true);
         // Warm up: the burst becomes the window.
-        assert!(p.delay(now, rate, window).is_none());
+        assert!(p.delay(now, rate, window, 1).is_none());
         for _ in 0..4 {
             p.on_sent(mtu);
         }
         now = now.add_nanos(srtt);
-        assert!(p.delay(now, rate, window).is_none());
+        assert!(p.delay(now, rate, window, 1).is_none());
+        assert_eq!(Pacer::batch(rate, window, mtu), None);
         assert_eq!(p.available(now, rate, window), window);
     }
 }

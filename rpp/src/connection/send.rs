@@ -247,6 +247,18 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.packetize < self.messages.len()
     }
 
+    /// Whether at least `n` packets wait to be sent for the first time.
+    pub(crate) fn unsent_at_least(&self, n: usize) -> bool {
+        let mut unsent = 0;
+        for m in self.messages.range(self.packetize..) {
+            unsent += (m.frags - m.next_frag) as usize;
+            if unsent >= n {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Whether anything at all is held (queued or unacknowledged).
     pub(crate) fn is_idle(&self) -> bool {
         self.messages.is_empty()
