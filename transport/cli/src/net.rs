@@ -215,7 +215,8 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
             "reordering_steps": r.reordering_steps,
             "loss_packet_threshold": r.loss_packet_threshold,
             "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
-            "paced": r.paced, "local_congestion": r.local_congestion,
+            "paced": r.paced, "batches": r.batches, "batch_holds": r.batch_holds,
+            "local_congestion": r.local_congestion,
             "packet_payload": client.packet_payload(),
         })
     });

@@ -65,8 +65,9 @@
 //! buffer instead of sending it, and sends the buffer with one `sendmsg` carrying a
 //! `UDP_SEGMENT` control message (the kernel, or the NIC, cuts it into datagrams of the
 //! first packet's size) when a packet of another size or for another peer comes, when it
-//! holds 64 datagrams or a datagram's worth of bytes, and at the end of the endpoint's
-//! transmit pass ([`Socket::flush`]). The socket has `UDP_GRO` on, so the kernel hands
+//! holds 64 datagrams or a datagram's worth of bytes, at the end of a paced batch
+//! (`Gather::batch_end`: so a paced flow's buffers are one burst each), and at the end of
+//! the endpoint's transmit pass ([`Socket::flush`]). The socket has `UDP_GRO` on, so the kernel hands
 //! over a run of datagrams of one flow in one buffer with their size; the buffer (a slab
 //! slot) is split into one view per datagram, shared, back in the slab when the last view
 //! drops. A kernel that refuses the offloaded send (`EINVAL`, `EIO`: no checksum offload,

@@ -1325,6 +1325,7 @@ impl Endpoint {
             let Some(g) = conn.poll_transmit_gather(now, header) else {
                 break;
             };
+            let batch_end = g.batch_end;
             let result =
                 backend.send_packet(&slot.addr, &header[..g.header_len], g.payload, g.message);
             match result {
@@ -1332,6 +1333,11 @@ impl Endpoint {
                     sent = true;
                     stats.datagrams_sent += 1;
                     stats.transmit_copies += u64::from(s.copied);
+                    if batch_end {
+                        // One offloaded send per batch: buffers of one size (see
+                        // `Gather::batch_end`). Would-block keeps them for the next pass.
+                        let _ = backend.flush();
+                    }
                 }
                 // No room after all: on the board (no free send buffer) the packet waits
                 // whole for the next pass; elsewhere it is lost to the channel and RPP
