@@ -98,20 +98,25 @@ impl Pacer {
     /// bytes at `rate`, or `None` where the pacer does not spread a window of `window`
     /// bytes (a burst is the whole window, as on a microsecond round trip).
     pub(crate) fn batch(rate: u64, window: u64, max_packet: u64) -> Option<u64> {
-        let burst = u128::from(rate) * u128::from(BURST_INTERVAL) / 1_000_000_000;
-        if rate == 0 || burst >= u128::from(window) {
+        let burst = Self::burst(rate);
+        if rate == 0 || burst >= window {
             return None;
         }
         let most = (MAX_BATCH_BYTES / max_packet.max(1)).max(MIN_BURST_PACKETS);
-        let packets = u64::try_from(burst / u128::from(max_packet.max(1))).unwrap_or(most);
-        Some(packets.clamp(MIN_BURST_PACKETS, most))
+        Some((burst / max_packet.max(1)).clamp(MIN_BURST_PACKETS, most))
+    }
+
+    /// Bytes `rate` (bytes per second) sends in [`BURST_INTERVAL`].
+    #[inline]
+    fn burst(rate: u64) -> u64 {
+        u64::try_from(u128::from(rate) * u128::from(BURST_INTERVAL) / 1_000_000_000)
+            .unwrap_or(u64::MAX)
     }
 
     #[inline(never)]
     fn refill(&mut self, now: Instant, rate: u64, window: u64, packets: u64) -> Option<Instant> {
         let rate = rate.max(1);
-        let burst = u64::try_from(u128::from(rate) * u128::from(BURST_INTERVAL) / 1_000_000_000)
-            .unwrap_or(u64::MAX);
+        let burst = Self::burst(rate);
         let floor = self.max_packet * MIN_BURST_PACKETS;
         self.capacity = burst.min(window).max(floor);
         let elapsed = now.nanos_since(self.last);
