@@ -171,13 +171,20 @@ with open('$log', 'w', buffering=1) as log:
 
 # What the host and the bottleneck did over a benchmark: `host_mark` before it, then
 # `host_report` prints the share of CPU time left idle (two vCPUs running three
-# namespaces' network stacks can be the bottleneck before the link is), the tbf's drops
-# and RPP's congestion events (from the JSON in OUT), so a reader can tell a flow held
+# namespaces' network stacks can be the bottleneck before the link is) and taken by the
+# hypervisor (a virtual machine's stolen time stalls the flows: the losses then declared
+# are mostly late packets, for TCP as for RPP), the tbf's drops, RPP's congestion events
+# (from the JSON in OUT) and the TCP segments sent again, so a reader can tell a flow held
 # back by its controller from one that did not get the CPU to send.
 host_mark() {
     HOST_CPU0=$(head -n 1 /proc/stat)
     HOST_DROPS0=$(tbf_drops)
     HOST_ELSEWHERE0=$(drops_elsewhere)
+    HOST_TCP_RETRANS0=$(tcp_retransmitted)
+}
+# tcp_retransmitted: the TCP segments the client's namespace has sent again.
+tcp_retransmitted() {
+    ip netns exec "$NS_CLIENT" awk '/^Tcp:/ { if (h) print $13; h = 1 }' /proc/net/snmp
 }
 tbf_drops() {
     ip netns exec "$SHAPED_NS" tc -s qdisc show dev "$SHAPED_DEV" | grep -o 'dropped [0-9]*' | head -n 1 | awk '{print $2}'
@@ -197,6 +204,7 @@ host_report() { # OUT...
     cpu1=$(head -n 1 /proc/stat)
     drops1=$(tbf_drops)
     elsewhere1=$(drops_elsewhere)
+    local tcp_retrans=$(($(tcp_retransmitted) - HOST_TCP_RETRANS0))
     local events="" lost=0 f
     for f in "$@"; do
         events+="${events:+; }$(json "$WORK/$f" "f\"{r.get('congestion_events', 0)} congestion events ({r.get('congestion_undos', 0)} undone)\"")"
@@ -206,8 +214,8 @@ host_report() { # OUT...
 a = list(map(int, '$HOST_CPU0'.split()[1:])); b = list(map(int, '$cpu1'.split()[1:]))
 d = [y - x for x, y in zip(a, b)]
 e = [y - x for x, y in zip(map(int, '$HOST_ELSEWHERE0'.split()), map(int, '$elsewhere1'.split()))]
-print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)), '
-      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events')"
+print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%, stolen by the hypervisor {100 * d[7] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)), '
+      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events; TCP sent $tcp_retrans segments again')"
 }
 
 # tcp_rate LOG FROM TO: a logged TCP flow's goodput in MB/s between two times.
