@@ -125,6 +125,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
             if !self.batch_held {
                 self.batch_held = true;
                 self.stats.batch_holds += 1;
+                if let Some(p) = self.pacer.as_mut() {
+                    p.window_holds();
+                }
             }
             // The window was tested: this flight's acknowledgements may grow it.
             self.window_tested();
@@ -139,6 +142,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 self.stats.cwnd_limited += 1;
                 // The window was tested: this flight's acknowledgements may grow it.
                 self.window_tested();
+                if let Some(p) = self.pacer.as_mut() {
+                    p.window_holds();
+                }
             }
             return None;
         }

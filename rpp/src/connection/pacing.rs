@@ -18,8 +18,9 @@
 //! much shorter, as Linux's fq forgives a late dequeue part of the next gap. Without it
 //! a batch, which needs nearly a full bucket, lost every late microsecond: beside a TCP
 //! flow at 1 Gbit/s the pacer, not the window, held RPP back 60% of the time. Tokens
-//! earned while the window held the flow back are not kept: a wait only the pacer asked
-//! for is late.
+//! earned while the window held the flow back are not kept, even past a deadline (the
+//! connection says so, [`Pacer::window_holds`]): a wait only the pacer asked for is
+//! late.
 //!
 //! # Batches
 //!
@@ -175,6 +176,14 @@ impl Pacer {
         Some(deadline)
     }
 
+    /// The window, not the pacer, holds the flow back now: the wait the pacer last asked
+    /// for no longer decides when the next packet goes, and a return after its deadline
+    /// is not late.
+    #[inline]
+    pub(crate) fn window_holds(&mut self) {
+        self.deadline = None;
+    }
+
     /// A packet of `bytes` went.
     #[inline]
     pub(crate) fn on_sent(&mut self, bytes: u64) {
@@ -298,6 +307,14 @@ mod tests {
         (0..10).for_each(|_| p.on_sent(mtu));
         let next = p.delay(later, rate, window, 10).unwrap();
         assert_eq!(next.nanos_since(later), 1_000_000);
+        // A wait the pacer asked for, then the window held the flow back (a reduction,
+        // say) past its deadline: that time is not kept either.
+        let back = next.add_nanos(3_000_000);
+        p.window_holds();
+        assert!(p.delay(back, rate, window, 10).is_none());
+        (0..10).for_each(|_| p.on_sent(mtu));
+        let next = p.delay(back, rate, window, 10).unwrap();
+        assert_eq!(next.nanos_since(back), 1_000_000);
     }
 
     #[test]
