@@ -58,6 +58,17 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.window_tested_until = self.send.delivered + self.send.bytes_in_flight;
     }
 
+    /// The congestion window holds new data back: it was tested (this flight's
+    /// acknowledgements may grow it), and the pacer's last wait no longer decides when
+    /// the next packet goes.
+    #[inline]
+    fn held_by_window(&mut self) {
+        self.window_tested();
+        if let Some(p) = self.pacer.as_mut() {
+            p.window_holds();
+        }
+    }
+
     /// Whether the congestion window has room for another packet.
     #[inline]
     pub(super) fn cc_room(&self) -> bool {
@@ -125,12 +136,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             if !self.batch_held {
                 self.batch_held = true;
                 self.stats.batch_holds += 1;
-                if let Some(p) = self.pacer.as_mut() {
-                    p.window_holds();
-                }
             }
-            // The window was tested: this flight's acknowledgements may grow it.
-            self.window_tested();
+            self.held_by_window();
             return None;
         }
         if !resend && !new {
@@ -140,11 +147,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 && self.send.window_open(self.config.send_window)
             {
                 self.stats.cwnd_limited += 1;
-                // The window was tested: this flight's acknowledgements may grow it.
-                self.window_tested();
-                if let Some(p) = self.pacer.as_mut() {
-                    p.window_holds();
-                }
+                self.held_by_window();
             }
             return None;
         }
