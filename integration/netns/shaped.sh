@@ -123,9 +123,22 @@ PY
 stream() {
     local out=$1 count=$2 rounds=$3
     shift 3
-    local rc=0
+    local rc=0 pid t0 now sample
     ip netns exec "$NS_CLIENT" "${PIN_SENDER[@]}" "$MYRI" stream --transport "$URL" --size 65536 \
-        --count "$count" --rounds "$rounds" --json "$@" >"$WORK/$out" 2>"$WORK/$out.err" || rc=$?
+        --count "$count" --rounds "$rounds" --json "$@" >"$WORK/$out" 2>"$WORK/$out.err" &
+    pid=$!
+    t0=$(date +%s.%N)
+    # The client's scheduling, for `host_report`: "START NOW RUN_NS WAIT_NS SLICES" from
+    # its /proc/PID/schedstat (the process is the client itself: `ip netns exec` and
+    # `taskset` exec it), last read at most 0.2 s before it exits.
+    while kill -0 "$pid" 2>/dev/null; do
+        now=$(date +%s.%N)
+        if sample=$(cat "/proc/$pid/schedstat" 2>/dev/null) && [[ $sample != "0 0 0" ]]; then
+            echo "$t0 $now $sample" >"$WORK/$out.sched"
+        fi
+        sleep 0.2
+    done
+    wait "$pid" || rc=$?
     if [[ $rc != 0 ]]; then
         cat "$WORK/$out" "$WORK/$out.err"
         fail "myri stream exited with $rc"
@@ -174,10 +187,12 @@ with open('$log', 'w', buffering=1) as log:
 # namespaces' network stacks can be the bottleneck before the link is) and taken by the
 # hypervisor (a virtual machine's stolen time stalls the flows: the losses then declared
 # are mostly late packets, for TCP as for RPP), the tbf's drops, RPP's congestion events
-# (from the JSON in OUT) and the TCP segments sent again, so a reader can tell a flow held
-# back by its controller from one that did not get the CPU to send.
+# (from the JSON in OUT), the TCP segments sent again, and how long `myri serve` and each
+# client (OUT's `stream`) ran and waited for a CPU, so a reader can tell a flow held back
+# by its controller from one that did not get the CPU to send or to acknowledge.
 host_mark() {
     HOST_CPU0=$(head -n 1 /proc/stat)
+    HOST_SERVER0="$(date +%s.%N) $(cat "/proc/$SERVER_PID/schedstat" 2>/dev/null || echo 0 0 0)"
     HOST_DROPS0=$(tbf_drops)
     HOST_ELSEWHERE0=$(drops_elsewhere)
     HOST_TCP_RETRANS0=$(tcp_retransmitted)
@@ -205,17 +220,38 @@ host_report() { # OUT...
     drops1=$(tbf_drops)
     elsewhere1=$(drops_elsewhere)
     local tcp_retrans=$(($(tcp_retransmitted) - HOST_TCP_RETRANS0))
-    local events="" lost=0 f
+    local events="" lost=0 f sched
     for f in "$@"; do
         events+="${events:+; }$(json "$WORK/$f" "f\"{r.get('congestion_events', 0)} congestion events ({r.get('congestion_undos', 0)} undone)\"")"
         lost=$((lost + $(json "$WORK/$f" "r.get('lost', 0)")))
     done
+    # How much of the time the server and each client ran, and how much they were ready
+    # to run but waited for a CPU (/proc/PID/schedstat): TCP acknowledges from the
+    # kernel's softirq as segments land, RPP when its processes get a core, so on a
+    # loaded host their wait is in RPP's round trip (RESULTS: "RPP beside TCP: where the
+    # longer round trip goes").
+    sched=$(python3 - "$HOST_SERVER0 $(date +%s.%N) $(cat "/proc/$SERVER_PID/schedstat" 2>/dev/null || echo 0 0 0)" "$@" <<PY
+import sys
+def share(t0, t1, run, wait):
+    dt = max(1e-9, t1 - t0)
+    return f"ran {100 * run / 1e9 / dt:.0f}%, waited for a CPU {100 * wait / 1e9 / dt:.0f}%"
+a = sys.argv[1].split()
+parts = [f"myri serve {share(float(a[0]), float(a[4]), int(a[5]) - int(a[1]), int(a[6]) - int(a[2]))}"]
+for f in sys.argv[2:]:
+    try:
+        c = open(f"$WORK/{f}.sched").read().split()
+        parts.append(f"{f.removesuffix('.out')} {share(float(c[0]), float(c[1]), int(c[2]), int(c[3]))}")
+    except (OSError, IndexError, ValueError):
+        pass
+print("; ".join(parts))
+PY
+)
     python3 -c "
 a = list(map(int, '$HOST_CPU0'.split()[1:])); b = list(map(int, '$cpu1'.split()[1:]))
 d = [y - x for x, y in zip(a, b)]
 e = [y - x for x, y in zip(map(int, '$HOST_ELSEWHERE0'.split()), map(int, '$elsewhere1'.split()))]
 print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%, stolen by the hypervisor {100 * d[7] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)), '
-      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events; TCP sent $tcp_retrans segments again')"
+      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events; TCP sent $tcp_retrans segments again; $sched')"
 }
 
 # tcp_rate LOG FROM TO: a logged TCP flow's goodput in MB/s between two times.
