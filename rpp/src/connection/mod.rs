@@ -198,7 +198,7 @@ pub struct Gather<'a, B> {
 }
 
 /// Longest payload [`Connection::poll_transmit_gather`] copies behind the header when
-/// the caller's buffer has room (a buffer of [`MAX_HEADER_LEN`](crate::wire::MAX_HEADER_LEN)
+/// the caller's buffer has room (a buffer of [`MAX_HEADER_LEN`]
 /// `+ INLINE_PAYLOAD` bytes always does): a short packet is then contiguous, sealed in one
 /// pass over it, and sent without gathering, where copying it costs less than
 /// gathering it does.
