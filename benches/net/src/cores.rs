@@ -10,8 +10,9 @@
 //!
 //! [`CoreShare`] answers from the kernel's count of runnable threads (`/proc/loadavg`,
 //! its fourth field), read at most once per [`CoreShare::INTERVAL`] from a descriptor
-//! kept open (one `pread` a reading: opening the file each time cost the 1 Gbit/s
-//! server 2.5% of its CPU, most of it in setting up the file).
+//! kept open: one `pread` a reading, where opening the file each time showed in a busy
+//! server's profile (`benches/RESULTS.md`: "RPP beside TCP: where the longer round trip
+//! goes").
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -502,8 +502,9 @@ impl Server {
                 // A turn with nothing to do gives the core to whatever else is runnable
                 // (on two vCPUs: the client and the kernel's network work) instead of
                 // spinning through the time slice; on an idle host it returns at once.
-                // Not before a sleep, which gives the core away anyway (a tenth of a
-                // contended 1 Gbit/s server's profile was in its yields).
+                // Not before a sleep, which gives the core away anyway (the yields were
+                // a large part of a contended server's profile: RESULTS, "RPP beside
+                // TCP: where the longer round trip goes").
                 std::thread::yield_now();
             }
             if turn.is_multiple_of(1024) || idle {
