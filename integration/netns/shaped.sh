@@ -120,21 +120,27 @@ PY
 
 # stream OUT COUNT ROUNDS [ARGS...]: an RPP stream of 64 KiB messages from the client's
 # namespace to the server.
+# sched_sample PID: "NOW RUN_NS WAIT_NS SLICES" for a process, from its
+# /proc/PID/schedstat (zeros once it cannot be read): for `host_report`.
+sched_sample() {
+    echo "$(date +%s.%N) $(cat "/proc/$1/schedstat" 2>/dev/null || echo 0 0 0)"
+}
+
 stream() {
     local out=$1 count=$2 rounds=$3
     shift 3
-    local rc=0 pid t0 now sample
+    local rc=0 pid t0 sample
     ip netns exec "$NS_CLIENT" "${PIN_SENDER[@]}" "$MYRI" stream --transport "$URL" --size 65536 \
         --count "$count" --rounds "$rounds" --json "$@" >"$WORK/$out" 2>"$WORK/$out.err" &
     pid=$!
     t0=$(date +%s.%N)
-    # The client's scheduling, for `host_report`: "START NOW RUN_NS WAIT_NS SLICES" from
-    # its /proc/PID/schedstat (the process is the client itself: `ip netns exec` and
-    # `taskset` exec it), last read at most 0.2 s before it exits.
+    # The client's scheduling, for `host_report`: "START" and its `sched_sample` (the
+    # process is the client itself: `ip netns exec` and `taskset` exec it), last read at
+    # most 0.2 s before it exits.
     while kill -0 "$pid" 2>/dev/null; do
-        now=$(date +%s.%N)
-        if sample=$(cat "/proc/$pid/schedstat" 2>/dev/null) && [[ $sample != "0 0 0" ]]; then
-            echo "$t0 $now $sample" >"$WORK/$out.sched"
+        sample=$(sched_sample "$pid")
+        if [[ ${sample#* } != "0 0 0" ]]; then
+            echo "$t0 $sample" >"$WORK/$out.sched"
         fi
         sleep 0.2
     done
@@ -192,7 +198,7 @@ with open('$log', 'w', buffering=1) as log:
 # by its controller from one that did not get the CPU to send or to acknowledge.
 host_mark() {
     HOST_CPU0=$(head -n 1 /proc/stat)
-    HOST_SERVER0="$(date +%s.%N) $(cat "/proc/$SERVER_PID/schedstat" 2>/dev/null || echo 0 0 0)"
+    HOST_SERVER0=$(sched_sample "$SERVER_PID")
     HOST_DROPS0=$(tbf_drops)
     HOST_ELSEWHERE0=$(drops_elsewhere)
     HOST_TCP_RETRANS0=$(tcp_retransmitted)
@@ -230,7 +236,7 @@ host_report() { # OUT...
     # kernel's softirq as segments land, RPP when its processes get a core, so on a
     # loaded host their wait is in RPP's round trip (RESULTS: "RPP beside TCP: where the
     # longer round trip goes").
-    sched=$(python3 - "$HOST_SERVER0 $(date +%s.%N) $(cat "/proc/$SERVER_PID/schedstat" 2>/dev/null || echo 0 0 0)" "$@" <<PY
+    sched=$(python3 - "$HOST_SERVER0 $(sched_sample "$SERVER_PID")" "$@" <<PY
 import sys
 def share(t0, t1, run, wait):
     dt = max(1e-9, t1 - t0)
