@@ -23,6 +23,9 @@ pub struct ClientConfig {
     /// How long a run may make no progress at all before the server counts as gone
     /// (reliable mode normally notices a dead server much sooner, through RPP).
     pub stall_timeout: Duration,
+    /// Reliable streams: take a [`Sample`] of RPP's state this often during each round
+    /// (none by default). The samples wait in memory for [`Client::take_samples`].
+    pub sample_every: Option<Duration>,
 }
 
 impl Default for ClientConfig {
@@ -33,8 +36,37 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(5),
             exchange_timeout: Duration::from_millis(20),
             stall_timeout: Duration::from_secs(30),
+            sample_every: None,
         }
     }
+}
+
+/// RPP's state toward the server at one moment of a reliable stream round, taken every
+/// [`ClientConfig::sample_every`]: what a user watching a flow over time (its window,
+/// round trip and losses next to its goodput) needs, as `iperf3 -i` reports.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// The stream round (1 for the first round of the session).
+    pub round: u32,
+    /// Time since the round's first message was handed to the transport.
+    pub at: Duration,
+    /// Messages of the round acknowledged by then (handed back as sent).
+    pub acked_messages: u64,
+    /// Their bytes.
+    pub acked_bytes: u64,
+    /// RPP's counters and state for the server at that moment.
+    pub rpp: myri_rpp::Stats,
+}
+
+/// The sampling of a round in progress.
+#[derive(Debug, Clone, Copy)]
+struct Sampling {
+    round: u32,
+    start: Instant,
+    next: Instant,
+    every: Duration,
+    acked_messages: u64,
+    acked_bytes: u64,
 }
 
 /// Why a client run stopped.
@@ -120,6 +152,10 @@ pub struct Client {
     poll: Option<(mio::Poll, mio::Events)>,
     /// Messages sent and not yet handed back acknowledged (reliable mode).
     unacked: u64,
+    /// The round being sampled, if [`ClientConfig::sample_every`] asks for samples.
+    sampling: Option<Sampling>,
+    /// Samples taken and not yet taken away.
+    samples: Vec<Sample>,
 }
 
 /// Most heap buffers kept for reuse.
@@ -250,6 +286,8 @@ impl Client {
             spare: Vec::new(),
             poll: None,
             unacked: 0,
+            sampling: None,
+            samples: Vec::new(),
         };
         if c.server_addr.is_some()
             && let Ok(poll) = mio::Poll::new()
@@ -394,6 +432,15 @@ impl Client {
                 }
                 Completion::Sent { buf, .. } => {
                     self.unacked = self.unacked.saturating_sub(1);
+                    // The round's own data messages, not the control messages
+                    // around them.
+                    if let Some(s) = self.sampling.as_mut()
+                        && wire::header(&buf)
+                            .is_some_and(|h| h.kind == KIND_DATA && h.round == s.round as u8)
+                    {
+                        s.acked_messages += 1;
+                        s.acked_bytes += buf.len() as u64;
+                    }
                     // Registered buffers go back to the backend (it receives into them too).
                     if !buf.is_registered() && self.spare.len() < SPARE_BUFFERS {
                         self.spare.push(buf);
@@ -403,7 +450,58 @@ impl Client {
                 _ => {}
             }
         }
+        self.sample_if_due(false);
         Ok(())
+    }
+
+    /// Takes a [`Sample`] if the round is sampled and one is due (or `last`, at the
+    /// round's end, whenever it is sampled).
+    fn sample_if_due(&mut self, last: bool) {
+        let Some(s) = self.sampling.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        if now < s.next && !last {
+            return;
+        }
+        // The next sample is due an interval after this one was due, so samples keep
+        // to the grid; after a long wait the missed ones are skipped, not taken late.
+        s.next += s.every;
+        if s.next <= now {
+            s.next = now + s.every;
+        }
+        let s = *s;
+        // The round's end right after a sample with nothing acknowledged since: the
+        // sample stands for it.
+        if last
+            && self
+                .samples
+                .last()
+                .is_some_and(|p| p.round == s.round && p.acked_messages == s.acked_messages)
+        {
+            return;
+        }
+        if let Some(rpp) = self.rpp_stats() {
+            self.samples.push(Sample {
+                round: s.round,
+                at: now - s.start,
+                acked_messages: s.acked_messages,
+                acked_bytes: s.acked_bytes,
+                rpp,
+            });
+        }
+    }
+
+    /// Samples reliable stream rounds every `every` from the next round on (none for
+    /// `None` or zero); see [`ClientConfig::sample_every`].
+    pub fn set_sample_every(&mut self, every: Option<Duration>) {
+        self.config.sample_every = every;
+    }
+
+    /// The samples taken so far (see [`ClientConfig::sample_every`]), oldest first; the
+    /// client keeps none of them.
+    pub fn take_samples(&mut self) -> Vec<Sample> {
+        std::mem::take(&mut self.samples)
     }
 
     /// Progresses until fewer than `most` messages are unacknowledged.
@@ -655,6 +753,18 @@ impl Client {
         let patience = self.config.stall_timeout;
         self.request(&start, patience, ack(false))?;
         let t0 = Instant::now();
+        self.sampling = self
+            .config
+            .sample_every
+            .filter(|e| self.reliable && !e.is_zero())
+            .map(|every| Sampling {
+                round,
+                start: t0,
+                next: t0,
+                every,
+                acked_messages: 0,
+                acked_bytes: 0,
+            });
         let most_unacked = (STREAM_UNACKED_BYTES / sizes.max().max(1)) as u64;
         let most_unacked = most_unacked.max(STREAM_MIN_UNACKED);
         for seq in 0..count {
@@ -668,6 +778,7 @@ impl Client {
                 wire::fill_pattern(&mut buf[wire::HEADER_LEN..], seed, seq);
             }
             self.send(buf)?;
+            self.sample_if_due(false);
         }
         let (received, bytes, errors) = if self.reliable {
             // The server answers by itself once it has every message.
@@ -698,8 +809,12 @@ impl Client {
             let end = wire::encode_control(&Control::StreamEnd { round });
             self.request(&end, patience, ack(true))?
         };
+        let elapsed = t0.elapsed();
+        self.completions()?;
+        self.sample_if_due(true);
+        self.sampling = None;
         Ok(StreamRound {
-            elapsed: t0.elapsed(),
+            elapsed,
             sent: count,
             received,
             bytes,

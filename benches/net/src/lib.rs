@@ -25,7 +25,7 @@ pub mod server;
 pub mod tcp;
 pub mod wire;
 
-pub use client::{Client, ClientConfig, ClientError};
+pub use client::{Client, ClientConfig, ClientError, Sample};
 pub use server::{
     RppFigures, ServeError, Server, ServerConfig, ServerEvent, ServerTotals, StopReason,
 };

@@ -279,6 +279,8 @@ pub fn stream(
             let size = fixed.unwrap_or_default();
             let warm = spec.count.clamp(1, 64);
             client.stream_round(spec.sizes, warm, spec.seed, spec.verify)?;
+            // The warm-up is not measured, nor sampled.
+            drop(client.take_samples());
             client.settle()?;
             base.stream_round(size, warm)?;
             if let Some(t) = base.tcp.as_mut() {

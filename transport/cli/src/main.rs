@@ -100,7 +100,8 @@ pub struct PingPongCommand {
 Over a network (--transport udp://HOST:PORT or shm://NAME): start `myri serve URL` first. \
 --size, --count and --rounds apply (--window does not: RPP's window and the receiver's \
 credit pace the stream); --verify has the server check every byte, --random-sizes MAX \
-draws sizes from --seed. --baseline measures, interleaved, the same stream over a bare \
+draws sizes from --seed, --interval D samples RPP's window, round trip and losses every D \
+of each stream. --baseline measures, interleaved, the same stream over a bare \
 UDP socket and over a TCP connection (udp://), or over a bare shared-memory ring \
 (shm://), and reports the ratios. A server that dies mid-stream ends the run with exit \
 code 3 and the number of unacknowledged messages the transport handed back.
@@ -118,6 +119,9 @@ Its fields mean the same on every transport:
   transport, reliable, bytes, errors, tcp_mb_per_s
                       udp:// and shm:// only: the server, its byte count and the errors it
                       found, TCP's goodput (udp:// --baseline)
+  event \"interval\"    udp:// and shm:// --interval only, before the result: round, t_s
+                      (since the round's start), acked_messages, acked_bytes, mb_per_s
+                      (since the sample before), rpp (RPP's state then, as in \"session\")
 
 Examples:
   myri serve udp://0.0.0.0:7000      then      myri stream --transport udp://HOST:7000 --size 65536 --count 2000 --baseline
@@ -164,7 +168,12 @@ fn main() -> ExitCode {
             a.bench.rounds,
             &a.net_stream,
         ),
-        Command::Stream(a) => bench::stream(&a.bench),
+        Command::Stream(a) => match a.net_stream.network_only() {
+            Some(option) => Err(Failure::usage(format!(
+                "{option} applies to udp:// and shm:// runs against `myri serve` (--transport URL)"
+            ))),
+            None => bench::stream(&a.bench),
+        },
         Command::Proxy(args) => proxy::run(&args),
         Command::Frames(args) => frames::run(&args),
         Command::Routes(args) => routes::run(&args),

@@ -8,7 +8,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use myri_netbench::measure::{self, Baselines, StreamSpec};
 use myri_netbench::wire::{SessionCounters, SizeSpec};
-use myri_netbench::{Client, ClientConfig, ClientError};
+use myri_netbench::{Client, ClientConfig, ClientError, Sample};
 use myri_proxy::parse_duration;
 use myri_transport::{Scheme, Url, UrlError};
 use serde_json::{Value, json};
@@ -70,6 +70,28 @@ pub struct NetStreamArgs {
     /// --seed: log-uniform, every 1000th exactly MAX) instead of --size.
     #[arg(long, value_name = "MAX")]
     pub random_sizes: Option<usize>,
+    /// udp:// and shm:// only, reliable: sample RPP's state toward the server every D
+    /// during each stream (window, round trip, bytes in flight, losses, acknowledged
+    /// bytes), as `iperf3 -i` does. The samples are printed when the stream ends
+    /// (printing during it would take the sender's time): "interval" lines with --json,
+    /// a table otherwise.
+    #[arg(long, value_name = "D", value_parser = duration)]
+    pub interval: Option<Duration>,
+}
+
+impl NetStreamArgs {
+    /// The first of these options given, by name: they need a server.
+    pub fn network_only(&self) -> Option<&'static str> {
+        if self.verify {
+            Some("--verify")
+        } else if self.random_sizes.is_some() {
+            Some("--random-sizes")
+        } else if self.interval.is_some() {
+            Some("--interval")
+        } else {
+            None
+        }
+    }
 }
 
 /// What the shared benchmark options say, for a network run.
@@ -192,34 +214,41 @@ fn mode(client: &Client) -> &'static str {
     }
 }
 
+/// RPP's counters and state toward the server, as the session line and the interval
+/// lines print them.
+fn rpp_json(r: &myri_rpp::Stats, payload: Option<usize>) -> Value {
+    json!({
+        "packets_sent": r.packets_sent, "data_sent": r.data_sent,
+        "retransmitted": r.retransmitted, "acks_sent": r.acks_sent,
+        "packets_received": r.packets_received, "dup_packets": r.dup_packets,
+        "lost": r.lost, "rto_expirations": r.rto_expirations,
+        "messages_sent": r.messages_sent, "messages_delivered": r.messages_delivered,
+        "srtt_us": r.srtt.as_secs_f64() * 1e6, "rttvar_us": r.rttvar.as_secs_f64() * 1e6,
+        "rto_us": r.rto.as_secs_f64() * 1e6,
+        "spurious_retransmits": r.spurious_retransmits, "credit_stalls": r.credit_stalls,
+        "peer_credit": r.peer_credit, "beyond_window": r.beyond_window,
+        "cwnd": r.cwnd, "bytes_in_flight": r.bytes_in_flight, "ssthresh": r.ssthresh,
+        "pacing_rate": r.pacing_rate,
+        "controller": r.controller, "bandwidth_estimate": r.bandwidth_estimate,
+        "congestion_events": r.congestion_events,
+        "persistent_congestion": r.persistent_congestion,
+        "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,
+        "slow_start_delay_exits": r.slow_start_delay_exits,
+        "cwnd_limited": r.cwnd_limited, "app_limited": r.app_limited,
+        "reordering_steps": r.reordering_steps,
+        "loss_packet_threshold": r.loss_packet_threshold,
+        "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
+        "paced": r.paced, "batches": r.batches, "batch_holds": r.batch_holds,
+        "local_congestion": r.local_congestion,
+        "packet_payload": payload,
+    })
+}
+
 fn session_json(client: &Client, counters: &SessionCounters) -> Value {
     let s = client.stats();
-    let rpp = client.rpp_stats().map(|r| {
-        json!({
-            "packets_sent": r.packets_sent, "data_sent": r.data_sent,
-            "retransmitted": r.retransmitted, "acks_sent": r.acks_sent,
-            "packets_received": r.packets_received, "dup_packets": r.dup_packets,
-            "lost": r.lost, "rto_expirations": r.rto_expirations,
-            "messages_sent": r.messages_sent, "messages_delivered": r.messages_delivered,
-            "srtt_us": r.srtt.as_secs_f64() * 1e6, "rttvar_us": r.rttvar.as_secs_f64() * 1e6,
-            "rto_us": r.rto.as_secs_f64() * 1e6,
-            "spurious_retransmits": r.spurious_retransmits, "credit_stalls": r.credit_stalls,
-            "peer_credit": r.peer_credit, "beyond_window": r.beyond_window,
-            "cwnd": r.cwnd, "ssthresh": r.ssthresh, "pacing_rate": r.pacing_rate,
-            "controller": r.controller, "bandwidth_estimate": r.bandwidth_estimate,
-            "congestion_events": r.congestion_events,
-            "persistent_congestion": r.persistent_congestion,
-            "congestion_undos": r.congestion_undos, "spurious_timeouts": r.spurious_timeouts,
-            "slow_start_delay_exits": r.slow_start_delay_exits,
-            "cwnd_limited": r.cwnd_limited, "app_limited": r.app_limited,
-            "reordering_steps": r.reordering_steps,
-            "loss_packet_threshold": r.loss_packet_threshold,
-            "loss_time_threshold_eighths": r.loss_time_threshold_eighths,
-            "paced": r.paced, "batches": r.batches, "batch_holds": r.batch_holds,
-            "local_congestion": r.local_congestion,
-            "packet_payload": client.packet_payload(),
-        })
-    });
+    let rpp = client
+        .rpp_stats()
+        .map(|r| rpp_json(&r, client.packet_payload()));
     json!({
         "event": "session", "transport": client.server_url(), "local": client.local_url(),
         "reliable": client.is_reliable(), "incarnation": client.incarnation(),
@@ -353,6 +382,58 @@ pub fn pingpong(
     Ok(())
 }
 
+/// Prints the samples of `myri stream --interval`: one "interval" JSON line each, or a
+/// table. Goodput is over the time since the sample before (in the same round).
+fn print_samples(samples: &[Sample], payload: Option<usize>, json: bool) {
+    if samples.is_empty() {
+        return;
+    }
+    if !json {
+        println!(
+            "{:>5} {:>8} {:>9} {:>9} {:>10} {:>9} {:>7} {:>6}",
+            "round", "t (s)", "MB/s", "srtt (ms)", "cwnd (KB)", "in flight", "resent", "events"
+        );
+    }
+    let mut before: Option<&Sample> = None;
+    // Rounds are numbered as the "round" events number them (the client's own count
+    // includes a --baseline run's warm-up, which is not sampled).
+    let mut round = 0u32;
+    for s in samples {
+        let prev = before.filter(|b| b.round == s.round);
+        if prev.is_none() {
+            round += 1;
+        }
+        let (bytes, secs) = prev.map_or((s.acked_bytes, s.at.as_secs_f64()), |b| {
+            (s.acked_bytes - b.acked_bytes, (s.at - b.at).as_secs_f64())
+        });
+        let mb_per_s = if secs > 0.0 {
+            bytes as f64 / secs / 1e6
+        } else {
+            0.0
+        };
+        if json {
+            print_json(&json!({
+                "event": "interval", "round": round, "t_s": s.at.as_secs_f64(),
+                "acked_messages": s.acked_messages, "acked_bytes": s.acked_bytes,
+                "mb_per_s": mb_per_s, "rpp": rpp_json(&s.rpp, payload),
+            }));
+        } else {
+            println!(
+                "{:>5} {:>8.3} {:>9.1} {:>9.2} {:>10.1} {:>9.1} {:>7} {:>6}",
+                round,
+                s.at.as_secs_f64(),
+                mb_per_s,
+                s.rpp.srtt.as_secs_f64() * 1e3,
+                s.rpp.cwnd as f64 / 1e3,
+                s.rpp.bytes_in_flight as f64 / 1e3,
+                s.rpp.retransmitted,
+                s.rpp.congestion_events
+            );
+        }
+        before = Some(s);
+    }
+}
+
 /// Runs `myri stream --transport URL`.
 pub fn stream(
     run: &Run<'_>,
@@ -375,7 +456,18 @@ pub fn stream(
             "--baseline compares fixed sizes: use --size, not --random-sizes",
         ));
     }
+    if args.interval.is_some() && run.raw {
+        return Err(Failure::usage(
+            "--interval samples RPP's state: it needs a reliable stream (no --raw)",
+        ));
+    }
     let mut client = run.connect()?;
+    if args.interval.is_some() && !client.is_reliable() {
+        return Err(Failure::usage(
+            "--interval samples RPP's state: it needs a reliable stream (not reliable=0)",
+        ));
+    }
+    client.set_sample_every(args.interval);
     let tcp = client.server_addr().is_some();
     let mut baselines = run.baselines(&client, tcp)?;
     let spec = StreamSpec {
@@ -408,6 +500,7 @@ pub fn stream(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    print_samples(&client.take_samples(), client.packet_payload(), run.json);
     let ratio = |r: Option<f64>| r.filter(|&x| x > 0.0).map(|x| f.mb_per_s / x);
     let reference = baselines.as_ref().map(Baselines::pingpong_name);
     if run.json {

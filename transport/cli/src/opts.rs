@@ -41,10 +41,18 @@ impl FaultArgs {
     }
 }
 
-/// Prints one JSON object on a line.
+/// Prints one JSON object on a line. When the reader has gone (`myri ... --json | head`)
+/// the process ends quietly with status 141, as a shell reports a command that SIGPIPE
+/// ended; another write error ends it with a message and status 1.
 pub fn print_json(v: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string(v).unwrap_or_else(|_| "{}".into())
-    );
+    use std::io::Write;
+    let line = serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("myri: writing the JSON output: {e}");
+        std::process::exit(1);
+    }
 }

@@ -320,3 +320,85 @@ fn bad_urls_busy_addresses_and_absent_servers_have_clear_errors_and_exit_codes()
     first.signal(libc::SIGTERM);
     assert!(first.wait_exit().0.success());
 }
+
+#[test]
+fn stream_interval_samples_rpp_s_state_through_each_round() {
+    let (server, listening) = serve("udp://127.0.0.1:0", &["--no-baseline"]);
+    let url = listening["url"].as_str().unwrap().to_owned();
+    let (count, size) = (1000u64, 65536u64);
+    let (status, lines, stderr) = run(&[
+        "stream",
+        "--transport",
+        &url,
+        "--size",
+        "65536",
+        "--count",
+        "1000",
+        "--rounds",
+        "2",
+        "--interval",
+        "2ms",
+        "--json",
+    ]);
+    assert!(status.success(), "{status}: {stderr}");
+    let samples: Vec<&Value> = lines.iter().filter(|l| l["event"] == "interval").collect();
+    for round in [1, 2] {
+        let r: Vec<&&Value> = samples.iter().filter(|s| s["round"] == round).collect();
+        // At least the one after the first message and the one at the round's end.
+        assert!(r.len() >= 2, "round {round}: {samples:#?}");
+        for w in r.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            assert!(b["t_s"].as_f64() >= a["t_s"].as_f64(), "{a}\n{b}");
+            assert!(
+                b["acked_bytes"].as_u64() >= a["acked_bytes"].as_u64(),
+                "{a}\n{b}"
+            );
+            let sent = |s: &Value| s["rpp"]["data_sent"].as_u64().unwrap();
+            assert!(sent(b) >= sent(a), "{a}\n{b}");
+        }
+        let end = r.last().unwrap();
+        let acked = end["acked_bytes"].as_u64().unwrap();
+        assert!(acked > 0 && acked <= count * size, "{end}");
+        assert_eq!(acked % size, 0, "whole messages: {end}");
+        assert!(end["rpp"]["srtt_us"].as_f64().unwrap() > 0.0, "{end}");
+        assert!(end["rpp"]["cwnd"].as_u64().unwrap() > 0, "{end}");
+        assert!(end["mb_per_s"].as_f64().unwrap() >= 0.0, "{end}");
+    }
+    assert!(
+        samples.iter().all(|s| s["round"] == 1 || s["round"] == 2),
+        "{samples:#?}"
+    );
+    // Without --json: a table after the run, before the summary.
+    let (status, text) = run_text(&[
+        "stream",
+        "--transport",
+        &url,
+        "--size",
+        "65536",
+        "--count",
+        "200",
+        "--rounds",
+        "1",
+        "--interval",
+        "5ms",
+    ]);
+    assert!(status.success(), "{text}");
+    let header = text.find("srtt (ms)").expect("the table's header");
+    assert!(
+        header < text.find("goodput").expect("the summary"),
+        "{text}"
+    );
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_exit().0.success());
+}
+
+/// Runs `myri ARGS...` to the end: its status, and its standard output and error as text.
+fn run_text(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_myri"))
+        .args(args)
+        .output()
+        .expect("run myri");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text += &String::from_utf8_lossy(&out.stderr);
+    (out.status, text)
+}

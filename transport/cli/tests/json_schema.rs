@@ -90,3 +90,40 @@ fn frames_rejects_impossible_geometry_with_a_usage_error() {
         .expect("run myri");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+#[test]
+fn json_to_a_reader_that_has_gone_ends_quietly_not_in_a_panic() {
+    // `myri stream --json | head -0`: the pipe's reader is closed before myri writes.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(MYRI)
+        .args(["stream", "--size", "4096", "--count", "50", "--rounds", "1"])
+        .arg("--json")
+        .stdout(writer)
+        .output()
+        .expect("run myri");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn network_only_stream_options_are_refused_on_the_simulated_fabric() {
+    for option in [
+        &["--verify"][..],
+        &["--random-sizes", "1000"],
+        &["--interval", "1s"],
+    ] {
+        let out = Command::new(MYRI)
+            .args(["stream", "--count", "10"])
+            .args(option)
+            .output()
+            .expect("run myri");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{option:?}: {stderr}");
+        assert!(
+            stderr.contains(option[0]) && stderr.contains("--transport"),
+            "{option:?}: {stderr}"
+        );
+    }
+}
