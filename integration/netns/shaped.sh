@@ -193,7 +193,8 @@ with open('$log', 'w', buffering=1) as log:
 # namespaces' network stacks can be the bottleneck before the link is) and taken by the
 # hypervisor (a virtual machine's stolen time stalls the flows: the losses then declared
 # are mostly late packets, for TCP as for RPP), the tbf's drops, RPP's congestion events
-# (from the JSON in OUT), the TCP segments sent again, and how long `myri serve` and each
+# (from the JSON in OUT), the TCP segments sent again and TCP's reductions of its window
+# (recoveries and timeouts, to compare with RPP's events), and how long `myri serve` and each
 # client (OUT's `stream`) ran and waited for a CPU, so a reader can tell a flow held back
 # by its controller from one that did not get the CPU to send or to acknowledge.
 host_mark() {
@@ -201,11 +202,23 @@ host_mark() {
     HOST_SERVER0=$(sched_sample "$SERVER_PID")
     HOST_DROPS0=$(tbf_drops)
     HOST_ELSEWHERE0=$(drops_elsewhere)
-    HOST_TCP_RETRANS0=$(tcp_retransmitted)
+    HOST_TCP0=$(tcp_counters)
 }
-# tcp_retransmitted: the TCP segments the client's namespace has sent again.
-tcp_retransmitted() {
-    ip netns exec "$NS_CLIENT" awk '/^Tcp:/ { if (h) print $13; h = 1 }' /proc/net/snmp
+# tcp_counters: what the client's namespace's TCP did, as "RESENT RECOVERIES UNDONE
+# TIMEOUTS": segments sent again, entries into fast recovery (each one reduction of the
+# window, as RPP counts a congestion event), reductions undone, and retransmission
+# timeouts. Read by name from /proc/net/snmp and /proc/net/netstat.
+tcp_counters() {
+    ip netns exec "$NS_CLIENT" python3 - <<'PY'
+c = {}
+for path in ("/proc/net/snmp", "/proc/net/netstat"):
+    lines = [l.split() for l in open(path)]
+    for head, vals in zip(lines[::2], lines[1::2]):
+        c.update({f"{head[0]}{k}": int(v) for k, v in zip(head[1:], vals[1:])})
+undone = sum(c.get(f"TcpExt:TCP{k}Undo", 0) for k in ("Full", "Partial", "DSACK", "Loss"))
+recoveries = c.get("TcpExt:TCPSackRecovery", 0) + c.get("TcpExt:TCPRenoRecovery", 0)
+print(c.get("Tcp:RetransSegs", 0), recoveries, undone, c.get("TcpExt:TCPTimeouts", 0))
+PY
 }
 tbf_drops() {
     ip netns exec "$SHAPED_NS" tc -s qdisc show dev "$SHAPED_DEV" | grep -o 'dropped [0-9]*' | head -n 1 | awk '{print $2}'
@@ -225,7 +238,11 @@ host_report() { # OUT...
     cpu1=$(head -n 1 /proc/stat)
     drops1=$(tbf_drops)
     elsewhere1=$(drops_elsewhere)
-    local tcp_retrans=$(($(tcp_retransmitted) - HOST_TCP_RETRANS0))
+    local tcp
+    tcp=$(python3 -c "
+a = '$HOST_TCP0'.split(); b = '$(tcp_counters)'.split()
+d = [int(y) - int(x) for x, y in zip(a, b)]
+print(f'TCP sent {d[0]} segments again, {d[1]} recoveries ({d[2]} undone), {d[3]} timeouts')")
     local events="" lost=0 f sched
     for f in "$@"; do
         events+="${events:+; }$(json "$WORK/$f" "f\"{r.get('congestion_events', 0)} congestion events ({r.get('congestion_undos', 0)} undone)\"")"
@@ -257,7 +274,7 @@ a = list(map(int, '$HOST_CPU0'.split()[1:])); b = list(map(int, '$cpu1'.split()[
 d = [y - x for x, y in zip(a, b)]
 e = [y - x for x, y in zip(map(int, '$HOST_ELSEWHERE0'.split()), map(int, '$elsewhere1'.split()))]
 print(f'host idle {100 * d[3] / max(1, sum(d)):.0f}%, softirq {100 * d[6] / max(1, sum(d)):.0f}%, stolen by the hypervisor {100 * d[7] / max(1, sum(d)):.0f}%; bottleneck dropped $((drops1 - HOST_DROPS0)), '
-      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events; TCP sent $tcp_retrans segments again; $sched')"
+      f'host dropped {e[0]} at input backlogs, {e[1]} at UDP receive and {e[2]} at send buffers; RPP declared $lost lost: $events; $tcp; $sched')"
 }
 
 # tcp_rate LOG FROM TO: a logged TCP flow's goodput in MB/s between two times.
