@@ -326,20 +326,9 @@ fn stream_interval_samples_rpp_s_state_through_each_round() {
     let (server, listening) = serve("udp://127.0.0.1:0", &["--no-baseline"]);
     let url = listening["url"].as_str().unwrap().to_owned();
     let (count, size) = (1000u64, 65536u64);
-    let (status, lines, stderr) = run(&[
-        "stream",
-        "--transport",
-        &url,
-        "--size",
-        "65536",
-        "--count",
-        "1000",
-        "--rounds",
-        "2",
-        "--interval",
-        "2ms",
-        "--json",
-    ]);
+    let mut args = interval_stream(&url, "1000", "2", "2ms");
+    args.push("--json");
+    let (status, lines, stderr) = run(&args);
     assert!(status.success(), "{status}: {stderr}");
     let samples: Vec<&Value> = lines.iter().filter(|l| l["event"] == "interval").collect();
     for round in [1, 2] {
@@ -369,19 +358,7 @@ fn stream_interval_samples_rpp_s_state_through_each_round() {
         "{samples:#?}"
     );
     // Without --json: a table after the run, before the summary.
-    let (status, text) = run_text(&[
-        "stream",
-        "--transport",
-        &url,
-        "--size",
-        "65536",
-        "--count",
-        "200",
-        "--rounds",
-        "1",
-        "--interval",
-        "5ms",
-    ]);
+    let (status, text) = run_text(&interval_stream(&url, "200", "1", "5ms"));
     assert!(status.success(), "{text}");
     let header = text.find("srtt (ms)").expect("the table's header");
     assert!(
@@ -390,6 +367,29 @@ fn stream_interval_samples_rpp_s_state_through_each_round() {
     );
     server.signal(libc::SIGTERM);
     assert!(server.wait_exit().0.success());
+}
+
+/// `myri stream` of `count` 64 KiB messages in `rounds` rounds to `url`, sampled every
+/// `every`.
+fn interval_stream<'a>(
+    url: &'a str,
+    count: &'a str,
+    rounds: &'a str,
+    every: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "stream",
+        "--transport",
+        url,
+        "--size",
+        "65536",
+        "--count",
+        count,
+        "--rounds",
+        rounds,
+        "--interval",
+        every,
+    ]
 }
 
 /// Runs `myri ARGS...` to the end: its status, and its standard output and error as text.
