@@ -456,6 +456,9 @@ pub fn stream(
             "--baseline compares fixed sizes: use --size, not --random-sizes",
         ));
     }
+    if args.interval.is_some_and(|d| d.is_zero()) {
+        return Err(Failure::usage("--interval must be longer than 0"));
+    }
     if args.interval.is_some() && run.raw {
         return Err(Failure::usage(
             "--interval samples RPP's state: it needs a reliable stream (no --raw)",

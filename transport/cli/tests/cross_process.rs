@@ -309,6 +309,17 @@ fn bad_urls_busy_addresses_and_absent_servers_have_clear_errors_and_exit_codes()
     let r = run(&["pingpong", "--transport", &url, "--loss", "0.1"]);
     assert_eq!(code(&r), 2, "{}", r.2);
     assert!(r.2.contains("myri proxy"), "{}", r.2);
+    // --interval samples RPP: a reliable stream, and a period longer than 0.
+    for (extra, says) in [
+        (&["--interval", "0s"][..], "longer than 0"),
+        (&["--interval", "1s", "--raw"][..], "reliable"),
+    ] {
+        let mut args = vec!["stream", "--transport", &url];
+        args.extend_from_slice(extra);
+        let r = run(&args);
+        assert_eq!(code(&r), 2, "{extra:?}: {}", r.2);
+        assert!(r.2.contains(says), "{extra:?}: {}", r.2);
+    }
     server.signal(libc::SIGTERM);
     assert!(server.wait_exit().0.success());
     // A second server on a live server's region is refused.
