@@ -53,12 +53,14 @@
 //! read, and meanwhile the window stood full of bytes the path had delivered. TCP takes
 //! its acknowledgements in softirq as they land and keeps its window in the network. So
 //! for a paced loss-based controller ([`NewReno`], [`Cubic`]) in congestion avoidance,
-//! the connection measures the bytes acknowledgements bring beyond the window's own pace
-//! (`window / srtt`) since they last fell behind it, within a round trip, keeps the
-//! largest of the last five to ten round trips, and lets the flight go past the window by
-//! that much, at most a quarter of the window, as Linux BBR's `extra_acked` does for
-//! paths that aggregate acknowledgements. The pacer still spreads packets at the window's
-//! rate. The controller's window, its reductions and the pacing rate are unchanged;
+//! the connection measures the bytes acknowledgements bring beyond the rate the flight
+//! went at (the pacing rate, or the path's delivery rate where that is larger) since they
+//! last fell behind it, within a round trip, less what one acknowledgement normally
+//! covers; keeps the largest of the last five to ten round
+//! trips; and lets the flight go past the window by that much, at most a quarter of the
+//! window, as Linux BBR's `extra_acked` does for paths that aggregate acknowledgements.
+//! The pacer spreads the window and the allowance together, at 5/4 of them per round
+//! trip. The controller's window and its reductions are unchanged;
 //! [`Stats::ack_aggregation`](crate::Stats::ack_aggregation) says what the allowance is.
 //! [`Bbr`] sizes its flight from its own model and gets none, and neither does an
 //! unpaced flow, whose acknowledgements release the window at once.

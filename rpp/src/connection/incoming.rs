@@ -458,8 +458,13 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// doubles the window anyway), and sets the allowance past the window from it.
     fn measure_aggregation(&mut self, now: Instant, acked: u64, delivery: Delivery) {
         if self.aggregates() {
-            self.aggregation
-                .on_ack(now, acked, self.cwnd, self.rtt.srtt_nanos(), delivery);
+            let flight = Flight {
+                window: self.cwnd,
+                srtt: self.rtt.srtt_nanos(),
+                quantum: u64::from(self.config.ack_every) * self.max_packet,
+                pace: self.pacing_inputs().0,
+            };
+            self.aggregation.on_ack(now, acked, flight, delivery);
         }
         self.refresh_allowance();
     }

@@ -15,7 +15,7 @@ use crate::time::Instant;
 use crate::wire::{
     self, DATA_SACK_WORDS, Header, HeaderRepr, Integrity, MAX_HEADER_LEN, MAX_SACK_WORDS, flags,
 };
-use aggregation::{Aggregation, Delivery};
+use aggregation::{Aggregation, Delivery, Flight};
 use core::ops::Range;
 use pacing::{BURST_INTERVAL, Pacer};
 use recv::{DataOutcome, FragmentInfo, RecvState};
@@ -626,7 +626,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
             Some(c) => {
                 let rate = match c.pacing_rate() {
                     Some(rate) if srtt > 0 => rate,
-                    _ => Pacer::rate(self.cwnd, srtt, c.in_slow_start()),
+                    // The flight the connection allows: the window and the allowance
+                    // past it for acknowledgements read late.
+                    _ => Pacer::rate(self.flight_limit(), srtt, c.in_slow_start()),
                 };
                 (rate, self.cwnd)
             }
