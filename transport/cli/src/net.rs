@@ -19,6 +19,14 @@ fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.to_string())
 }
 
+/// A period: a duration longer than zero.
+fn period(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        d if d.is_zero() => Err("must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
 /// Where the benchmark runs (every benchmark takes these).
 #[derive(Args, Debug, Clone)]
 pub struct NetArgs {
@@ -75,7 +83,7 @@ pub struct NetStreamArgs {
     /// bytes), as `iperf3 -i` does. The samples are printed when the stream ends
     /// (printing during it would take the sender's time): "interval" lines with --json,
     /// a table otherwise.
-    #[arg(long, value_name = "D", value_parser = duration)]
+    #[arg(long, value_name = "D", value_parser = period)]
     pub interval: Option<Duration>,
 }
 
@@ -455,9 +463,6 @@ pub fn stream(
         return Err(Failure::usage(
             "--baseline compares fixed sizes: use --size, not --random-sizes",
         ));
-    }
-    if args.interval.is_some_and(|d| d.is_zero()) {
-        return Err(Failure::usage("--interval must be longer than 0"));
     }
     if args.interval.is_some() && run.raw {
         return Err(Failure::usage(

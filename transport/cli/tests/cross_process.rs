@@ -336,10 +336,10 @@ fn bad_urls_busy_addresses_and_absent_servers_have_clear_errors_and_exit_codes()
 fn stream_interval_samples_rpp_s_state_through_each_round() {
     let (server, listening) = serve("udp://127.0.0.1:0", &["--no-baseline"]);
     let url = listening["url"].as_str().unwrap().to_owned();
-    let (count, size) = (1000u64, 65536u64);
-    let mut args = interval_stream(&url, "1000", "2", "2ms");
-    args.push("--json");
-    let (status, lines, stderr) = run(&args);
+    let count = 1000;
+    let mut args = interval_stream(&url, count, 2, "2ms");
+    args.push("--json".into());
+    let (status, lines, stderr) = run(&strs(&args));
     assert!(status.success(), "{status}: {stderr}");
     let samples: Vec<&Value> = lines.iter().filter(|l| l["event"] == "interval").collect();
     for round in [1, 2] {
@@ -358,8 +358,8 @@ fn stream_interval_samples_rpp_s_state_through_each_round() {
         }
         let end = r.last().unwrap();
         let acked = end["acked_bytes"].as_u64().unwrap();
-        assert!(acked > 0 && acked <= count * size, "{end}");
-        assert_eq!(acked % size, 0, "whole messages: {end}");
+        assert!(acked > 0 && acked <= count * INTERVAL_SIZE, "{end}");
+        assert_eq!(acked % INTERVAL_SIZE, 0, "whole messages: {end}");
         assert!(end["rpp"]["srtt_us"].as_f64().unwrap() > 0.0, "{end}");
         assert!(end["rpp"]["cwnd"].as_u64().unwrap() > 0, "{end}");
         assert!(end["mb_per_s"].as_f64().unwrap() >= 0.0, "{end}");
@@ -369,7 +369,7 @@ fn stream_interval_samples_rpp_s_state_through_each_round() {
         "{samples:#?}"
     );
     // Without --json: a table after the run, before the summary.
-    let (status, text) = run_text(&interval_stream(&url, "200", "1", "5ms"));
+    let (status, text) = run_text(&strs(&interval_stream(&url, 200, 1, "5ms")));
     assert!(status.success(), "{text}");
     let header = text.find("srtt (ms)").expect("the table's header");
     assert!(
@@ -380,27 +380,37 @@ fn stream_interval_samples_rpp_s_state_through_each_round() {
     assert!(server.wait_exit().0.success());
 }
 
-/// `myri stream` of `count` 64 KiB messages in `rounds` rounds to `url`, sampled every
-/// `every`.
-fn interval_stream<'a>(
-    url: &'a str,
-    count: &'a str,
-    rounds: &'a str,
-    every: &'a str,
-) -> Vec<&'a str> {
-    vec![
+/// The message size of [`interval_stream`].
+const INTERVAL_SIZE: u64 = 65536;
+
+/// `myri stream` of `count` messages of [`INTERVAL_SIZE`] bytes in `rounds` rounds to
+/// `url`, sampled every `every`.
+fn interval_stream(url: &str, count: u64, rounds: u32, every: &str) -> Vec<String> {
+    let (size, count, rounds) = (
+        INTERVAL_SIZE.to_string(),
+        count.to_string(),
+        rounds.to_string(),
+    );
+    [
         "stream",
         "--transport",
         url,
         "--size",
-        "65536",
+        &size,
         "--count",
-        count,
+        &count,
         "--rounds",
-        rounds,
+        &rounds,
         "--interval",
         every,
     ]
+    .map(String::from)
+    .into()
+}
+
+/// The arguments as the runners take them.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 /// Runs `myri ARGS...` to the end: its status, and its standard output and error as text.
