@@ -39,6 +39,9 @@
 //!   round trip instead of loss, for a path shared with TCP BBR flows. A pacer
 //!   spreads each window over the round trip on long paths (BBR sets its own rate); on a
 //!   microsecond link a whole window is one burst, so a cluster link keeps its latency.
+//!   Where acknowledgements come together (a driver, or its peer, that runs late), a
+//!   paced flight may pass the loss-based window by what they brought late, at most a
+//!   quarter of it (see "Acknowledgements that come together" in [`congestion`]).
 //!
 //! # Pacing and the driver
 //!

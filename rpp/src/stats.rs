@@ -77,6 +77,10 @@ pub struct Stats {
     pub bytes_in_flight: u64,
     /// The congestion window in bytes (`u64::MAX` without congestion control).
     pub cwnd: u64,
+    /// Bytes the flight may go past `cwnd` to make up for acknowledgements that came
+    /// together (0 but for a paced loss-based controller in congestion avoidance; see
+    /// "Acknowledgements that come together" in [`congestion`](crate::congestion)).
+    pub ack_aggregation: u64,
     /// The slow-start threshold in bytes (`u64::MAX` until the first loss, or without
     /// congestion control).
     pub ssthresh: u64,

@@ -45,6 +45,26 @@
 //!   brought it new data, never a duplicate): the acknowledgements were late, not the
 //!   packets lost, and the collapse is undone.
 //!
+//! # Acknowledgements that come together
+//!
+//! A flight's bytes count as in flight until their acknowledgement is read. A driver in
+//! user space on a busy host reads them late, and its peer acknowledges late: beside a
+//! TCP flow on a two-core host, the acknowledgements of a millisecond's data came in one
+//! read, and meanwhile the window stood full of bytes the path had delivered. TCP takes
+//! its acknowledgements in softirq as they land and keeps its window in the network. So
+//! for a paced loss-based controller ([`NewReno`], [`Cubic`]) in congestion avoidance,
+//! the connection measures the bytes acknowledgements bring beyond the rate the flight
+//! went at (the pacing rate, or the path's delivery rate where that is larger) since they
+//! last fell behind it, within a round trip, less what comes together when nothing holds
+//! it (one acknowledgement's packets, or one of the pacer's batches); keeps the largest
+//! of the last five to ten round trips; and lets the flight go past the window by that much, at most a quarter of the
+//! window, as Linux BBR's `extra_acked` does for paths that aggregate acknowledgements.
+//! The pacer spreads the window and the allowance together, at 5/4 of them per round
+//! trip. The controller's window and its reductions are unchanged;
+//! [`Stats::ack_aggregation`](crate::Stats::ack_aggregation) says what the allowance is.
+//! [`Bbr`] sizes its flight from its own model and gets none, and neither does an
+//! unpaced flow, whose acknowledgements release the window at once.
+//!
 //! # Controllers
 //!
 //! [`NewReno`] (RFC 9002 §7: slow start, then one packet per window of acknowledged

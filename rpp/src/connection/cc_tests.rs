@@ -327,11 +327,24 @@ fn an_application_limited_flight_does_not_inflate_the_window() {
 /// came meanwhile in one go, as a driver on a busy host does from its socket, then sends.
 /// Returns the sender's stats after `seconds`.
 fn driven_every(period: Duration, seconds: u64) -> Stats {
+    driven_every_with(CongestionControl::Cubic, true, period, seconds).0
+}
+
+/// [`driven_every`] with controller `cc` and pacing on or off; also returns the most
+/// bytes the flight held beyond the congestion window after a pass of the sender that
+/// sent (up to a packet: the last packet may go just below the window).
+fn driven_every_with(
+    cc: CongestionControl,
+    pacing: bool,
+    period: Duration,
+    seconds: u64,
+) -> (Stats, u64) {
     let config = Config {
         send_window: 4096,
         recv_window: 4096,
-        ..cc_config(CongestionControl::Cubic, true)
+        ..cc_config(cc, pacing)
     };
+    let config_mtu = config.mtu as u64;
     let mut pair = Pair::new(config, path(Duration::from_millis(5)), 21);
     let bottleneck = LinkConfig {
         bandwidth: Some(12_500_000),
@@ -342,6 +355,8 @@ fn driven_every(period: Duration, seconds: u64) -> Stats {
     let until = Instant::from_nanos(seconds * 1_000_000_000);
     let (mut now, mut tick) = (Instant::ZERO, Instant::ZERO);
     let mut buf = vec![0u8; 9000];
+    let mtu = config_mtu;
+    let mut beyond = 0;
     while now < until {
         if pair.a.queued_bytes() < 4_000_000 {
             queue(&mut pair, 200, 8000);
@@ -365,16 +380,31 @@ fn driven_every(period: Duration, seconds: u64) -> Stats {
             if pair.a.poll_timeout().is_some_and(|t| t <= now) {
                 pair.a.handle_timeout(now);
             }
+            let before = pair.a.stats();
             while let Some(n) = pair.a.poll_transmit(now, &mut buf) {
                 pair.a_to_b.send(now, &buf[..n]);
             }
             while pair.a.poll_event().is_some() {}
+            let after = pair.a.stats();
+            if after.packets_sent > before.packets_sent
+                && after.bytes_in_flight > before.bytes_in_flight
+            {
+                // Each packet went while the flight was below the window and the allowance
+                // (at most a quarter of the window); the last may pass them by itself.
+                assert!(before.ack_aggregation <= before.cwnd / 4, "{before:?}");
+                let limit = before.cwnd + before.ack_aggregation;
+                assert!(
+                    after.bytes_in_flight < limit + mtu,
+                    "{after:?} after {before:?}"
+                );
+                beyond = beyond.max(after.bytes_in_flight.saturating_sub(before.cwnd));
+            }
             tick = now + period;
         }
         let next = [pair.a_to_b.next_delivery(), pair.b.poll_timeout()];
         now = next.into_iter().flatten().fold(tick, Instant::min).max(now);
     }
-    pair.a.stats()
+    (pair.a.stats(), beyond)
 }
 
 #[test]
@@ -388,6 +418,45 @@ fn acknowledgements_taken_in_batches_still_test_the_window() {
     assert!(s.acks_received > 5000, "{s:?}");
     assert!(s.congestion_events > 0, "the queue was reached: {s:?}");
     assert!(s.app_limited * 100 <= s.acks_received, "{s:?}");
+}
+
+#[test]
+fn acknowledgements_read_together_let_the_flight_past_the_window_by_a_quarter_at_most() {
+    // Driven every 5 ms, the sender reads 5 ms of acknowledgements at once: bytes the
+    // path delivered stood in the window meanwhile. The flight may go past the window
+    // by what came beyond the pacing rate and one batch's bytes (4 packets of 8 KB, 2.5
+    // ms of the bottleneck's rate: read every 2 ms, there is no allowance), at most a
+    // quarter of the window (checked at every pass); driven every 0.1 ms, by little.
+    let mtu = Config::default().mtu as u64;
+    let late = Duration::from_millis(5);
+    let (s, beyond) = driven_every_with(CongestionControl::Cubic, true, late, 5);
+    assert!(s.congestion_events > 0, "in congestion avoidance: {s:?}");
+    assert!(s.ack_aggregation > mtu, "{s:?}");
+    assert!(
+        beyond > 2 * mtu,
+        "the flight went past the window: {beyond}, {s:?}"
+    );
+    let prompt = Duration::from_micros(100);
+    let (s, beyond) = driven_every_with(CongestionControl::Cubic, true, prompt, 5);
+    assert!(s.ack_aggregation <= 2 * mtu, "{s:?}");
+    assert!(beyond <= 3 * mtu, "{beyond}, {s:?}");
+}
+
+#[test]
+fn no_allowance_past_the_window_unpaced_or_for_bbr() {
+    // Unpaced, the acknowledgements release the window at once anyway; BBR sizes its own
+    // flight from its model. Neither goes past its window.
+    for (cc, pacing) in [
+        (CongestionControl::Cubic, false),
+        (CongestionControl::NewReno, false),
+        (CongestionControl::Bbr, true),
+    ] {
+        let (s, beyond) = driven_every_with(cc, pacing, Duration::from_millis(2), 2);
+        assert_eq!(s.ack_aggregation, 0, "{cc:?} paced {pacing}: {s:?}");
+        let mtu = Config::default().mtu as u64;
+        assert!(beyond < mtu, "{cc:?} paced {pacing}: {beyond} past {s:?}");
+        assert!(s.acks_received > 1000, "{cc:?}: {s:?}");
+    }
 }
 
 #[test]
@@ -901,4 +970,50 @@ fn a_microsecond_link_sends_without_batches() {
     let s = pair.a.stats();
     assert_eq!((s.batches, s.batch_holds, s.paced), (0, 0, 0), "{s:?}");
     assert_eq!(pair.b_messages().len(), 800);
+}
+
+#[test]
+fn two_flows_sharing_a_queue_promptly_driven_get_no_allowance() {
+    // Two paced CUBIC flows through one 200 Mbit/s drop-tail queue, driven promptly (the
+    // Dumbbell never runs late). A flow sends its new data in batches of a millisecond's
+    // rate, which go back to back and come back so: the acknowledgements of a batch
+    // arrive together through no one's lateness, and are forgiven. Without that, every
+    // 50-ms sample here had an allowance (up to 19 KB; with it, 18 of 120, up to 10 KB),
+    // and at 1 Gbit/s the smaller of two flows had the larger allowance, sent past its
+    // window into the full queue, and lost more: the split widened.
+    use crate::testing::Dumbbell;
+    let rate = 25_000_000;
+    let bottleneck = LinkConfig {
+        delay: Duration::from_micros(20),
+        bandwidth: Some(rate),
+        queue_limit: Some(Duration::from_millis(10)),
+        mtu: 1500,
+        ..LinkConfig::default()
+    };
+    let back = LinkConfig {
+        delay: Duration::from_micros(20),
+        mtu: 1500,
+        ..LinkConfig::default()
+    };
+    let config = cc_config(CongestionControl::Cubic, true)
+        .with_mtu(1472)
+        .with_send_window(1024)
+        .with_recv_window(1024);
+    let mut d = Dumbbell::new(vec![config; 2], bottleneck, back, 3);
+    d.bulk(0, Instant::ZERO, 65_536);
+    d.bulk(1, Instant::ZERO + Duration::from_millis(5), 65_536);
+    d.run_until(Instant::from_nanos(2_000_000_000));
+    let (mut samples, mut allowed, mut most) = (0u64, 0u64, 0u64);
+    for step in 1..=60u64 {
+        d.run_until(Instant::from_nanos(2_000_000_000 + step * 50_000_000));
+        for f in &d.flows {
+            let s = f.a.stats();
+            assert!(s.congestion_events > 0, "in congestion avoidance: {s:?}");
+            samples += 1;
+            allowed += u64::from(s.ack_aggregation > 0);
+            most = most.max(s.ack_aggregation);
+        }
+    }
+    assert!(allowed * 5 <= samples, "{allowed} of {samples} samples");
+    assert!(most <= 1472 * 8, "{most}");
 }

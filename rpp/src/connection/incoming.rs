@@ -297,13 +297,19 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if out.acked_bytes > 0
             && let Some(cc) = self.cc.as_mut()
         {
+            // The rate the path delivered at since the latest acknowledged packet went.
+            let delivery = Delivery {
+                delivered: self.send.delivered - out.prior_delivered,
+                interval: out.send_elapsed.max(now.nanos_since(out.prior_time)),
+                app_limited: out.sample_app_limited,
+            };
             if self.rate_samples {
                 let sample = RateSample {
-                    delivered: self.send.delivered - out.prior_delivered,
-                    interval: out.send_elapsed.max(now.nanos_since(out.prior_time)),
+                    delivered: delivery.delivered,
+                    interval: delivery.interval,
                     prior_delivered: out.prior_delivered,
                     total_delivered: self.send.delivered,
-                    app_limited: out.sample_app_limited,
+                    app_limited: delivery.app_limited,
                     acked: out.acked_bytes,
                     lost: self.send.lost_bytes,
                     in_flight: self.send.bytes_in_flight,
@@ -329,6 +335,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 self.cwnd = cc.window();
             }
             self.app_limited = app_limited;
+            self.measure_aggregation(now, out.acked_bytes, delivery);
         }
         if out.lost > 0 {
             self.stats.lost += u64::from(out.lost);
@@ -437,11 +444,49 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let sent = Instant::from_nanos(now.as_nanos().saturating_sub(self.rtt.srtt_nanos()));
         cc.on_congestion_event(now, sent, false, 0);
         self.cwnd = cc.window();
+        self.refresh_allowance();
         if self.cwnd < before {
             self.stats.congestion_events += 1;
             self.undo_pending = 0;
             self.trace.record(now, TraceKind::Lost, 0);
         }
+    }
+
+    /// Takes `acked` newly acknowledged bytes into the measure of acknowledgements that
+    /// come together, for a paced loss-based controller in congestion avoidance (a
+    /// controller that steers by delivery rate, BBR, sizes its flight itself; slow start
+    /// doubles the window anyway), and sets the allowance past the window from it.
+    fn measure_aggregation(&mut self, now: Instant, acked: u64, delivery: Delivery) {
+        if self.aggregates() {
+            // What comes together unheld: an acknowledgement's packets, or a batch.
+            let (pace, window) = self.pacing_inputs();
+            let batch = Pacer::batch(pace, window, self.max_packet).unwrap_or(0);
+            let flight = Flight {
+                window: self.cwnd,
+                srtt: self.rtt.srtt_nanos(),
+                quantum: u64::from(self.config.ack_every).max(batch) * self.max_packet,
+                pace,
+            };
+            self.aggregation.on_ack(now, acked, flight, delivery);
+        }
+        self.refresh_allowance();
+    }
+
+    /// Whether the flight may go past the window for acknowledgements that came together
+    /// (see [`Connection::measure_aggregation`]).
+    fn aggregates(&self) -> bool {
+        self.pacer.is_some()
+            && !self.rate_samples
+            && self.cc.as_ref().is_some_and(|c| !c.in_slow_start())
+    }
+
+    /// Sets the allowance past the window for the window as it is now.
+    fn refresh_allowance(&mut self) {
+        self.allowance = if self.aggregates() {
+            self.aggregation.allowance(self.cwnd)
+        } else {
+            0
+        };
     }
 
     /// Tells the congestion controller of the packets the send half declared lost.
@@ -460,6 +505,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let before = self.cwnd;
         cc.on_congestion_event(now, sent, persistent, bytes);
         self.cwnd = cc.window();
+        self.refresh_allowance();
         if persistent {
             self.stats.congestion_events += 1;
             self.stats.persistent_congestion += 1;

@@ -1,5 +1,6 @@
 //! A connection: one end of a reliable, ordered message stream between two peers.
 
+mod aggregation;
 mod incoming;
 mod outgoing;
 mod pacing;
@@ -14,6 +15,7 @@ use crate::time::Instant;
 use crate::wire::{
     self, DATA_SACK_WORDS, Header, HeaderRepr, Integrity, MAX_HEADER_LEN, MAX_SACK_WORDS, flags,
 };
+use aggregation::{Aggregation, Delivery, Flight};
 use core::ops::Range;
 use pacing::{BURST_INTERVAL, Pacer};
 use recv::{DataOutcome, FragmentInfo, RecvState};
@@ -300,6 +302,11 @@ pub struct Connection<B = Vec<u8>> {
     /// Its window, as of its last change (`u64::MAX` without one): read for every
     /// packet, so kept here rather than asked through the trait object.
     cwnd: u64,
+    /// How far the flight may go past `cwnd` to make up for acknowledgements that came
+    /// together, as last measured (see the `aggregation` module).
+    allowance: u64,
+    /// The measurement behind it.
+    aggregation: Aggregation,
     /// The last acknowledgement found the flight application-limited.
     app_limited: bool,
     /// The controller wants delivery rate samples ([`Controller::wants_rate_samples`]).
@@ -451,6 +458,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             .build(config.mtu as u64, config.initial_window);
         Ok(Connection {
             cwnd: cc.as_ref().map_or(u64::MAX, |c| c.window()),
+            allowance: 0,
+            aggregation: Aggregation::default(),
             send: SendState::new(payload, wire::HEADER_LEN as u32, INITIAL_CREDIT),
             rate_samples: cc.as_ref().is_some_and(|c| c.wants_rate_samples()),
             cc,
@@ -538,6 +547,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             peer_credit: self.send.peer_credit,
             bytes_in_flight: self.send.bytes_in_flight,
             cwnd: self.cwnd,
+            ack_aggregation: self.allowance,
             loss_packet_threshold: self.reordering.packets,
             loss_time_threshold_eighths: self.reordering.eighths,
             ssthresh: self.cc.as_ref().map_or(u64::MAX, |c| c.ssthresh()),
@@ -563,6 +573,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.cc = controller;
         self.cwnd = self.cc.as_ref().map_or(u64::MAX, |c| c.window());
         self.rate_samples = self.cc.as_ref().is_some_and(|c| c.wants_rate_samples());
+        self.aggregation.reset();
+        self.allowance = 0;
     }
 
     /// The congestion controller, if any.
@@ -577,7 +589,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// On a paced path it is 0 until a whole batch may go ([`Gather::batch_end`]).
     pub fn send_budget(&mut self, now: Instant) -> usize {
         let room = if self.cc.is_some() {
-            self.cwnd
+            self.flight_limit()
                 .saturating_sub(self.send.bytes_in_flight)
                 .div_ceil(self.max_packet)
         } else {
@@ -614,7 +626,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
             Some(c) => {
                 let rate = match c.pacing_rate() {
                     Some(rate) if srtt > 0 => rate,
-                    _ => Pacer::rate(self.cwnd, srtt, c.in_slow_start()),
+                    // The flight the connection allows: the window and the allowance
+                    // past it for acknowledgements read late.
+                    _ => Pacer::rate(self.flight_limit(), srtt, c.in_slow_start()),
                 };
                 (rate, self.cwnd)
             }
@@ -663,7 +677,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return Err(SendError::WouldBlock(msg));
         }
         if !self.send.has_new()
-            && self.send.bytes_in_flight < self.cwnd
+            && self.send.bytes_in_flight < self.flight_limit()
             && self.send.nothing_to_resend()
         {
             // Nothing left to send and room in the window: until what is in flight has

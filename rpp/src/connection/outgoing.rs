@@ -72,7 +72,14 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// Whether the congestion window has room for another packet.
     #[inline]
     pub(super) fn cc_room(&self) -> bool {
-        self.send.bytes_in_flight < self.cwnd
+        self.send.bytes_in_flight < self.flight_limit()
+    }
+
+    /// The most bytes the flight may hold: the congestion window, and what makes up for
+    /// acknowledgements that came together (see the `aggregation` module).
+    #[inline]
+    pub(super) fn flight_limit(&self) -> u64 {
+        self.cwnd.saturating_add(self.allowance)
     }
 
     /// When the pacer lets the next `packets` packets go, if not now (asked only once its
@@ -131,7 +138,10 @@ impl<B: AsRef<[u8]>> Connection<B> {
         // acknowledgement of the flight brings it: the window holds two batches).
         let batch = if !resend && new { self.batch_size() } else { 0 };
         if batch != 0
-            && self.cwnd.saturating_sub(self.send.bytes_in_flight) < batch * self.max_packet
+            && self
+                .flight_limit()
+                .saturating_sub(self.send.bytes_in_flight)
+                < batch * self.max_packet
         {
             if !self.batch_held {
                 self.batch_held = true;
@@ -199,7 +209,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let bytes = u64::from(self.send.last_bytes);
         if let Some(cc) = self.cc.as_mut() {
             cc.on_sent(now, bytes);
-            if self.send.bytes_in_flight.saturating_add(self.max_packet) >= self.cwnd {
+            if self.send.bytes_in_flight.saturating_add(self.max_packet) >= self.flight_limit() {
                 self.window_tested();
             }
         }

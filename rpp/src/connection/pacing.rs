@@ -1,7 +1,8 @@
 //! The pacer: spreads a congestion window over the round trip instead of sending it in
 //! one burst, as a token bucket (quinn-proto's pacer is the model).
 //!
-//! Tokens are bytes. They refill at the pacing rate, `gain x window / srtt` (gain 2 in
+//! Tokens are bytes. They refill at the pacing rate, `gain x window / srtt` (the window
+//! with the connection's allowance past it, see `aggregation`; gain 2 in
 //! slow start, so the window can double in a round, and 5/4 after, as Linux paces), or
 //! the controller's own rate where it sets one (BBR paces at its bandwidth estimate), up to
 //! a burst: the bytes the rate sends in [`BURST_INTERVAL`], but at least
