@@ -49,11 +49,11 @@
 //! packet's time has not come (acknowledgements still go), and
 //! [`Connection::poll_timeout`] includes that time. A driver therefore needs nothing new:
 //! it arms its timer for `poll_timeout`, calls [`Connection::handle_timeout`] when it
-//! fires, and drains `poll_transmit` again. Where pacing spreads the window, new data
-//! goes in batches of one burst (about a millisecond of the pacing rate); a driver that
-//! sends GSO buffers sends what it holds at each [`Gather::batch_end`], so that each
-//! buffer is one batch, and may ask [`Connection::send_budget`] how many full-size
-//! packets may go now.
+//! fires, and drains `poll_transmit` again. Where pacing spreads the window and a burst
+//! (about a millisecond of the pacing rate) is at least 32 KiB, new data goes in batches
+//! of one burst, and below that packet by packet; a driver that sends GSO buffers sends
+//! what it holds at each [`Gather::batch_end`], so that each buffer is one batch, and
+//! may ask [`Connection::send_budget`] how many full-size packets may go now.
 //!
 //! # What it does not do
 //!

@@ -15,7 +15,8 @@
 //! how many bytes the acknowledgements bring beyond the rate the flight went at since
 //! they last fell behind it (an aggregation epoch, at most a round trip long), less what
 //! comes together when nothing holds it (a quantum: the larger of the peer's `ack_every`
-//! packets and the flow's own batch, see below), and keeps the largest such excess of
+//! packets and what the pacer lets go at once, see below), and keeps the largest such
+//! excess of
 //! the last two spells of [`SPELL_RTTS`] round trips. The flight may exceed the window by that much, at most a quarter of the window
 //! ([`MAX_SHARE`]). The pacer spreads the window and the allowance together over the
 //! round trip, so the allowance fills the time the acknowledgements were late instead of
@@ -43,18 +44,19 @@
 //! * Without the quantum, a window of a dozen 8 KiB packets counted each acknowledgement
 //!   of two as aggregation.
 //!
-//! # A flow's own batches
+//! # A flow's own bursts
 //!
-//! A paced flow sends its new data in batches of about a millisecond of its rate (see
-//! the `pacing` module), which leave back to back; where they meet another flow's
-//! batches in a queue, their acknowledgements come back bunched the same way, faster
-//! than the pacing rate for a batch and then not at all. That is the flow's own doing,
-//! not lateness, so one batch is forgiven with the `ack_every` packets. Without it, two
-//! CUBIC flows that shared a drop-tail queue in the Dumbbell harness, driven promptly,
-//! each had an allowance nearly all the time, the smaller flow the larger one: it sent
-//! past its window into the full queue, lost more, and the two split the link less
-//! evenly than with no allowance at all (RESULTS: "RPP beside TCP: the allowance,
-//! forgiving a batch"). A driver that reads late still gets what came beyond the batch.
+//! The pacer lets up to a burst go at once (about a millisecond of its rate, at least
+//! four packets; at high rates as one batch, see the `pacing` module), and the packets
+//! leave back to back. Where they meet another flow's in a queue, their
+//! acknowledgements come back bunched the same way: faster than the pacing rate for a
+//! burst, then not at all. That is the flow's own doing, not lateness, so one burst is
+//! forgiven with the `ack_every` packets. Without it, two CUBIC flows that shared a
+//! drop-tail queue in the Dumbbell harness, driven promptly, each had an allowance
+//! nearly all the time, the smaller flow the larger one: it sent past its window into
+//! the full queue, lost more, and the two split the link less evenly than with no
+//! allowance at all (RESULTS: "RPP beside TCP: the allowance, forgiving a burst"). A
+//! driver that reads late still gets what came beyond the burst.
 
 use crate::time::Instant;
 
@@ -80,8 +82,9 @@ pub(crate) struct Flight {
     pub(crate) window: u64,
     /// The smoothed round trip, ns (0: no sample yet, nothing is measured).
     pub(crate) srtt: u64,
-    /// What comes together when nothing holds it (the peer's `ack_every` packets, or the
-    /// flow's own batch where that is more): no aggregation, however small the window.
+    /// What comes together when nothing holds it (the peer's `ack_every` packets, or what
+    /// the pacer lets go at once where that is more): no aggregation, however small the
+    /// window.
     pub(crate) quantum: u64,
     /// The pacing rate, bytes per second: acknowledgements at it are not aggregated
     /// either.

@@ -458,15 +458,17 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// doubles the window anyway), and sets the allowance past the window from it.
     fn measure_aggregation(&mut self, now: Instant, acked: u64, delivery: Delivery) {
         if self.aggregates() {
-            // What comes together unheld: an acknowledgement's packets, or a batch.
+            // What comes together unheld: an acknowledgement's packets, or what the
+            // pacer let go at once.
             let (pace, window) = self.pacing_inputs();
-            let batch = Pacer::batch(pace, window, self.max_packet).unwrap_or(0);
-            let flight = Flight {
-                window: self.cwnd,
-                srtt: self.rtt.srtt_nanos(),
-                quantum: u64::from(self.config.ack_every).max(batch) * self.max_packet,
-                pace,
-            };
+            let flight =
+                Flight {
+                    window: self.cwnd,
+                    srtt: self.rtt.srtt_nanos(),
+                    quantum: (u64::from(self.config.ack_every) * self.max_packet)
+                        .max(Pacer::capacity(pace, window, self.max_packet)),
+                    pace,
+                };
             self.aggregation.on_ack(now, acked, flight, delivery);
         }
         self.refresh_allowance();
