@@ -72,6 +72,21 @@ pub struct LinkConfig {
     pub mtu: usize,
 }
 
+impl LinkConfig {
+    /// One way of the path `integration/netns/shaped.sh` builds: 20 µs and 1,500-byte
+    /// frames, through a drop-tail queue of 10 ms at `rate` bytes per second where one
+    /// is given (the bottleneck), unthrottled where not (the way back).
+    pub fn shaped(rate: Option<u64>) -> LinkConfig {
+        LinkConfig {
+            delay: Duration::from_micros(20),
+            bandwidth: rate,
+            queue_limit: rate.map(|_| Duration::from_millis(10)),
+            mtu: 1500,
+            ..LinkConfig::default()
+        }
+    }
+}
+
 impl Default for LinkConfig {
     /// A perfect cluster link: 5 µs one way, 1 GB/s, 8 KiB MTU.
     fn default() -> LinkConfig {

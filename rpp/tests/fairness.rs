@@ -39,18 +39,7 @@ struct Outcome {
 /// started.
 fn two_flows(cc: CongestionControl, mbit: u64, late: Duration, from: u64, to: u64) -> Outcome {
     let rate = mbit * 1_000_000 / 8;
-    let bottleneck = LinkConfig {
-        delay: Duration::from_micros(20),
-        bandwidth: Some(rate),
-        queue_limit: Some(Duration::from_millis(10)),
-        mtu: 1500,
-        ..LinkConfig::default()
-    };
-    let back = LinkConfig {
-        delay: Duration::from_micros(20),
-        mtu: 1500,
-        ..LinkConfig::default()
-    };
+    let (bottleneck, back) = (LinkConfig::shaped(Some(rate)), LinkConfig::shaped(None));
     // The windows the transport gives a 1,500-byte path: what one acknowledgement maps.
     let config = Config::default()
         .with_congestion(cc)

@@ -982,19 +982,10 @@ fn two_flows_sharing_a_queue_promptly_driven_get_no_allowance() {
     // the smaller of two flows had the larger allowance, sent past its window into the
     // full queue, and lost more: the split widened.
     use crate::testing::Dumbbell;
-    let rate = 125_000_000;
-    let bottleneck = LinkConfig {
-        delay: Duration::from_micros(20),
-        bandwidth: Some(rate),
-        queue_limit: Some(Duration::from_millis(10)),
-        mtu: 1500,
-        ..LinkConfig::default()
-    };
-    let back = LinkConfig {
-        delay: Duration::from_micros(20),
-        mtu: 1500,
-        ..LinkConfig::default()
-    };
+    let (bottleneck, back) = (
+        LinkConfig::shaped(Some(125_000_000)),
+        LinkConfig::shaped(None),
+    );
     let config = cc_config(CongestionControl::Cubic, true)
         .with_mtu(1472)
         .with_send_window(1024)
