@@ -75,14 +75,16 @@ pub struct LinkConfig {
 impl LinkConfig {
     /// One way of the path `integration/netns/shaped.sh` builds: 20 µs and 1,500-byte
     /// frames, through a drop-tail queue of 10 ms at `rate` bytes per second where one
-    /// is given (the bottleneck), unthrottled where not (the way back).
+    /// is given (the bottleneck), at the default's rate with no queue limit where not
+    /// (the way back).
     pub fn shaped(rate: Option<u64>) -> LinkConfig {
+        let default = LinkConfig::default();
         LinkConfig {
             delay: Duration::from_micros(20),
-            bandwidth: rate,
+            bandwidth: rate.or(default.bandwidth),
             queue_limit: rate.map(|_| Duration::from_millis(10)),
             mtu: 1500,
-            ..LinkConfig::default()
+            ..default
         }
     }
 }

@@ -344,7 +344,7 @@ fn driven_every_with(
         recv_window: 4096,
         ..cc_config(cc, pacing)
     };
-    let config_mtu = config.mtu as u64;
+    let mtu = config.mtu as u64;
     let mut pair = Pair::new(config, path(Duration::from_millis(5)), 21);
     let bottleneck = LinkConfig {
         bandwidth: Some(12_500_000),
@@ -355,7 +355,6 @@ fn driven_every_with(
     let until = Instant::from_nanos(seconds * 1_000_000_000);
     let (mut now, mut tick) = (Instant::ZERO, Instant::ZERO);
     let mut buf = vec![0u8; 9000];
-    let mtu = config_mtu;
     let mut beyond = 0;
     while now < until {
         if pair.a.queued_bytes() < 4_000_000 {
