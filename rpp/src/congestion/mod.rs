@@ -57,10 +57,11 @@
 //! went at (the pacing rate, or the path's delivery rate where that is larger) since they
 //! last fell behind it, within a round trip, less what comes together when nothing holds
 //! it (one acknowledgement's packets, or one of the pacer's bursts); keeps the largest
-//! of the last five to ten round trips; and lets the flight go past the window by that much, at most a quarter of the
-//! window, as Linux BBR's `extra_acked` does for paths that aggregate acknowledgements.
-//! The pacer spreads the window and the allowance together, at 5/4 of them per round
-//! trip. The controller's window and its reductions are unchanged;
+//! of the last five to ten round trips; and lets the flight go past the window by that
+//! much, at most a quarter of the window, as Linux BBR's `extra_acked` does for paths
+//! that aggregate acknowledgements. The pacer spreads the window and the allowance
+//! together, at 5/4 of them per round trip. The controller's window and its reductions
+//! are unchanged;
 //! [`Stats::ack_aggregation`](crate::Stats::ack_aggregation) says what the allowance is.
 //! [`Bbr`] sizes its flight from its own model and gets none, and neither does an
 //! unpaced flow, whose acknowledgements release the window at once.

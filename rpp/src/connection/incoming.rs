@@ -457,21 +457,22 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// controller that steers by delivery rate, BBR, sizes its flight itself; slow start
     /// doubles the window anyway), and sets the allowance past the window from it.
     fn measure_aggregation(&mut self, now: Instant, acked: u64, delivery: Delivery) {
-        if self.aggregates() {
-            // What comes together unheld: an acknowledgement's packets, or what the
-            // pacer let go at once.
-            let (pace, window) = self.pacing_inputs();
-            let flight =
-                Flight {
-                    window: self.cwnd,
-                    srtt: self.rtt.srtt_nanos(),
-                    quantum: (u64::from(self.config.ack_every) * self.max_packet)
-                        .max(Pacer::capacity(pace, window, self.max_packet)),
-                    pace,
-                };
-            self.aggregation.on_ack(now, acked, flight, delivery);
+        if !self.aggregates() {
+            self.allowance = 0;
+            return;
         }
-        self.refresh_allowance();
+        // What comes together unheld: an acknowledgement's packets, or what the pacer
+        // let go at once.
+        let (pace, window) = self.pacing_inputs();
+        let per_ack = u64::from(self.config.ack_every) * self.max_packet;
+        let flight = Flight {
+            window: self.cwnd,
+            srtt: self.rtt.srtt_nanos(),
+            quantum: per_ack.max(Pacer::capacity(pace, window, self.max_packet)),
+            pace,
+        };
+        self.aggregation.on_ack(now, acked, flight, delivery);
+        self.allowance = self.aggregation.allowance(self.cwnd);
     }
 
     /// Whether the flight may go past the window for acknowledgements that came together
