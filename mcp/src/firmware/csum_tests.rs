@@ -131,6 +131,55 @@ fn every_path_carries_a_sender_checksum_the_landed_one_matches() {
     }
 }
 
+/// `Api::send_pio` writes a packet into the send slot from the caller's bytes: it needs no
+/// send buffer (every one is held here), arrives whole with a sender checksum the landed
+/// one matches, and one too long for PIO is refused and counted with nothing sent.
+#[test]
+fn a_pio_send_from_host_bytes_needs_no_send_buffer() {
+    let mut n = net(McpConfig::default(), CableConfig::default(), 3);
+    let chan = n.b.get_chan(ChanRequest::Specific(3)).unwrap();
+    n.b.init_recv_chan(&chan).unwrap();
+    let held: Vec<_> = std::iter::from_fn(|| n.a.get_send_buffer().ok()).collect();
+    assert!(
+        !held.is_empty() && n.a.get_send_buffer().is_err(),
+        "every buffer held"
+    );
+    let max = n.a.pio_threshold();
+    assert!(max >= 96, "room for a header and a short message: {max}");
+    let mut got = Vec::new();
+    let cases = [(0, 1), (8, 88), (max - 40, 40), (0, max)];
+    for (i, &(len, inline)) in cases.iter().enumerate() {
+        let data = payload(len, i as u8);
+        let head = payload(inline, 50 + i as u8);
+        n.a.send_pio(3, RouteId(1), &head, &data).unwrap();
+        n.run(&chan, 100, Duration::from_micros(1), &mut got);
+        assert_eq!(got.len(), i + 1, "case {i} arrived");
+        let whole = [head, data].concat();
+        assert_eq!(got[i].as_slice(), &whole[..], "case {i}");
+        let (sender, landed) = got[i].checksums();
+        assert_eq!(sender, ones_complement_sum(&whole), "case {i}");
+        assert_eq!(landed, sender, "case {i}");
+    }
+    let sent_before = n.a.mcp_counters().unwrap().get(counter::PIO_SENDS);
+    let errors_before = n.a.unit().counters().errors;
+    let long = payload(max - 9, 7);
+    assert_eq!(
+        n.a.send_pio(3, RouteId(1), &[0; 10], &long),
+        Err(crate::ApiError::TooLong { len: max + 1, max })
+    );
+    n.run(&chan, 100, Duration::from_micros(1), &mut got);
+    assert_eq!(got.len(), cases.len(), "nothing more arrived");
+    let c = n.a.mcp_counters().unwrap();
+    assert_eq!(c.get(counter::PIO_SENDS), sent_before, "nothing more sent");
+    assert!(c.get(counter::PIO_SENDS) >= cases.len() as u32);
+    assert_eq!(
+        n.a.unit().counters().errors,
+        errors_before + 1,
+        "the refusal counted"
+    );
+    drop(held);
+}
+
 #[test]
 fn a_turned_around_buffer_carries_its_checksum_back() {
     let mut n = net(McpConfig::default(), CableConfig::default(), 1);

@@ -107,6 +107,8 @@ enum Payload<'a> {
     Lent(&'a LentBuf, usize),
     /// Bytes in the SRAM workspace at this address (seed 001, `gm_opiom_send`).
     Sram(u32),
+    /// Bytes in the host's own memory, copied by PIO now ([`Api::send_pio`]).
+    Pio(&'a [u8]),
 }
 
 impl Payload<'_> {
@@ -116,6 +118,7 @@ impl Payload<'_> {
             Payload::Owned(h) => h.bus_addr(),
             Payload::Lent(l, at) => l.bus_addr() + *at as u64,
             Payload::Sram(at) => u64::from(*at),
+            Payload::Pio(_) => 0,
         }
     }
 }
@@ -691,6 +694,41 @@ impl Api {
         self.enqueue_lent(chan, route, header, buf, range).map(drop)
     }
 
+    /// Sends `header` then `payload` by PIO, written into the send slot's SRAM buffer
+    /// straight from where they are in host memory: no send buffer is taken, and both are
+    /// free again when this returns. For packets no longer than the PIO threshold
+    /// ([`Api::pio_threshold`]), such as a reliable protocol's acknowledgements and short
+    /// messages behind their headers; a longer one is refused
+    /// ([`ApiError::TooLong`]) and nothing is sent.
+    pub fn send_pio(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<(), ApiError> {
+        let len = payload.len();
+        self.check_send(chan, route, header.len() + len)?;
+        self.enqueue(
+            crate::frame::SUBTYPE_DATA,
+            chan,
+            route,
+            header,
+            Payload::Pio(payload),
+            len,
+            Origin::Lent,
+            true,
+        )
+        .map(drop)
+        .map_err(|(e, _)| e)
+    }
+
+    /// The longest packet (inline header and payload together) the board takes by PIO:
+    /// what [`Api::send_pio`] can send.
+    pub fn pio_threshold(&self) -> usize {
+        self.unit.locked().st.pio_threshold
+    }
+
     fn enqueue_lent(
         &mut self,
         chan: u8,
@@ -865,7 +903,7 @@ impl Api {
     ) -> Result<u32, (ApiError, Option<HostBuf>)> {
         let host_back = |p: Payload<'_>| match p {
             Payload::Owned(h) => Some(h),
-            Payload::Lent(..) | Payload::Sram(_) => None,
+            Payload::Lent(..) | Payload::Sram(_) | Payload::Pio(_) => None,
         };
         let unit = &self.unit;
         let l = self.layout;
@@ -906,6 +944,13 @@ impl Api {
             (hcb::slot_flags::PIO, header.len() + len, 0)
         } else if sram {
             (hcb::slot_flags::SRAM, len, header.len())
+        } else if let Payload::Pio(_) = payload {
+            // PIO from the host's memory, too long for it: nothing to DMA from.
+            let max = sh.st.pio_threshold;
+            drop(g);
+            unit.refusals.errors.fetch_add(1, Ordering::Relaxed);
+            let len = header.len() + len;
+            return Err((ApiError::TooLong { len, max }, None));
         } else {
             (0, len, header.len())
         };
@@ -928,6 +973,7 @@ impl Api {
         // (a PIO send copies the bytes now and needs none).
         let pio_bytes: Option<&[u8]> = match (&payload, pio) {
             (Payload::Lent(l, at), true) => Some(&l.as_slice()[*at..*at + len]),
+            (Payload::Pio(bytes), _) => Some(bytes),
             _ => None,
         };
         let (buf, host, lent) = match payload {
@@ -935,7 +981,7 @@ impl Api {
             Payload::Owned(h) => (Some(h.to_device()), None, None),
             Payload::Lent(_, _) if pio => (None, None, None),
             Payload::Lent(l, _) => (None, None, Some(l.reader())),
-            Payload::Sram(_) => (None, None, None),
+            Payload::Sram(_) | Payload::Pio(_) => (None, None, None),
         };
         let written = unit.board(sh, |b| {
             if !header.is_empty() {
