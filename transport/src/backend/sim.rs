@@ -415,6 +415,8 @@ pub(crate) struct SimBackend {
     /// Drop (and count) every datagram whose board checksums differ
     /// ([`crate::Integrity::Dma`]).
     check_dma: bool,
+    /// The longest packet the board takes by PIO ([`myri_mcp::Api::pio_threshold`]).
+    pio_max: usize,
 }
 
 impl SimBackend {
@@ -468,6 +470,7 @@ impl SimBackend {
             Ok((api, chan, thread))
         };
         let (api, chan, mcp_thread) = setup().inspect_err(|_| release(&w))?;
+        let pio_max = api.pio_threshold();
         let mut header = [0u8; HEADER_LEN];
         header[..4].copy_from_slice(&MAGIC);
         header[4..6].copy_from_slice(&index.to_be_bytes());
@@ -488,6 +491,7 @@ impl SimBackend {
             quiet_calls: 0,
             kicked: false,
             check_dma,
+            pio_max,
         })
     }
 
@@ -707,6 +711,9 @@ impl Backend for SimBackend {
         }
     }
 
+    /// A packet that fits the board's PIO threshold (an acknowledgement, a short message
+    /// behind its header) is written into the send slot by PIO from where its parts are,
+    /// with no send buffer; a longer one is copied into a send buffer the board DMAs from.
     fn send_gather(
         &mut self,
         to: &RemoteAddr,
@@ -715,6 +722,21 @@ impl Backend for SimBackend {
     ) -> Result<Sent, SendErrorKind> {
         let len = header.len() + payload.len();
         let route = self.packet_route(to, len)?;
+        let inline_len = HEADER_LEN + header.len();
+        if inline_len + payload.len() <= self.pio_max {
+            let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
+            if let Some(dst) = inline.get_mut(..inline_len) {
+                dst[..HEADER_LEN].copy_from_slice(&self.header);
+                dst[HEADER_LEN..].copy_from_slice(header);
+                self.api
+                    .send_pio(CHAN, route, &inline[..inline_len], payload)
+                    .map_err(would_block)?;
+                self.pending += 1;
+                return Ok(Sent {
+                    copied: !payload.is_empty(),
+                });
+            }
+        }
         let mut sb = self.api.get_send_buffer().map_err(would_block)?;
         let dst = sb.as_mut_slice();
         dst[..header.len()].copy_from_slice(header);
