@@ -120,6 +120,20 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let sack_words = h.sack_words();
         if data && sack_words == 0 && repr.flags & flags::CLOSE == 0 && !self.send.is_idle() {
             self.held_ack = Some(held);
+        } else if sack_words == 0 && held.dsack == 0 && self.send.ack_tells_nothing(held.ack, echo)
+        {
+            // The acknowledgement on every data packet of a one-way stream, to a sender
+            // with nothing in flight that the packet does not already know of: only the
+            // credit is news (what `on_ack` would conclude, in a few tests).
+            self.send.peer_credit = held.credit;
+            if held.credit > 0 {
+                self.persist_probes = 0;
+            }
+            if self.send.in_flight == 0 {
+                self.rto_deadline = None;
+            }
+        } else if sack_words == 0 {
+            self.on_ack(&held, &[]);
         } else {
             let mut sack = [0u64; MAX_SACK_WORDS];
             for (i, word) in sack.iter_mut().enumerate().take(sack_words) {

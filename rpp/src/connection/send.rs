@@ -542,6 +542,16 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.expand_echo(echo)
     }
 
+    /// Whether a cumulative ack with no SACK bitmap, checked by [`SendState::check_ack`],
+    /// would change nothing here: it acknowledges nothing not yet acknowledged and echoes
+    /// no newer transmission (so [`SendState::on_ack`] would find no loss either).
+    #[inline]
+    pub(crate) fn ack_tells_nothing(&self, ack: u32, echo: Option<u64>) -> bool {
+        !seq_lt(self.snd_una, ack)
+            && echo.is_none_or(|e| e <= self.largest_acked_order)
+            && self.completed.is_empty()
+    }
+
     /// Processes a cumulative ack, a SACK bitmap (bit i: `ack + 1 + i`) and the echoed
     /// transmission number, all checked by [`SendState::check_ack`].
     pub(crate) fn on_ack(
