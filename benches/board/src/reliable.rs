@@ -441,7 +441,12 @@ impl Program for StreamSender {
                 self.sink_count = word(b, 1).unwrap_or(0);
             }
         }
-        while self.acked.is_none() && self.queued < self.count {
+        // A message the endpoint would refuse (its queue full) is not written: its buffer
+        // would be taken from the few the board keeps for packets RPP copies.
+        while self.acked.is_none()
+            && self.queued < self.count
+            && ep.can_send_messages(peer, 1, self.size)
+        {
             if self.started.is_none() {
                 self.started = Some(self.clock.map_or(now, |c| c.now()));
             }
