@@ -101,7 +101,15 @@ pub(crate) enum BufKind {
     /// A range of memory the application owns ([`Buf::external`]): read-only, never
     /// handed back for writing.
     External(Arc<dyn ExternalBytes>, Range<usize>),
+    /// A short message held in the buffer itself ([`SEND_INLINE_MAX`] bytes at most).
+    Inline([u8; SEND_INLINE_MAX]),
 }
+
+/// The longest message [`Endpoint::alloc`](crate::Endpoint::alloc) holds in the [`Buf`]
+/// itself in reliable mode over RPP, which copies a message this short behind its header
+/// anyway: no allocation, no registered buffer taken, no lock. (It is the room the
+/// largest other kind of buffer leaves, so a `Buf` is no larger for it.)
+pub const SEND_INLINE_MAX: usize = 40;
 
 /// A message being built, to hand to [`Endpoint::send`](crate::Endpoint::send). See the
 /// [module documentation](self).
@@ -128,6 +136,15 @@ impl Buf {
     pub fn from_vec(data: Vec<u8>) -> Buf {
         let len = data.len();
         Buf::new(BufKind::Heap(data), len)
+    }
+
+    /// `len` zero bytes held in the buffer itself (`len` at most [`SEND_INLINE_MAX`]).
+    pub(crate) fn inline(len: usize) -> Buf {
+        debug_assert!(len <= SEND_INLINE_MAX);
+        Buf::new(
+            BufKind::Inline([0; SEND_INLINE_MAX]),
+            len.min(SEND_INLINE_MAX),
+        )
     }
 
     /// A heap buffer holding a copy of `data`.
@@ -175,6 +192,7 @@ impl Buf {
             BufKind::Heap(v) => v,
             // A shrunken memory gives nothing rather than a panic.
             BufKind::External(m, r) => m.bytes(r.clone()),
+            BufKind::Inline(b) => b,
         }
     }
 
@@ -188,6 +206,7 @@ impl Buf {
             BufKind::Pool(p) => p.as_mut_slice(),
             BufKind::Shm(s) => s.as_mut_slice(),
             BufKind::Heap(v) => v,
+            BufKind::Inline(b) => b,
         }
     }
 
@@ -224,9 +243,18 @@ impl Buf {
     }
 
     /// Whether the buffer is in a backend's registered memory (false for the heap
-    /// fallback and for [`Buf::external`] memory).
+    /// fallback, a short message held in the buffer itself, and [`Buf::external`]
+    /// memory).
     pub fn is_registered(&self) -> bool {
-        !matches!(self.kind, BufKind::Heap(_) | BufKind::External(..))
+        !matches!(
+            self.kind,
+            BufKind::Heap(_) | BufKind::External(..) | BufKind::Inline(_)
+        )
+    }
+
+    /// Whether the buffer holds its (short) message in itself ([`SEND_INLINE_MAX`]).
+    pub fn is_inline(&self) -> bool {
+        matches!(self.kind, BufKind::Inline(_))
     }
 
     /// A board buffer lent to the board for reading (others as they are).
@@ -295,6 +323,7 @@ impl core::fmt::Debug for Buf {
             BufKind::Shm(_) => "shm",
             BufKind::Heap(_) => "heap",
             BufKind::External(..) => "external",
+            BufKind::Inline(_) => "inline",
         };
         write!(f, "Buf({kind}, {} bytes)", self.len)
     }
@@ -535,6 +564,32 @@ mod tests {
         let r = r.into_heap().expect_err("a pool slot is no vector");
         assert!(r.is_registered());
         assert_eq!(r.len(), 8);
+    }
+
+    #[test]
+    fn an_inline_buffer_holds_a_short_message_in_itself() {
+        assert_eq!(
+            size_of::<Buf>(),
+            size_of::<BufKind>() + size_of::<usize>(),
+            "no larger for it"
+        );
+        assert!(size_of::<BufKind>() <= 48);
+        let mut b = Buf::inline(8);
+        assert!(b.is_inline() && !b.is_registered() && !b.is_external());
+        assert_eq!(&b[..], &[0; 8]);
+        b.copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(b.capacity(), SEND_INLINE_MAX);
+        assert!(
+            !b.set_len(SEND_INLINE_MAX + 1),
+            "it cannot grow past itself"
+        );
+        assert!(b.set_len(SEND_INLINE_MAX));
+        assert_eq!(&b[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&b[8..], &[0; SEND_INLINE_MAX - 8]);
+        assert!(b.set_len(3));
+        assert_eq!(format!("{b:?}"), "Buf(inline, 3 bytes)");
+        let b = b.into_heap().expect_err("held in place, not a vector");
+        assert_eq!(&b[..], &[1, 2, 3]);
     }
 
     #[test]

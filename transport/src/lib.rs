@@ -105,7 +105,7 @@ pub use backend::shm::{
     region_path as shm_region_path,
 };
 pub use background::BackgroundEndpoint;
-pub use buffer::{Buf, ExternalBytes, RecvBuf};
+pub use buffer::{Buf, ExternalBytes, RecvBuf, SEND_INLINE_MAX};
 pub use endpoint::{
     Capabilities, Completion, DEFAULT_CONNECTION_ID, Delivery, Endpoint, MsgId, Options, Peer,
     Stats,

@@ -408,6 +408,62 @@ fn a_packet_with_no_free_send_buffer_waits_instead_of_being_lost() {
     let _ = to_a;
 }
 
+/// In reliable mode a message of at most `SEND_INLINE_MAX` bytes, which RPP copies behind
+/// its header whatever holds it, is held in the `Buf` itself: `alloc` takes none of the
+/// board's DMA buffers for it (all of them stay free for the application), the sends are
+/// counted as inline, and each comes back in its completion.
+#[test]
+fn short_messages_are_held_in_the_buffer_itself() {
+    use myri_transport::SEND_INLINE_MAX;
+    let (mut a, mut b, to_b, _) = pair(
+        "sim://a?world=inline",
+        "sim://b?world=inline",
+        "sim://b",
+        "sim://a",
+    );
+    let lens = [0, 1, 8, SEND_INLINE_MAX];
+    for (i, &len) in lens.iter().enumerate() {
+        let mut m = a.alloc(len);
+        assert!(m.is_inline() && !m.is_registered(), "{len} bytes: inline");
+        m.fill(i as u8 + 1);
+        a.send(to_b, m).unwrap();
+    }
+    let longer = a.alloc(SEND_INLINE_MAX + 1);
+    assert!(longer.is_registered(), "one byte more: a DMA buffer");
+    drop(longer);
+    let mut got = Vec::new();
+    let mut back = Vec::new();
+    drive_until(&mut [&mut a, &mut b], 200_000, |eps| {
+        while let Some(d) = eps[1].recv() {
+            got.push(d.data.to_vec());
+        }
+        while let Some(c) = eps[0].poll_completion() {
+            if let Completion::Sent { buf, .. } = c {
+                back.push(buf);
+            }
+        }
+        (got.len() == lens.len() && back.len() == lens.len()).then_some(())
+    })
+    .expect("delivered and acknowledged");
+    for (i, &len) in lens.iter().enumerate() {
+        assert_eq!(got[i], vec![i as u8 + 1; len], "message {i}");
+        assert!(back[i].is_inline() && back[i].len() == len);
+    }
+    let s = a.stats();
+    assert_eq!(
+        (
+            s.inline_sends,
+            s.registered_sends,
+            s.heap_sends,
+            s.heap_allocs
+        ),
+        (4, 0, 0, 0)
+    );
+    // Every DMA send buffer but the reserve is still the application's to take.
+    let held: Vec<_> = (0..56).map(|_| a.alloc(100)).collect();
+    assert!(held.iter().all(|m| m.is_registered()));
+}
+
 /// A packet short enough for PIO (a short message and its headers, an acknowledgement)
 /// is written into the board's send slot from where it is and needs no send buffer: with
 /// every DMA buffer held by the application, a burst of short messages goes without a

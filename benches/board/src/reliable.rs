@@ -326,8 +326,9 @@ impl Program for Pinger {
     }
 }
 
-/// Sends every message it receives straight back, from the buffer it arrived in when the
-/// endpoint can send that (a whole message delivered in place), else from a copy.
+/// Sends every message it receives straight back, copied into a buffer of the endpoint's
+/// (`alloc`: a short message is held in the buffer itself); the receive buffer goes back
+/// to the board once the answer is on its way.
 #[derive(Default)]
 struct Echo {
     received: u64,

@@ -264,7 +264,7 @@ fn session_json(client: &Client, counters: &SessionCounters) -> Value {
         "server_incarnation": client.server_incarnation(), "server": counters,
         "endpoint": {
             "sends": s.sends, "recvs": s.recvs, "registered_sends": s.registered_sends,
-            "heap_sends": s.heap_sends, "copied_sends": s.copied_sends,
+            "heap_sends": s.heap_sends, "inline_sends": s.inline_sends, "copied_sends": s.copied_sends,
             "transmit_copies": s.transmit_copies, "registered_recvs": s.registered_recvs,
             "heap_recvs": s.heap_recvs, "would_block": s.would_block,
             "rpp_dropped": s.rpp_dropped, "io_errors": s.io_errors,

@@ -6,7 +6,7 @@ use crate::backend::shm::{ShmBackend, ShmMode};
 use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
 use crate::backend::{AnyBackend, Backend, BackendEvent, NativeReliability, RemoteAddr};
-use crate::buffer::{Buf, RecvBuf};
+use crate::buffer::{Buf, RecvBuf, SEND_INLINE_MAX};
 use crate::error::{
     InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
 };
@@ -300,8 +300,9 @@ pub enum Completion {
 }
 
 /// What an endpoint has done. Copy-free accounting: every send is from registered
-/// memory with no copy (`registered_sends`), a heap buffer (`heap_sends`), or the
-/// application's own memory (`external_sends`, [`Buf::external`]); of the last two,
+/// memory with no copy (`registered_sends`), a heap buffer (`heap_sends`), a short
+/// message held in its buffer (`inline_sends`, copied behind its header), or the
+/// application's own memory (`external_sends`, [`Buf::external`]); of heap and external,
 /// `copied_sends` had to be copied into registered memory because the backend sends only
 /// from its own (CLF's fallback).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -313,6 +314,10 @@ pub struct Stats {
     pub registered_sends: u64,
     /// Of those, in heap memory.
     pub heap_sends: u64,
+    /// Of those, short messages held in the buffer itself ([`Endpoint::alloc`] in
+    /// reliable mode, at most [`SEND_INLINE_MAX`] bytes): copied into the packet behind
+    /// its header, as RPP copies every short message.
+    pub inline_sends: u64,
     /// Of those, in the application's memory ([`Buf::external`]): sent from where it is
     /// over `udp://` (RPP gathers every packet from it), copied where the backend sends
     /// only from its own memory (then counted in `copied_sends` too).
@@ -864,8 +869,15 @@ impl Endpoint {
     /// when some is free and `len` fits a registered buffer, else on the heap (counted in
     /// [`Stats::heap_allocs`]). With RPP over shm ([`Options::rpp_over_shm`]), whose
     /// transmit copies anyway, registered memory is kept for the channel and this is a
-    /// heap buffer; on sim it is a DMA buffer that RPP lends to the board (no copy).
+    /// heap buffer; on sim it is a DMA buffer that RPP lends to the board (no copy). In
+    /// reliable mode over RPP a message of at most [`SEND_INLINE_MAX`] bytes, which RPP
+    /// copies behind its header whatever holds it, is held in the `Buf` itself.
     pub fn alloc(&mut self, len: usize) -> Buf {
+        if len <= SEND_INLINE_MAX && self.reliable && !self.native {
+            // RPP copies a message this short behind its header whatever holds it: the
+            // buffer holds it itself (no allocation, no registered buffer, no lock).
+            return Buf::inline(len);
+        }
         let registered = if self.native {
             self.backend.alloc(len)
         } else if self.reliable && self.backend.gather_copies() && !self.backend.lends() {
@@ -916,7 +928,8 @@ impl Endpoint {
             Ok(p) => p.addr,
             Err(error) => return Err(SendError { error, buf }),
         };
-        let (registered, external) = (buf.is_registered(), buf.is_external());
+        let (registered, external, inline) =
+            (buf.is_registered(), buf.is_external(), buf.is_inline());
         let id = if self.reliable {
             let conn = self.peers[peer.0 as usize]
                 .conn
@@ -989,6 +1002,8 @@ impl Endpoint {
             self.stats.registered_sends += 1;
         } else if external {
             self.stats.external_sends += 1;
+        } else if inline {
+            self.stats.inline_sends += 1;
         } else {
             self.stats.heap_sends += 1;
         }
