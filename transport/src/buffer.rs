@@ -105,6 +105,15 @@ pub(crate) enum BufKind {
     Inline([u8; SEND_INLINE_MAX]),
 }
 
+/// Where a sent buffer's bytes were, for the endpoint's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendKind {
+    Registered,
+    External,
+    Inline,
+    Heap,
+}
+
 /// The longest message [`Endpoint::alloc`](crate::Endpoint::alloc) holds in the [`Buf`]
 /// itself in reliable mode over RPP, which copies a message this short behind its header
 /// anyway: no allocation, no registered buffer taken, no lock. (It is the room the
@@ -250,6 +259,17 @@ impl Buf {
             self.kind,
             BufKind::Heap(_) | BufKind::External(..) | BufKind::Inline(_)
         )
+    }
+
+    /// Which count of [`Stats`](crate::Stats) a send of this buffer goes to.
+    #[inline]
+    pub(crate) fn kind_for_stats(&self) -> SendKind {
+        match self.kind {
+            BufKind::Heap(_) => SendKind::Heap,
+            BufKind::External(..) => SendKind::External,
+            BufKind::Inline(_) => SendKind::Inline,
+            _ => SendKind::Registered,
+        }
     }
 
     /// Whether the buffer holds its (short) message in itself ([`SEND_INLINE_MAX`]).

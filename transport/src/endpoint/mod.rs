@@ -6,7 +6,7 @@ use crate::backend::shm::{ShmBackend, ShmMode};
 use crate::backend::sim::SimBackend;
 use crate::backend::udp::UdpBackend;
 use crate::backend::{AnyBackend, Backend, BackendEvent, NativeReliability, RemoteAddr};
-use crate::buffer::{Buf, RecvBuf, SEND_INLINE_MAX};
+use crate::buffer::{Buf, RecvBuf, SEND_INLINE_MAX, SendKind};
 use crate::error::{
     InsertError, OpenError, PeerFailure, RegisterError, SendError, SendErrorKind, io_err,
 };
@@ -928,8 +928,7 @@ impl Endpoint {
             Ok(p) => p.addr,
             Err(error) => return Err(SendError { error, buf }),
         };
-        let (registered, external, inline) =
-            (buf.is_registered(), buf.is_external(), buf.is_inline());
+        let kind = buf.kind_for_stats();
         let id = if self.reliable {
             let conn = self.peers[peer.0 as usize]
                 .conn
@@ -998,15 +997,12 @@ impl Endpoint {
             MsgId(self.next_raw_id - 1)
         };
         self.stats.sends += 1;
-        if registered {
-            self.stats.registered_sends += 1;
-        } else if external {
-            self.stats.external_sends += 1;
-        } else if inline {
-            self.stats.inline_sends += 1;
-        } else {
-            self.stats.heap_sends += 1;
-        }
+        *match kind {
+            SendKind::Registered => &mut self.stats.registered_sends,
+            SendKind::External => &mut self.stats.external_sends,
+            SendKind::Inline => &mut self.stats.inline_sends,
+            SendKind::Heap => &mut self.stats.heap_sends,
+        } += 1;
         Ok(id)
     }
 
