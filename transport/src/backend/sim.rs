@@ -164,7 +164,9 @@ struct World {
     names: Mutex<Vec<Option<String>>>,
     config: WorldConfig,
     clock: AtomicU64,
-    real: Clock,
+    /// The real clock, in a world on one ([`SimClock::Real`]): others never read it (nor
+    /// calibrate it, which takes a variable number of instructions once a process).
+    real: Option<Clock>,
     next_auto: AtomicU64,
 }
 
@@ -215,7 +217,7 @@ impl World {
             names: Mutex::new(vec![None; WORLD_PORTS]),
             config,
             clock: AtomicU64::new(START_NANOS),
-            real: Clock::new(),
+            real: (config.clock == SimClock::Real).then(Clock::new),
             next_auto: AtomicU64::new(0),
         });
         all.retain(|_, w| w.strong_count() > 0);
@@ -226,7 +228,7 @@ impl World {
     /// The time now, in nanoseconds.
     fn now(&self) -> u64 {
         match self.config.clock {
-            SimClock::Real => START_NANOS + self.real.now().as_nanos(),
+            SimClock::Real => START_NANOS + self.real.map_or(0, |c| c.now().as_nanos()),
             SimClock::Ticks | SimClock::Driven => self.clock.load(Ordering::Relaxed),
         }
     }
