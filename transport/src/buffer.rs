@@ -10,6 +10,9 @@
 //! sends from it with no copy. When registered memory has run out, `alloc` hands out a heap
 //! buffer instead, and the send copies it into registered memory once some is free (CLF's
 //! fallback); [`Stats::copied_sends`](crate::Stats::copied_sends) counts those copies.
+//! In reliable mode a message of at most [`SEND_INLINE_MAX`] bytes, which RPP copies
+//! behind its header whatever holds it, is held in the `Buf` itself: no registered memory
+//! is taken for it ([`Stats::inline_sends`](crate::Stats::inline_sends)).
 //!
 //! # Reliable mode: lent buffers
 //!
