@@ -5,7 +5,7 @@ mod common;
 
 use common::{drive_until, pair};
 use myri_transport::{
-    Completion, Endpoint, InsertError, OpenError, Options, Scheme, SendErrorKind,
+    Buf, Completion, Endpoint, InsertError, MsgId, OpenError, Options, Scheme, SendErrorKind, Stats,
 };
 
 #[test]
@@ -287,6 +287,30 @@ fn datagrams_from_endpoints_never_inserted_are_counted_and_dropped() {
     assert!(a.recv().is_none(), "dropped, not delivered");
 }
 
+/// Steps `a` and `b` until `b` has received `n` messages and `a` has had `n` sent
+/// buffers handed back; returns the messages and the buffers, each in order.
+fn delivered_and_handed_back(
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+    n: usize,
+) -> (Vec<Vec<u8>>, Vec<(MsgId, Buf)>) {
+    let mut got = Vec::new();
+    let mut back = Vec::new();
+    drive_until(&mut [a, b], 200_000, |eps| {
+        while let Some(d) = eps[1].recv() {
+            got.push(d.data.to_vec());
+        }
+        while let Some(c) = eps[0].poll_completion() {
+            if let Completion::Sent { id, buf, .. } = c {
+                back.push((id, buf));
+            }
+        }
+        (got.len() == n && back.len() == n).then_some(())
+    })
+    .expect("delivered and acknowledged");
+    (got, back)
+}
+
 /// Reliable sim:// sends from the application's own DMA buffer: RPP keeps it lent to the
 /// board (readable by both, written by neither) until it is acknowledged, the board DMAs
 /// each transmission from it, and the buffer the application gets back in `Sent` is the
@@ -313,20 +337,7 @@ fn reliable_messages_go_from_the_applications_dma_buffer_with_no_copy() {
         wrote.insert(i as u64, m.as_ptr() as usize);
         a.send(to_b, m).unwrap();
     }
-    let mut got = Vec::new();
-    let mut back = Vec::new();
-    drive_until(&mut [&mut a, &mut b], 200_000, |eps| {
-        while let Some(d) = eps[1].recv() {
-            got.push(d.data.to_vec());
-        }
-        while let Some(c) = eps[0].poll_completion() {
-            if let Completion::Sent { id, buf, .. } = c {
-                back.push((id, buf));
-            }
-        }
-        (got.len() == sizes.len() && back.len() == sizes.len()).then_some(())
-    })
-    .expect("delivered and acknowledged");
+    let (got, back) = delivered_and_handed_back(&mut a, &mut b, sizes.len());
     for (i, &len) in sizes.iter().enumerate() {
         assert_eq!(got[i].len(), len);
         assert!(got[i].iter().all(|&x| x == i as u8 + 1), "message {i}");
@@ -360,25 +371,20 @@ fn reliable_messages_go_from_the_applications_dma_buffer_with_no_copy() {
     assert!(a.stats().transmit_copies >= 3);
 }
 
-/// A packet the board has no send buffer for waits whole for one, rather than being lost
-/// to the channel and resent after a timeout: with the application holding every DMA
-/// buffer it can get, a burst of copied messages too long for PIO stalls, and still
-/// arrives in order with nothing retransmitted.
-#[test]
-fn a_packet_with_no_free_send_buffer_waits_instead_of_being_lost() {
-    let (mut a, mut b, to_b, to_a) = pair(
-        "sim://a?world=stall",
-        "sim://b?world=stall",
+/// With the application holding every DMA send buffer it can get, sends a burst of 40
+/// heap messages of `len` bytes and waits until all arrive; checks they arrived whole and
+/// in order, and returns the sender's statistics and its connection's.
+fn burst_with_every_buffer_held(world: &str, len: usize) -> (Stats, myri_rpp::Stats) {
+    let (mut a, mut b, to_b, _) = pair(
+        &format!("sim://a?world={world}"),
+        &format!("sim://b?world={world}"),
         "sim://b",
         "sim://a",
     );
     let held: Vec<_> = (0..64).map(|_| a.alloc(64)).collect();
     assert!(held.iter().filter(|m| m.is_registered()).count() >= 50);
-    // Past the board's PIO threshold (256 bytes with the headers): each packet needs a
-    // send buffer to be DMA'd from.
-    const LEN: usize = 600;
     for i in 0..40u8 {
-        let mut m = a.alloc(LEN);
+        let mut m = a.alloc(len);
         assert!(!m.is_registered(), "heap: copied at transmit");
         m.fill(i);
         a.send(to_b, m).unwrap();
@@ -393,19 +399,26 @@ fn a_packet_with_no_free_send_buffer_waits_instead_of_being_lost() {
     .expect("every message arrives");
     for (i, m) in got.iter().enumerate() {
         assert!(
-            m.len() == LEN && m.iter().all(|&x| x == i as u8),
+            m.len() == len && m.iter().all(|&x| x == i as u8),
             "message {i}"
         );
     }
-    let stats = a.stats();
+    drop(held);
+    (a.stats(), a.peer_stats(to_b).unwrap())
+}
+
+/// A packet the board has no send buffer for waits whole for one, rather than being lost
+/// to the channel and resent after a timeout: a burst of copied messages too long for PIO
+/// (past 256 bytes with the headers, so each packet needs a send buffer to be DMA'd
+/// from) stalls, and still arrives in order with nothing retransmitted.
+#[test]
+fn a_packet_with_no_free_send_buffer_waits_instead_of_being_lost() {
+    let (stats, rpp) = burst_with_every_buffer_held("stall", 600);
     assert!(stats.transmit_stalls > 0, "the burst stalled: {stats:?}");
-    let rpp = a.peer_stats(to_b).unwrap();
     assert_eq!(
         rpp.retransmitted, 0,
         "nothing was lost on the host: {rpp:?}"
     );
-    drop(held);
-    let _ = to_a;
 }
 
 /// In reliable mode a message of at most `SEND_INLINE_MAX` bytes, which RPP copies behind
@@ -431,23 +444,10 @@ fn short_messages_are_held_in_the_buffer_itself() {
     let longer = a.alloc(SEND_INLINE_MAX + 1);
     assert!(longer.is_registered(), "one byte more: a DMA buffer");
     drop(longer);
-    let mut got = Vec::new();
-    let mut back = Vec::new();
-    drive_until(&mut [&mut a, &mut b], 200_000, |eps| {
-        while let Some(d) = eps[1].recv() {
-            got.push(d.data.to_vec());
-        }
-        while let Some(c) = eps[0].poll_completion() {
-            if let Completion::Sent { buf, .. } = c {
-                back.push(buf);
-            }
-        }
-        (got.len() == lens.len() && back.len() == lens.len()).then_some(())
-    })
-    .expect("delivered and acknowledged");
+    let (got, back) = delivered_and_handed_back(&mut a, &mut b, lens.len());
     for (i, &len) in lens.iter().enumerate() {
         assert_eq!(got[i], vec![i as u8 + 1; len], "message {i}");
-        assert!(back[i].is_inline() && back[i].len() == len);
+        assert!(back[i].1.is_inline() && back[i].1.len() == len);
     }
     let s = a.stats();
     assert_eq!(
@@ -470,40 +470,9 @@ fn short_messages_are_held_in_the_buffer_itself() {
 /// stall, in order, nothing retransmitted.
 #[test]
 fn short_packets_go_by_pio_without_a_send_buffer() {
-    let (mut a, mut b, to_b, to_a) = pair(
-        "sim://a?world=piogather",
-        "sim://b?world=piogather",
-        "sim://b",
-        "sim://a",
-    );
-    let held: Vec<_> = (0..64).map(|_| a.alloc(64)).collect();
-    assert!(held.iter().filter(|m| m.is_registered()).count() >= 50);
-    for i in 0..40u8 {
-        let mut m = a.alloc(100);
-        assert!(!m.is_registered(), "heap: copied at transmit");
-        m.fill(i);
-        a.send(to_b, m).unwrap();
-    }
-    let mut got = Vec::new();
-    drive_until(&mut [&mut a, &mut b], 100_000, |eps| {
-        while let Some(d) = eps[1].recv() {
-            got.push(d.data.to_vec());
-        }
-        (got.len() == 40).then_some(())
-    })
-    .expect("every message arrives");
-    for (i, m) in got.iter().enumerate() {
-        assert!(
-            m.len() == 100 && m.iter().all(|&x| x == i as u8),
-            "message {i}"
-        );
-    }
-    let stats = a.stats();
+    let (stats, rpp) = burst_with_every_buffer_held("piogather", 100);
     assert_eq!(stats.transmit_stalls, 0, "nothing waited: {stats:?}");
-    let rpp = a.peer_stats(to_b).unwrap();
     assert_eq!(rpp.retransmitted, 0, "nothing was lost: {rpp:?}");
-    drop(held);
-    let _ = to_a;
 }
 
 /// A ping-pong's answer leaves before the acknowledgement bookkeeping of the message it
