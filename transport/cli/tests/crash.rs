@@ -9,8 +9,9 @@ mod cross_process_support;
 use cross_process_support::{Proc, last, run, serve, unique};
 use serde_json::Value;
 
-/// A stream that runs until killed: many rounds, one JSON line after each.
-fn endless_stream(url: &str, extra: &[&str]) -> Proc {
+/// A stream that runs until killed: many rounds of `count` messages of 8 KiB, one JSON
+/// line after each.
+fn endless_stream(url: &str, extra: &[&str], count: &str) -> Proc {
     let mut args = vec![
         "stream",
         "--transport",
@@ -18,7 +19,7 @@ fn endless_stream(url: &str, extra: &[&str]) -> Proc {
         "--size",
         "8192",
         "--count",
-        "2000",
+        count,
         "--rounds",
         "100000",
         "--json",
@@ -54,9 +55,18 @@ fn verified_stream(url: &str, extra: &[&str]) -> Vec<Value> {
     lines
 }
 
+/// Kills the server once the client has finished a round, so that the kill lands in the
+/// next. Rounds of `count` messages last far longer than the test takes to read the round's
+/// line and send the signal: a round of 2,000 could be sent and consumed in full within
+/// that time over shm (about 2 ms), and the kill then found nothing in flight to hand back.
 #[track_caller]
-fn killed_server_is_reported_by_the_client(url: &str, server: Proc, listening: &Value) {
-    let mut client = endless_stream(url, &[]);
+fn killed_server_is_reported_by_the_client(
+    url: &str,
+    server: Proc,
+    listening: &Value,
+    count: &str,
+) {
+    let mut client = endless_stream(url, &[], count);
     let connected = client.wait_event("connected");
     assert_eq!(connected["server_incarnation"], listening["incarnation"]);
     client.wait_event("round");
@@ -81,7 +91,8 @@ fn shm_server_killed_mid_stream_then_restarted_with_a_new_incarnation() {
     let name = unique("srvkill");
     let url = format!("shm://{name}");
     let (server, first) = serve(&url, &["--no-baseline"]);
-    killed_server_is_reported_by_the_client(&url, server, &first);
+    // 200,000 messages of 8 KiB: about a quarter of a second over shm.
+    killed_server_is_reported_by_the_client(&url, server, &first, "200000");
     // A new server on the region left by the dead one: a new life, and a new client
     // gets exactly its own messages.
     let (mut again, second) = serve(&url, &["--no-baseline"]);
@@ -108,7 +119,8 @@ fn shm_server_killed_mid_stream_then_restarted_with_a_new_incarnation() {
 fn udp_server_killed_mid_stream_is_reported_by_the_client() {
     let (server, listening) = serve("udp://127.0.0.1:0", &["--no-baseline"]);
     let url = listening["url"].as_str().unwrap().to_owned();
-    killed_server_is_reported_by_the_client(&url, server, &listening);
+    // 20,000 messages of 8 KiB: a quarter of a second or more over loopback UDP.
+    killed_server_is_reported_by_the_client(&url, server, &listening, "20000");
 }
 
 /// Kills a streaming client, restarts it (same shm side, or the same UDP address), and
@@ -116,7 +128,7 @@ fn udp_server_killed_mid_stream_is_reported_by_the_client() {
 fn client_killed_and_restarted(url: &str, bind: bool) {
     let (mut server, listening) = serve(url, &["--no-baseline"]);
     let url = listening["url"].as_str().unwrap().to_owned();
-    let mut first = endless_stream(&url, &[]);
+    let mut first = endless_stream(&url, &[], "2000");
     let connected = first.wait_event("connected");
     let started = server.wait_event("session_started");
     assert_eq!(started["incarnation"], connected["incarnation"]);
