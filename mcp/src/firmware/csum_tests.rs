@@ -151,7 +151,10 @@ fn a_pio_send_from_host_bytes_needs_no_send_buffer() {
     for (i, &(len, inline)) in cases.iter().enumerate() {
         let data = payload(len, i as u8);
         let head = payload(inline, 50 + i as u8);
-        n.a.send_pio(3, RouteId(1), &head, &data).unwrap();
+        // The payload in two pieces: the board gathers them.
+        let (first, second) = data.split_at(len / 2);
+        n.a.send_pio(3, RouteId(1), &head, &[first, second])
+            .unwrap();
         n.run(&chan, 100, Duration::from_micros(1), &mut got);
         assert_eq!(got.len(), i + 1, "case {i} arrived");
         let whole = [head, data].concat();
@@ -164,7 +167,7 @@ fn a_pio_send_from_host_bytes_needs_no_send_buffer() {
     let errors_before = n.a.unit().counters().errors;
     let long = payload(max - 9, 7);
     assert_eq!(
-        n.a.send_pio(3, RouteId(1), &[0; 10], &long),
+        n.a.send_pio(3, RouteId(1), &[0; 10], &[&long]),
         Err(crate::ApiError::TooLong { len: max + 1, max })
     );
     n.run(&chan, 100, Duration::from_micros(1), &mut got);

@@ -107,8 +107,9 @@ enum Payload<'a> {
     Lent(&'a LentBuf, usize),
     /// Bytes in the SRAM workspace at this address (seed 001, `gm_opiom_send`).
     Sram(u32),
-    /// Bytes in the host's own memory, copied by PIO now ([`Api::send_pio`]).
-    Pio(&'a [u8]),
+    /// Pieces of the host's own memory, copied by PIO now, one after the other
+    /// ([`Api::send_pio`]).
+    Pio(&'a [&'a [u8]]),
 }
 
 impl Payload<'_> {
@@ -694,20 +695,20 @@ impl Api {
         self.enqueue_lent(chan, route, header, buf, range).map(drop)
     }
 
-    /// Sends `header` then `payload` by PIO, written into the send slot's SRAM buffer
-    /// straight from where they are in host memory: no send buffer is taken, and both are
-    /// free again when this returns. For packets no longer than the PIO threshold
-    /// ([`Api::pio_threshold`]), such as a reliable protocol's acknowledgements and short
-    /// messages behind their headers; a longer one is refused
-    /// ([`ApiError::TooLong`]) and nothing is sent.
+    /// Sends `header` then the pieces of `payload` in turn by PIO, written into the send
+    /// slot's SRAM buffer straight from where they are in host memory (a gather: no copy
+    /// on the host, no send buffer taken); all are free again when this returns. For
+    /// packets no longer than the PIO threshold ([`Api::pio_threshold`]), such as a
+    /// reliable protocol's acknowledgements and short messages behind their headers; a
+    /// longer one is refused ([`ApiError::TooLong`]) and nothing is sent.
     pub fn send_pio(
         &mut self,
         chan: u8,
         route: RouteId,
         header: &[u8],
-        payload: &[u8],
+        payload: &[&[u8]],
     ) -> Result<(), ApiError> {
-        let len = payload.len();
+        let len = payload.iter().map(|p| p.len()).sum();
         self.check_send(chan, route, header.len() + len)?;
         self.enqueue(
             crate::frame::SUBTYPE_DATA,
@@ -973,8 +974,11 @@ impl Api {
         // (a PIO send copies the bytes now and needs none).
         let pio_bytes: Option<&[u8]> = match (&payload, pio) {
             (Payload::Lent(l, at), true) => Some(&l.as_slice()[*at..*at + len]),
-            (Payload::Pio(bytes), _) => Some(bytes),
             _ => None,
+        };
+        let pio_parts: &[&[u8]] = match payload {
+            Payload::Pio(parts) => parts,
+            _ => &[],
         };
         let (buf, host, lent) = match payload {
             Payload::Owned(h) if pio => (None, Some(h), None),
@@ -988,8 +992,13 @@ impl Api {
                 b.pci_write_bytes(payload_at, header)?;
             }
             let bytes = host.as_ref().map(|h| &h.as_slice()[..len]).or(pio_bytes);
+            let mut at = payload_at + header.len() as u32;
             if let Some(bytes) = bytes {
-                b.pci_write_bytes(payload_at + header.len() as u32, bytes)?;
+                b.pci_write_bytes(at, bytes)?;
+            }
+            for part in pio_parts {
+                b.pci_write_bytes(at, part)?;
+                at += part.len() as u32;
             }
             b.pci_write_bytes(l.send_slot(seq), &slot)?;
             b.pci_write_u32(now, l.send, seq.wrapping_add(1))

@@ -724,20 +724,14 @@ impl Backend for SimBackend {
     ) -> Result<Sent, SendErrorKind> {
         let len = header.len() + payload.len();
         let route = self.packet_route(to, len)?;
-        let inline_len = HEADER_LEN + header.len();
-        if inline_len + payload.len() <= self.pio_max {
-            let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
-            if let Some(dst) = inline.get_mut(..inline_len) {
-                dst[..HEADER_LEN].copy_from_slice(&self.header);
-                dst[HEADER_LEN..].copy_from_slice(header);
-                self.api
-                    .send_pio(CHAN, route, &inline[..inline_len], payload)
-                    .map_err(would_block)?;
-                self.pending += 1;
-                return Ok(Sent {
-                    copied: !payload.is_empty(),
-                });
-            }
+        if HEADER_LEN + len <= self.pio_max {
+            self.api
+                .send_pio(CHAN, route, &self.header, &[header, payload])
+                .map_err(would_block)?;
+            self.pending += 1;
+            return Ok(Sent {
+                copied: !payload.is_empty(),
+            });
         }
         let mut sb = self.api.get_send_buffer().map_err(would_block)?;
         let dst = sb.as_mut_slice();
