@@ -709,19 +709,8 @@ impl Api {
         payload: &[&[u8]],
     ) -> Result<(), ApiError> {
         let len = payload.iter().map(|p| p.len()).sum();
-        self.check_send(chan, route, header.len() + len)?;
-        self.enqueue(
-            crate::frame::SUBTYPE_DATA,
-            chan,
-            route,
-            header,
-            Payload::Pio(payload),
-            len,
-            Origin::Lent,
-            true,
-        )
-        .map(drop)
-        .map_err(|(e, _)| e)
+        self.enqueue_borrowed(chan, route, header, Payload::Pio(payload), len)
+            .map(drop)
     }
 
     /// The longest packet (inline header and payload together) the board takes by PIO:
@@ -750,15 +739,31 @@ impl Api {
                 max: lent.len(),
             });
         }
-        self.check_send(chan, route, header.len() + range.len())?;
-        let payload = Payload::Lent(lent, range.start);
+        let len = range.len();
+        self.enqueue_borrowed(chan, route, header, Payload::Lent(lent, range.start), len)
+    }
+
+    /// Checks and enqueues a data send whose payload the host keeps (a lent buffer the
+    /// board reads by DMA, or pieces PIO copies now): a refusal has nothing to give back,
+    /// and the board's finishing it releases nothing. Inlined into both: out of line it
+    /// cost each short packet a call with the payload passed by value (callgrind).
+    #[inline(always)]
+    fn enqueue_borrowed(
+        &mut self,
+        chan: u8,
+        route: RouteId,
+        header: &[u8],
+        payload: Payload<'_>,
+        len: usize,
+    ) -> Result<u32, ApiError> {
+        self.check_send(chan, route, header.len() + len)?;
         self.enqueue(
             crate::frame::SUBTYPE_DATA,
             chan,
             route,
             header,
             payload,
-            range.len(),
+            len,
             Origin::Lent,
             true,
         )
