@@ -728,18 +728,15 @@ impl Backend for SimBackend {
             self.api
                 .send_pio(CHAN, route, &self.header, &[header, payload])
                 .map_err(would_block)?;
-            self.pending += 1;
-            return Ok(Sent {
-                copied: !payload.is_empty(),
-            });
+        } else {
+            let mut sb = self.api.get_send_buffer().map_err(would_block)?;
+            let dst = sb.as_mut_slice();
+            dst[..header.len()].copy_from_slice(header);
+            dst[header.len()..len].copy_from_slice(payload);
+            self.api
+                .send_inline(CHAN, route, &self.header, sb, len)
+                .map_err(|e| would_block(e.error))?;
         }
-        let mut sb = self.api.get_send_buffer().map_err(would_block)?;
-        let dst = sb.as_mut_slice();
-        dst[..header.len()].copy_from_slice(header);
-        dst[header.len()..len].copy_from_slice(payload);
-        self.api
-            .send_inline(CHAN, route, &self.header, sb, len)
-            .map_err(|e| would_block(e.error))?;
         self.pending += 1;
         // A packet with no payload (an acknowledgement) copies no message bytes.
         Ok(Sent {

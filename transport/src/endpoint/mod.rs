@@ -874,8 +874,7 @@ impl Endpoint {
     /// copies behind its header whatever holds it, is held in the `Buf` itself.
     pub fn alloc(&mut self, len: usize) -> Buf {
         if len <= SEND_INLINE_MAX && self.reliable && !self.native {
-            // RPP copies a message this short behind its header whatever holds it: the
-            // buffer holds it itself (no allocation, no registered buffer, no lock).
+            // No allocation, no registered buffer, no lock.
             return Buf::inline(len);
         }
         let registered = if self.native {
