@@ -29,14 +29,17 @@
 //! say how many packets RPP resent and how many acknowledgements it sent: on this busy
 //! machine a descheduled receiver can make the sender's retransmission timer fire.
 //!
-//! On a two-vCPU machine the two host threads sometimes share one physical core, which
-//! slows raw threefold and changes the ratios (the README reports both regimes): a run's
-//! absolute figures say which regime it ran in.
+//! On a two-vCPU virtual machine the hypervisor moves the two vCPUs between cores that
+//! share a cache and cores that do not, several times a second, which moves raw's one-way
+//! time about twofold and the ratios with it. Each round is probed before, between and
+//! after its runs ([`myri_board_bench::placement`]), and the target lines are followed by
+//! their per-round ratios split by where the CPUs sat.
 //!
 //! With `--test` (as `cargo test --benches` passes) every part runs once, briefly.
 
 use criterion::{Criterion, Throughput};
 use myri_board_bench::harness::{ExecMode, Setup};
+use myri_board_bench::placement::Placement;
 use myri_board_bench::report::RppReport;
 use myri_board_bench::{median, raw, reliable};
 use std::cell::RefCell;
@@ -63,36 +66,74 @@ const ORDERS_2: [[usize; 2]; 2] = [[0, 1], [1, 0]];
 /// Four runs in turn: each goes first, second, third and fourth equally often.
 const ORDERS_4: [[usize; 4]; 4] = [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]];
 
+/// Round trips of each probe of where the two CPUs sit (well under a millisecond).
+const PROBE_TRIPS: u64 = 2_000;
+
 /// Runs each of `runs` `rounds` times, round `r` in the order `orders[r % orders.len()]`;
-/// returns each run's values.
+/// returns each run's values and where the two CPUs sat in each round (probed before
+/// each run and after the last: [`Placement::Mixed`] if the probes disagree).
 fn interleave<const N: usize>(
     rounds: usize,
     orders: &[[usize; N]],
     runs: &mut [&mut dyn FnMut() -> f64; N],
-) -> [Vec<f64>; N] {
+) -> ([Vec<f64>; N], Vec<Placement>) {
     let mut values: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
+    let mut placements = Vec::with_capacity(rounds);
     for r in 0..rounds {
+        let mut at = Placement::probe(PROBE_TRIPS);
         for i in orders[r % orders.len()] {
             values[i].push(runs[i]());
+            at = at.and(Placement::probe(PROBE_TRIPS));
         }
+        placements.push(at);
     }
-    values
+    (values, placements)
 }
 
-fn line(what: &str, unit: &str, raw: &[f64], rpp: &[f64], ratio_target: &str) {
-    compare(what, unit, ("raw", raw), ("rpp", rpp), ratio_target);
+fn line(what: &str, unit: &str, raw: &[f64], rpp: &[f64], at: &[Placement], target: &str) {
+    compare(what, unit, ("raw", raw), ("rpp", rpp), target);
+    by_placement(raw, rpp, at);
 }
 
 /// One line comparing run `b` with run `a` (each a name and its values per round).
 fn compare(what: &str, unit: &str, a: (&str, &[f64]), b: (&str, &[f64]), note: &str) {
     let (x, y) = (median(a.1.to_vec()), median(b.1.to_vec()));
-    let ratios: Vec<f64> = a.1.iter().zip(b.1).map(|(x, y)| y / x).collect();
     let (na, nb) = (a.0, b.0);
     println!(
         "  {what:<26} {na} {x:>9.3} {unit:<5} {nb} {y:>9.3} {unit:<5} {nb}/{na} {:>5.2} \
          (median of per-round ratios {:>5.2}; {note})",
         y / x,
-        median(ratios)
+        median(ratios(a.1, b.1))
+    );
+}
+
+/// Each round's ratio of `b` to `a`.
+fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| y / x).collect()
+}
+
+/// The per-round ratios of `b` to `a` again, the rounds where the two CPUs sat near
+/// each other apart from those where they sat far apart ([`myri_board_bench::placement`]).
+fn by_placement(a: &[f64], b: &[f64], at: &[Placement]) {
+    let all = ratios(a, b);
+    let of = |p: Placement| {
+        let r: Vec<f64> = all
+            .iter()
+            .zip(at)
+            .filter(|&(_, &q)| q == p)
+            .map(|(&r, _)| r)
+            .collect();
+        match r.len() {
+            0 => "no rounds".to_string(),
+            n => format!("{n} rounds, {:.2}", median(r)),
+        }
+    };
+    let mixed = at.iter().filter(|&&p| p == Placement::Mixed).count();
+    println!(
+        "    {:<26} near {}; far {}; {mixed} mixed",
+        "by where the CPUs sat",
+        of(Placement::Near),
+        of(Placement::Far)
     );
 }
 
@@ -131,7 +172,7 @@ fn interleaved(s: &Sizes) {
         s.rounds
     );
     let tally = RefCell::new(RppTally::default());
-    let [raw_pp, rpp_pp] = interleave(
+    let ([raw_pp, rpp_pp], at) = interleave(
         s.rounds,
         &ORDERS_2,
         &mut [
@@ -153,6 +194,7 @@ fn interleaved(s: &Sizes) {
         "us",
         &raw_pp,
         &rpp_pp,
+        &at,
         "target <= 1.50",
     );
     tally.take().print();
@@ -165,7 +207,7 @@ fn interleaved(s: &Sizes) {
             integrity: myri_transport::Integrity::Dma,
             ..setup
         };
-        let [raw_st, checked_st, rpp_st, dma_st] = interleave(
+        let ([raw_st, checked_st, rpp_st, dma_st], at) = interleave(
             s.rounds,
             &ORDERS_4,
             &mut [
@@ -203,7 +245,7 @@ fn interleaved(s: &Sizes) {
             ],
         );
         let name = format!("{name} x {}", s.stream_count);
-        line(&name, "MB/s", &raw_st, &rpp_st, "target >= 0.85");
+        line(&name, "MB/s", &raw_st, &rpp_st, &at, "target >= 0.85");
         tally.take().print();
         compare(
             "  the check alone",
@@ -226,6 +268,7 @@ fn interleaved(s: &Sizes) {
             ("dma", &dma_st),
             "RPP with the board's DMA checksums instead of its CRC-32C; target >= 0.85",
         );
+        by_placement(&raw_st, &dma_st, &at);
     }
 }
 

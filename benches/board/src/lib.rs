@@ -7,9 +7,11 @@
 //! report in the shapes of [`report`]. A
 //! [`Reference`] measures the same exchange without the stack; the drivers alternate
 //! stack and reference in short rounds and report medians, because this machine's
-//! cross-core latency jumps between levels from second to second.
+//! cross-core latency jumps between levels from second to second ([`placement`] says
+//! which level a round ran at).
 
 pub mod harness;
+pub mod placement;
 pub mod programs;
 pub mod raw;
 pub mod reference;
