@@ -71,7 +71,8 @@ const PROBE_TRIPS: u64 = 2_000;
 
 /// Runs each of `runs` `rounds` times, round `r` in the order `orders[r % orders.len()]`;
 /// returns each run's values and where the two CPUs sat in each round (probed before
-/// each run and after the last: [`Placement::Mixed`] if the probes disagree).
+/// each run and after the last, a round's first probe being the last of the round
+/// before: [`Placement::Mixed`] if the probes disagree).
 fn interleave<const N: usize>(
     rounds: usize,
     orders: &[[usize; N]],
@@ -79,11 +80,13 @@ fn interleave<const N: usize>(
 ) -> ([Vec<f64>; N], Vec<Placement>) {
     let mut values: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
     let mut placements = Vec::with_capacity(rounds);
+    let mut last = Placement::probe(PROBE_TRIPS);
     for r in 0..rounds {
-        let mut at = Placement::probe(PROBE_TRIPS);
+        let mut at = last;
         for i in orders[r % orders.len()] {
             values[i].push(runs[i]());
-            at = at.and(Placement::probe(PROBE_TRIPS));
+            last = Placement::probe(PROBE_TRIPS);
+            at = at.and(last);
         }
         placements.push(at);
     }

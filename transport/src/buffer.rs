@@ -258,10 +258,7 @@ impl Buf {
     /// fallback, a short message held in the buffer itself, and [`Buf::external`]
     /// memory).
     pub fn is_registered(&self) -> bool {
-        !matches!(
-            self.kind,
-            BufKind::Heap(_) | BufKind::External(..) | BufKind::Inline(_)
-        )
+        self.kind_for_stats() == SendKind::Registered
     }
 
     /// Which count of [`Stats`](crate::Stats) a send of this buffer goes to.

@@ -7,7 +7,7 @@
 //! trips, then how many samples were near and far and their medians.
 
 use myri_board_bench::median;
-use myri_board_bench::placement::{NEAR_NS, round_trip_ns};
+use myri_board_bench::placement::{NEAR_NS, Placement, round_trip_ns};
 use std::time::{Duration, Instant};
 
 /// Round trips per sample.
@@ -32,7 +32,9 @@ fn main() {
         );
         samples.push(ns);
     }
-    let (near, far): (Vec<f64>, Vec<f64>) = samples.iter().partition(|&&ns| ns < NEAR_NS);
+    let (near, far): (Vec<f64>, Vec<f64>) = samples
+        .iter()
+        .partition(|&&ns| Placement::of(ns) == Placement::Near);
     let show = |v: Vec<f64>| {
         let n = v.len();
         if n == 0 {

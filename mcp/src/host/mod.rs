@@ -996,12 +996,18 @@ impl Api {
             if !header.is_empty() {
                 b.pci_write_bytes(payload_at, header)?;
             }
-            let bytes = host.as_ref().map(|h| &h.as_slice()[..len]).or(pio_bytes);
+            // The payload written now, if any: the host's bytes, a lent range, or PIO's
+            // pieces one after the other.
+            let one;
+            let parts = match host.as_ref().map(|h| &h.as_slice()[..len]).or(pio_bytes) {
+                Some(bytes) => {
+                    one = [bytes];
+                    &one[..]
+                }
+                None => pio_parts,
+            };
             let mut at = payload_at + header.len() as u32;
-            if let Some(bytes) = bytes {
-                b.pci_write_bytes(at, bytes)?;
-            }
-            for part in pio_parts {
+            for part in parts {
                 b.pci_write_bytes(at, part)?;
                 at += part.len() as u32;
             }
