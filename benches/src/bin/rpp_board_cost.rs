@@ -32,8 +32,19 @@
 //! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
 //!   largest payload per packet.
 //!
+//! * `raw-path`, `rpp-path` (exchanges): the ping-pong as the board bench's two threads
+//!   run it, each side's next turn (a board step; over the endpoint, a progress call:
+//!   the pass a delivery defers) running while its packet travels, with what the packet
+//!   waits for (a send up to the board's step that puts it on the fabric, the step that
+//!   finds it and the receive, the echo's copy) inside `on_path`, which `compare` counts
+//!   alone.
+//!
 //! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
-//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction.
+//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction. It
+//! ends with the path modes under a model of the AMD EPYC hosts' caches
+//! ([`cost::EPYC_CACHES`]): instructions and instruction-cache misses per exchange, all
+//! of them and those on the path (less what `Endpoint::send` does after its packet has
+//! gone, the events it drains).
 //!
 //! Virtual time moves 1 µs per hop (raw) or per progress call (the endpoints' world
 //! ticks), so RPP's timers and round-trip estimate run as on a fast link; nothing is
@@ -52,7 +63,7 @@ use thiserror::Error;
 const USAGE: &str = "usage: rpp_board_cost MODE COUNT\n       \
                      rpp_board_cost compare [SMALL LARGE]\n\
                      modes: raw-pingpong rpp-pingpong raw-stream rpp-stream rpp-stream-dma \
-                     raw-stream-fit rpp-stream-fit";
+                     raw-stream-fit rpp-stream-fit raw-path rpp-path";
 
 /// What went wrong.
 #[derive(Debug, Error)]
@@ -75,10 +86,12 @@ enum Which {
     RppStreamDma,
     RawStreamFit,
     RppStreamFit,
+    RawPath,
+    RppPath,
 }
 
 impl Which {
-    const ALL: [Which; 7] = [
+    const ALL: [Which; 9] = [
         Which::RawPingPong,
         Which::RppPingPong,
         Which::RawStream,
@@ -86,6 +99,8 @@ impl Which {
         Which::RppStreamDma,
         Which::RawStreamFit,
         Which::RppStreamFit,
+        Which::RawPath,
+        Which::RppPath,
     ];
 
     fn name(self) -> &'static str {
@@ -97,6 +112,8 @@ impl Which {
             Which::RppStreamDma => "rpp-stream-dma",
             Which::RawStreamFit => "raw-stream-fit",
             Which::RppStreamFit => "rpp-stream-fit",
+            Which::RawPath => "raw-path",
+            Which::RppPath => "rpp-path",
         }
     }
 
@@ -111,6 +128,14 @@ impl Which {
             _ => 8192,
         }
     }
+}
+
+/// Runs `f`: the part of a path-mode exchange a packet waits for. Never inlined, so that
+/// `valgrind --tool=callgrind --toggle-collect='rpp_board_cost::on_path*'` counts what
+/// runs inside it alone (see `compare`).
+#[inline(never)]
+fn on_path<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 fn main() {
@@ -150,6 +175,8 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
         Which::RppStreamDma => {
             Endpoints::new(Integrity::Dma).and_then(|mut e| e.stream(count, which.stream_size()))
         }
+        Which::RawPath => boards.raw_path(count),
+        Which::RppPath => Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.path(count)),
     }
     .map_err(|why| CostError::Run(which.name(), why))?;
     println!("{}: {what}", which.name());
@@ -190,7 +217,96 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
             println!("  {:<15} / {:<15} = {:.2}", rpp.name(), raw.name(), b / a);
         }
     }
+    println!(
+        "the ping-pong's path (a send up to the board's step that puts its packet on the \
+         fabric, the step that finds it and the receive), per exchange, with a 32 KiB \
+         instruction cache:"
+    );
+    let mut paths = Vec::new();
+    for which in [Which::RawPath, Which::RppPath] {
+        let p = path_cost(&exe, &dir, which, small, large)?;
+        println!(
+            "  {:<9} all {:>7.0} instructions {:>6.0} I1 misses;  on the path {:>7.0} \
+             instructions {:>6.0} I1 misses",
+            which.name(),
+            p.all[0],
+            p.all[1],
+            p.path[0],
+            p.path[1]
+        );
+        paths.push(p);
+    }
+    if let [raw, rpp] = &paths[..] {
+        println!(
+            "  rpp-path / raw-path: all {:.2}x instructions, {:.1}x I1 misses; on the path \
+             {:.2}x instructions, {:.1}x I1 misses",
+            rpp.all[0] / raw.all[0],
+            rpp.all[1] / raw.all[1],
+            rpp.path[0] / raw.path[0],
+            rpp.path[1] / raw.path[1]
+        );
+    }
     Ok(())
+}
+
+/// Instructions and instruction-cache misses per exchange of a path mode: `all` of them,
+/// and those on the `path`.
+struct PathCost {
+    all: [f64; 2],
+    path: [f64; 2],
+}
+
+/// Counts a path mode at `small` and `large` exchanges under the EPYC cache model: once
+/// whole, once inside [`on_path`] alone. `Endpoint::send` drains the events the packet
+/// raised after the packet has gone; that part is taken out by two runs more, one that
+/// toggles at `drain_events` too (leaving out the drains inside the path, adding those
+/// outside it) and one that counts the drains alone: inside = (drains - (both - path)) / 2.
+fn path_cost(
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    which: Which,
+    small: u64,
+    large: u64,
+) -> Result<PathCost, CostError> {
+    const PATH: &str = "--toggle-collect=rpp_board_cost::on_path*";
+    const DRAIN: &str = "--toggle-collect=myri_transport::endpoint::Endpoint::drain_events";
+    let events = ["Ir", "I1mr"];
+    let mut at = [[[0f64; 2]; 2]; 2];
+    for (k, n) in [small, large].into_iter().enumerate() {
+        let run = |tag: &str, toggles: &[&str]| -> Result<[f64; 2], CostError> {
+            let out = dir.join(format!("callgrind.{}.{tag}.{n}.out", which.name()));
+            let options: Vec<&str> = cost::EPYC_CACHES.iter().chain(toggles).copied().collect();
+            let args = [which.name().to_string(), n.to_string()];
+            let counted = cost::callgrind(
+                exe,
+                &out,
+                &args,
+                &[("GLIBC_TUNABLES", FLAT_COPIES)],
+                &options,
+            )?;
+            let mut v = [0f64; 2];
+            for (slot, name) in v.iter_mut().zip(events) {
+                *slot = counted
+                    .get(name)
+                    .ok_or(CallgrindError::NoTotal(out.clone()))? as f64;
+            }
+            Ok(v)
+        };
+        let all = run("all", &[])?;
+        let path = run("path", &[PATH])?;
+        let both = run("path-drain", &[PATH, DRAIN])?;
+        let drains = run("drain", &[DRAIN])?;
+        for e in 0..2 {
+            let inside = (drains[e] - (both[e] - path[e])) / 2.0;
+            at[k][0][e] = all[e];
+            at[k][1][e] = path[e] - inside;
+        }
+    }
+    let per = |i: usize, e: usize| (at[1][i][e] - at[0][i][e]) / (large - small) as f64;
+    Ok(PathCost {
+        all: [per(0, 0), per(0, 1)],
+        path: [per(1, 0), per(1, 1)],
+    })
 }
 
 /// Virtual time per hop.
@@ -263,6 +379,59 @@ impl Boards {
                 .recv(chan_a)
                 .map_err(|e| e.to_string())?
                 .ok_or("no pong")?;
+            sum += u64::from_be_bytes(pong.as_slice()[..8].try_into().expect("8 bytes"));
+        }
+        check_sum(sum, count)?;
+        Ok(format!("{count} exchanges of 8 bytes"))
+    }
+
+    /// `raw_pingpong` as the board bench's two threads run it: after each send and the
+    /// board step that puts the packet on the fabric, the sender's next turn steps its
+    /// board again (the send's completion) while the packet travels; the send with its
+    /// step, and the step that finds the packet with the receive, are on the path.
+    fn raw_path(&mut self, count: u64) -> Result<String, String> {
+        let mut sum = 0u64;
+        for i in 0..count {
+            let now = self.tick();
+            on_path(|| -> Result<(), String> {
+                let mut buf = self.a.get_send_buffer().map_err(|e| e.to_string())?;
+                buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
+                drop(
+                    self.a
+                        .send(1, RouteId(1), buf, 8)
+                        .map_err(|e| e.error.to_string())?,
+                );
+                self.a.progress(now);
+                Ok(())
+            })?;
+            let now = self.tick();
+            self.a.progress(now);
+            let chan_b = self.chan_b.as_ref().ok_or("channel b")?;
+            on_path(|| -> Result<(), String> {
+                self.b.progress(now);
+                let ping = self
+                    .b
+                    .recv(chan_b)
+                    .map_err(|e| e.to_string())?
+                    .ok_or("no ping")?;
+                let len = ping.len();
+                drop(
+                    self.b
+                        .send_recv_buffer(1, RouteId(1), ping, len)
+                        .map_err(|e| e.error.to_string())?,
+                );
+                self.b.progress(now);
+                Ok(())
+            })?;
+            let now = self.tick();
+            self.b.progress(now);
+            let chan_a = self.chan_a.as_ref().ok_or("channel a")?;
+            let pong = on_path(|| {
+                self.a.progress(now);
+                self.a.recv(chan_a)
+            })
+            .map_err(|e| e.to_string())?
+            .ok_or("no pong")?;
             sum += u64::from_be_bytes(pong.as_slice()[..8].try_into().expect("8 bytes"));
         }
         check_sum(sum, count)?;
@@ -392,6 +561,74 @@ impl Endpoints {
         Ok(format!("{count} exchanges of 8 bytes"))
     }
 
+    /// `pingpong` as the board bench's two threads run it (`Pinger` and `Echo`): each
+    /// side answers as soon as `recv` hands it a message, then lets the received buffer
+    /// go, and its next turn (one progress call: the pass a delivery defers, the board's
+    /// step) runs while the packet travels. The receive and the answer's send are on the
+    /// path, except what `send` does after the packet has gone (the events it drains).
+    fn path(&mut self, count: u64) -> Result<String, String> {
+        let mut sum = 0u64;
+        let mut empty = 0u64;
+        let refused = |e: myri_transport::SendError| format!("the endpoint refused: {}", e.error);
+        on_path(|| {
+            let mut m = self.a.alloc(8);
+            m.copy_from_slice(&0u64.to_be_bytes());
+            self.a.send(self.to_b, m).map(drop)
+        })
+        .map_err(refused)?;
+        self.a.progress();
+        for i in 0..count {
+            // In this one-thread model the packet is on the other board once the
+            // sender's step put it on the fabric: a receive that finds nothing is rare
+            // (the first few, counted), and the sender steps again before the next try.
+            let ping = loop {
+                if let Some(d) = on_path(|| self.b.recv()) {
+                    break d;
+                }
+                empty += 1;
+                self.a.progress();
+                if empty > u64::from(STUCK) {
+                    return Err(format!("exchange {i}: the ping did not arrive"));
+                }
+            };
+            on_path(|| {
+                let mut m = self.b.alloc(ping.data.len());
+                m.copy_from_slice(&ping.data);
+                self.b.send(self.to_a, m).map(drop)
+            })
+            .map_err(refused)?;
+            drop(ping);
+            self.b.progress();
+            let pong = loop {
+                if let Some(d) = on_path(|| self.a.recv()) {
+                    break d;
+                }
+                empty += 1;
+                self.b.progress();
+                if empty > u64::from(STUCK) {
+                    return Err(format!("exchange {i}: the answer did not arrive"));
+                }
+            };
+            sum += word(&pong.data)?;
+            if i + 1 < count {
+                on_path(|| {
+                    let mut m = self.a.alloc(8);
+                    m.copy_from_slice(&(i + 1).to_be_bytes());
+                    self.a.send(self.to_b, m).map(drop)
+                })
+                .map_err(refused)?;
+            }
+            drop(pong);
+            self.a.progress();
+            while self.a.poll_completion().is_some() || self.b.poll_completion().is_some() {}
+        }
+        check_sum(sum, count)?;
+        self.check()?;
+        Ok(format!(
+            "{count} exchanges of 8 bytes, {empty} receives that found nothing"
+        ))
+    }
+
     fn stream(&mut self, count: u64, size: usize) -> Result<String, String> {
         let (mut queued, mut received, mut sum) = (0u64, 0u64, 0u64);
         let mut spare: Vec<Buf> = Vec::new();
@@ -456,5 +693,43 @@ impl Endpoints {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every mode runs to the end at a small count: each checks its own sums and, over
+    /// RPP, that no connection failed or retransmitted. (One test: the endpoint modes
+    /// share one named world.) In the one-thread model a packet is on the other board
+    /// once its sender's step put it on the fabric, so the path mode's receives find
+    /// theirs: only the first few may not (the boards' start), which cancel out between
+    /// two counts.
+    #[test]
+    fn every_mode_runs_clean_and_path_receives_find_their_packets() {
+        for which in Which::ALL {
+            if let Err(e) = run(vec![which.name().to_string(), "20".to_string()]) {
+                panic!("{}: {e}", which.name());
+            }
+        }
+        let said = Endpoints::new(Integrity::Crc32c)
+            .and_then(|mut e| e.path(200))
+            .expect("ran");
+        let empty: u64 = said
+            .split(", ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .expect("a count of empty receives");
+        assert!(empty <= 5, "{said}");
+    }
+
+    #[test]
+    fn a_missing_or_unknown_mode_or_a_bad_count_is_a_usage_error() {
+        for args in [vec![], vec!["nonsense"], vec!["raw-path", "4x"]] {
+            let args = args.into_iter().map(String::from).collect();
+            assert!(matches!(run(args), Err(CostError::Usage(_))));
+        }
     }
 }
