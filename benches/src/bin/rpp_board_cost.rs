@@ -53,9 +53,9 @@
 use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair};
 use myri_board_bench::reliable::{fit_payload, rpp_config};
 use myri_device::time::Time;
-use myri_mcp::{Api, Channel, RouteId};
+use myri_mcp::{Api, Channel, RecvBuf, RouteId};
 use myri_transport::sim::{SimWorld, WorldConfig};
-use myri_transport::{Buf, Completion, Endpoint, Integrity, Options, Peer};
+use myri_transport::{Buf, Completion, Delivery, Endpoint, Integrity, Options, Peer};
 use std::collections::VecDeque;
 use std::time::Duration;
 use thiserror::Error;
@@ -345,41 +345,56 @@ impl Boards {
         self.now
     }
 
+    /// A sends sequence number `i` to B in a send buffer.
+    fn ping(&mut self, i: u64) -> Result<(), String> {
+        let mut buf = self.a.get_send_buffer().map_err(|e| e.to_string())?;
+        buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
+        drop(
+            self.a
+                .send(1, RouteId(1), buf, 8)
+                .map_err(|e| e.error.to_string())?,
+        );
+        Ok(())
+    }
+
+    /// B receives the ping and turns its receive buffer around as the answer.
+    fn echo(&mut self) -> Result<(), String> {
+        let chan_b = self.chan_b.as_ref().ok_or("channel b")?;
+        let ping = self
+            .b
+            .recv(chan_b)
+            .map_err(|e| e.to_string())?
+            .ok_or("no ping")?;
+        let len = ping.len();
+        drop(
+            self.b
+                .send_recv_buffer(1, RouteId(1), ping, len)
+                .map_err(|e| e.error.to_string())?,
+        );
+        Ok(())
+    }
+
+    /// A receives the answer (its receive buffer goes back to the board when dropped).
+    fn pong(&mut self) -> Result<RecvBuf, String> {
+        let chan_a = self.chan_a.as_ref().ok_or("channel a")?;
+        self.a
+            .recv(chan_a)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "no pong".to_string())
+    }
+
     fn raw_pingpong(&mut self, count: u64) -> Result<String, String> {
         let mut sum = 0u64;
         for i in 0..count {
-            let mut buf = self.a.get_send_buffer().map_err(|e| e.to_string())?;
-            buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
-            drop(
-                self.a
-                    .send(1, RouteId(1), buf, 8)
-                    .map_err(|e| e.error.to_string())?,
-            );
+            self.ping(i)?;
             let now = self.tick();
             self.a.progress(now);
             self.b.progress(now);
-            let chan_b = self.chan_b.as_ref().ok_or("channel b")?;
-            let ping = self
-                .b
-                .recv(chan_b)
-                .map_err(|e| e.to_string())?
-                .ok_or("no ping")?;
-            let len = ping.len();
-            drop(
-                self.b
-                    .send_recv_buffer(1, RouteId(1), ping, len)
-                    .map_err(|e| e.error.to_string())?,
-            );
+            self.echo()?;
             let now = self.tick();
             self.b.progress(now);
             self.a.progress(now);
-            let chan_a = self.chan_a.as_ref().ok_or("channel a")?;
-            let pong = self
-                .a
-                .recv(chan_a)
-                .map_err(|e| e.to_string())?
-                .ok_or("no pong")?;
-            sum += u64::from_be_bytes(pong.as_slice()[..8].try_into().expect("8 bytes"));
+            sum += word(self.pong()?.as_slice())?;
         }
         check_sum(sum, count)?;
         Ok(format!("{count} exchanges of 8 bytes"))
@@ -393,46 +408,28 @@ impl Boards {
         let mut sum = 0u64;
         for i in 0..count {
             let now = self.tick();
-            on_path(|| -> Result<(), String> {
-                let mut buf = self.a.get_send_buffer().map_err(|e| e.to_string())?;
-                buf.as_mut_slice()[..8].copy_from_slice(&i.to_be_bytes());
-                drop(
-                    self.a
-                        .send(1, RouteId(1), buf, 8)
-                        .map_err(|e| e.error.to_string())?,
-                );
+            on_path(|| {
+                self.ping(i)?;
                 self.a.progress(now);
-                Ok(())
+                Ok::<_, String>(())
             })?;
             let now = self.tick();
             self.a.progress(now);
-            let chan_b = self.chan_b.as_ref().ok_or("channel b")?;
-            on_path(|| -> Result<(), String> {
+            on_path(|| {
                 self.b.progress(now);
-                let ping = self
-                    .b
-                    .recv(chan_b)
-                    .map_err(|e| e.to_string())?
-                    .ok_or("no ping")?;
-                let len = ping.len();
-                drop(
-                    self.b
-                        .send_recv_buffer(1, RouteId(1), ping, len)
-                        .map_err(|e| e.error.to_string())?,
-                );
+                self.echo()?;
                 self.b.progress(now);
-                Ok(())
+                Ok::<_, String>(())
             })?;
             let now = self.tick();
             self.b.progress(now);
-            let chan_a = self.chan_a.as_ref().ok_or("channel a")?;
+            // The answer's buffer goes back to the board after the path, as the pinger's
+            // does after its next send.
             let pong = on_path(|| {
                 self.a.progress(now);
-                self.a.recv(chan_a)
-            })
-            .map_err(|e| e.to_string())?
-            .ok_or("no pong")?;
-            sum += u64::from_be_bytes(pong.as_slice()[..8].try_into().expect("8 bytes"));
+                self.pong()
+            })?;
+            sum += word(pong.as_slice())?;
         }
         check_sum(sum, count)?;
         Ok(format!("{count} exchanges of 8 bytes"))
@@ -493,6 +490,33 @@ fn check_sum(sum: u64, count: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// One of the two endpoints.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    A,
+    B,
+}
+
+/// A copy of `data` in a buffer of `ep`'s.
+fn copy_of(ep: &mut Endpoint, data: &[u8]) -> Buf {
+    let mut m = ep.alloc(data.len());
+    m.copy_from_slice(data);
+    m
+}
+
+/// Sends `m` to `peer`.
+fn send(ep: &mut Endpoint, peer: Peer, m: Buf) -> Result<(), String> {
+    ep.send(peer, m)
+        .map(drop)
+        .map_err(|e| format!("the endpoint refused a message: {}", e.error))
+}
+
+/// Sends the 8-byte message `i` to `peer`.
+fn send_word(ep: &mut Endpoint, peer: Peer, i: u64) -> Result<(), String> {
+    let m = copy_of(ep, &i.to_be_bytes());
+    send(ep, peer, m)
+}
+
 /// Two reliable endpoints on a simulated world of their own whose clock ticks with every
 /// progress call, stepped in turn on this thread.
 struct Endpoints {
@@ -529,21 +553,14 @@ impl Endpoints {
     fn pingpong(&mut self, count: u64) -> Result<String, String> {
         let mut sum = 0u64;
         for i in 0..count {
-            let mut m = self.a.alloc(8);
-            m.copy_from_slice(&i.to_be_bytes());
-            self.a
-                .send(self.to_b, m)
-                .map_err(|e| format!("the endpoint refused a message: {}", e.error))?;
+            send_word(&mut self.a, self.to_b, i)?;
             // As an application does: `recv` progresses the endpoint when nothing waits.
             let mut answered = false;
             for _ in 0..STUCK {
                 if let Some(d) = self.b.recv() {
-                    let mut m = self.b.alloc(d.data.len());
-                    m.copy_from_slice(&d.data);
+                    let m = copy_of(&mut self.b, &d.data);
                     drop(d);
-                    self.b
-                        .send(self.to_a, m)
-                        .map_err(|e| format!("the endpoint refused an echo: {}", e.error))?;
+                    send(&mut self.b, self.to_a, m)?;
                 }
                 if let Some(d) = self.a.recv() {
                     sum += word(&d.data)?;
@@ -569,54 +586,20 @@ impl Endpoints {
     fn path(&mut self, count: u64) -> Result<String, String> {
         let mut sum = 0u64;
         let mut empty = 0u64;
-        let refused = |e: myri_transport::SendError| format!("the endpoint refused: {}", e.error);
-        on_path(|| {
-            let mut m = self.a.alloc(8);
-            m.copy_from_slice(&0u64.to_be_bytes());
-            self.a.send(self.to_b, m).map(drop)
-        })
-        .map_err(refused)?;
+        on_path(|| send_word(&mut self.a, self.to_b, 0))?;
         self.a.progress();
         for i in 0..count {
-            // In this one-thread model the packet is on the other board once the
-            // sender's step put it on the fabric: a receive that finds nothing is rare
-            // (the first few, counted), and the sender steps again before the next try.
-            let ping = loop {
-                if let Some(d) = on_path(|| self.b.recv()) {
-                    break d;
-                }
-                empty += 1;
-                self.a.progress();
-                if empty > u64::from(STUCK) {
-                    return Err(format!("exchange {i}: the ping did not arrive"));
-                }
-            };
+            let ping = self.path_recv(Side::B, &mut empty)?;
             on_path(|| {
-                let mut m = self.b.alloc(ping.data.len());
-                m.copy_from_slice(&ping.data);
-                self.b.send(self.to_a, m).map(drop)
-            })
-            .map_err(refused)?;
+                let m = copy_of(&mut self.b, &ping.data);
+                send(&mut self.b, self.to_a, m)
+            })?;
             drop(ping);
             self.b.progress();
-            let pong = loop {
-                if let Some(d) = on_path(|| self.a.recv()) {
-                    break d;
-                }
-                empty += 1;
-                self.b.progress();
-                if empty > u64::from(STUCK) {
-                    return Err(format!("exchange {i}: the answer did not arrive"));
-                }
-            };
+            let pong = self.path_recv(Side::A, &mut empty)?;
             sum += word(&pong.data)?;
             if i + 1 < count {
-                on_path(|| {
-                    let mut m = self.a.alloc(8);
-                    m.copy_from_slice(&(i + 1).to_be_bytes());
-                    self.a.send(self.to_b, m).map(drop)
-                })
-                .map_err(refused)?;
+                on_path(|| send_word(&mut self.a, self.to_b, i + 1))?;
             }
             drop(pong);
             self.a.progress();
@@ -627,6 +610,27 @@ impl Endpoints {
         Ok(format!(
             "{count} exchanges of 8 bytes, {empty} receives that found nothing"
         ))
+    }
+
+    /// The next message at `side`, received on the path. In this one-thread model the
+    /// packet is on the board once its sender's step put it on the fabric: a receive
+    /// that finds nothing is rare (the first few, counted in `empty`), and the other
+    /// side steps again before the next try.
+    fn path_recv(&mut self, side: Side, empty: &mut u64) -> Result<Delivery, String> {
+        let (at, other) = match side {
+            Side::A => (&mut self.a, &mut self.b),
+            Side::B => (&mut self.b, &mut self.a),
+        };
+        loop {
+            if let Some(d) = on_path(|| at.recv()) {
+                return Ok(d);
+            }
+            *empty += 1;
+            other.progress();
+            if *empty > u64::from(STUCK) {
+                return Err(format!("no message arrived at {side:?}"));
+            }
+        }
     }
 
     fn stream(&mut self, count: u64, size: usize) -> Result<String, String> {
