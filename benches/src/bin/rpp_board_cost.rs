@@ -121,6 +121,11 @@ impl Which {
         Which::ALL.into_iter().find(|w| w.name() == s)
     }
 
+    /// Whether `compare` counts this mode's path (see [`path_cost`]).
+    fn is_path(self) -> bool {
+        matches!(self, Which::RawPath | Which::RppPath)
+    }
+
     /// Bytes per stream message.
     fn stream_size(self) -> usize {
         match self {
@@ -187,8 +192,9 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
     let exe = std::env::current_exe().map_err(CallgrindError::from)?;
     let dir = cost::profile_dir("myri-rpp-board-cost")?;
     println!("instructions per exchange (ping-pong) or per message (stream), ({large} - {small}):");
+    // The path modes are counted once, with the caches, by `path_cost` below.
     let mut per = Vec::new();
-    for which in Which::ALL {
+    for which in Which::ALL.into_iter().filter(|w| !w.is_path()) {
         let mut totals = [0u64; 2];
         for (total, n) in totals.iter_mut().zip([small, large]) {
             let out = dir.join(format!("callgrind.{}.{n}.out", which.name()));
@@ -203,10 +209,10 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
             dir.join(format!("callgrind.{}.{large}.out", which.name()))
                 .display()
         );
-        per.push(cost);
+        per.push((which, cost));
     }
     // Each RPP mode against the raw mode of its benchmark.
-    let cost_of = |w: Which| Which::ALL.iter().position(|&x| x == w).map(|i| per[i]);
+    let cost_of = |w: Which| per.iter().find(|&&(x, _)| x == w).map(|&(_, c)| c);
     for (raw, rpp) in [
         (Which::RawPingPong, Which::RppPingPong),
         (Which::RawStream, Which::RppStream),
@@ -288,7 +294,8 @@ fn path_cost(
             for (slot, name) in v.iter_mut().zip(events) {
                 *slot = counted
                     .get(name)
-                    .ok_or(CallgrindError::NoTotal(out.clone()))? as f64;
+                    .ok_or_else(|| CallgrindError::NoTotal(out.clone()))?
+                    as f64;
             }
             Ok(v)
         };
