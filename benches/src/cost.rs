@@ -9,6 +9,7 @@ use myri_device::board::{Board, BoardConfig};
 use myri_device::fabric::topology::star;
 use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
 use myri_mcp::{Api, ChanRequest, Channel, InitOptions, Mode, RouteSlot, Unit};
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,6 +86,10 @@ pub enum CallgrindError {
     /// The output file has no instruction total.
     #[error("no instruction total in {0}")]
     NoTotal(PathBuf),
+    /// The output file has no per-instruction counts (callgrind ran without
+    /// `--dump-instr=yes`, or the file is not a callgrind profile).
+    #[error("no per-instruction counts in {0}")]
+    NoInstructions(PathBuf),
 }
 
 /// Runs `exe args` under callgrind, writing the profile to `out` (with `env` set), and
@@ -145,6 +150,88 @@ impl Events {
     /// The total of event `name`, if the run counted it.
     pub fn get(&self, name: &str) -> Option<u64> {
         self.0.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+}
+
+/// How often each instruction ran, by address: read from a profile that callgrind wrote
+/// with `--dump-instr=yes`. Counting the 64-byte lines of code whose instructions ran in
+/// every unit of work measures the code one unit needs cached (its instruction working
+/// set), which, unlike a cache model's miss count, does not move with the code's layout
+/// in the cache's sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstrCounts(HashMap<u64, u64>);
+
+impl InstrCounts {
+    /// Reads a profile's text: its `positions:` line must list `instr` first, and the
+    /// instructions' own (exclusive) counts of the first event, `Ir`, are summed by
+    /// address. Positions may be absolute (`0x401000`, `12`) or relative to the last
+    /// (`+4`, `-2`, `*`), as callgrind compresses them; the cost line after a `calls=`
+    /// line is the call's inclusive cost and is not an instruction's own.
+    pub fn parse(profile: &str) -> Option<InstrCounts> {
+        let positions = profile.lines().find_map(|l| l.strip_prefix("positions:"))?;
+        let positions: Vec<&str> = positions.split_whitespace().collect();
+        if positions.first() != Some(&"instr") {
+            return None;
+        }
+        let events = profile.lines().find_map(|l| l.strip_prefix("events:"))?;
+        if events.split_whitespace().next() != Some("Ir") {
+            return None;
+        }
+        let mut last = vec![0u64; positions.len()];
+        let mut counts = HashMap::new();
+        let mut inclusive = false;
+        for line in profile.lines() {
+            let Some(first) = line.bytes().next() else {
+                continue;
+            };
+            if line.starts_with("calls=") {
+                inclusive = true;
+                continue;
+            }
+            if !(first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*')) {
+                continue;
+            }
+            let mut fields = line.split_whitespace();
+            for slot in last.iter_mut() {
+                *slot = position(fields.next()?, *slot)?;
+            }
+            let ir = match fields.next() {
+                Some(v) => v.parse::<u64>().ok()?,
+                None => 0,
+            };
+            if !std::mem::take(&mut inclusive) {
+                *counts.entry(last[0]).or_insert(0) += ir;
+            }
+        }
+        Some(InstrCounts(counts))
+    }
+
+    /// The 64-byte lines of code holding an instruction that ran at least `times` more
+    /// often here than in `base` (the same program run for fewer units of work, so that
+    /// start-up code cancels out).
+    pub fn lines_run_since(&self, base: &InstrCounts, times: u64) -> usize {
+        let lines: std::collections::HashSet<u64> = self
+            .0
+            .iter()
+            .filter(|&(a, &n)| n.saturating_sub(base.0.get(a).copied().unwrap_or(0)) >= times)
+            .map(|(a, _)| a / 64)
+            .collect();
+        lines.len()
+    }
+}
+
+/// One field of a callgrind position: absolute (decimal or `0x` hex), relative to the
+/// last (`+n`, `-n`) or the same (`*`).
+fn position(field: &str, last: u64) -> Option<u64> {
+    let number = |s: &str| match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    };
+    match field.as_bytes().first()? {
+        b'*' => Some(last),
+        b'+' => last.checked_add(number(&field[1..])?),
+        b'-' => last.checked_sub(number(&field[1..])?),
+        _ => number(field),
     }
 }
 
@@ -216,6 +303,38 @@ mod tests {
         // Events left off the end of the totals counted nothing.
         let e = Events::parse("events: Ir I1mr\ntotals: 0\n").expect("parsed");
         assert_eq!((e.get("Ir"), e.get("I1mr")), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn instruction_counts_follow_compressed_positions_and_skip_inclusive_costs() {
+        let profile = "positions: instr line\nevents: Ir I1mr\nfn=(1) main\n\
+            0x1000 10 5\n+4 * 5 1\n+60 +1 5\ncfn=(2) f\ncalls=5 0x2000 3\n* * 900\n\
+            +2 -1 5\nfn=(2) f\n0x2000 3 5\n-0x10 * 7\n";
+        let c = InstrCounts::parse(profile).expect("parsed");
+        let get = |a: u64| c.0.get(&a).copied();
+        assert_eq!(get(0x1000), Some(5));
+        assert_eq!(get(0x1004), Some(5));
+        // The call site's own cost only: 5, not the 900 the call included.
+        assert_eq!(get(0x1040), Some(5));
+        assert_eq!(get(0x1042), Some(5));
+        assert_eq!(get(0x2000), Some(5));
+        assert_eq!(get(0x1ff0), Some(7));
+        // Against a run with none of it: lines 0x1000/64, 0x1040/64, 0x2000/64 and
+        // 0x1ff0/64 ran at least 5 times; only the last at least 6.
+        let none = InstrCounts::default();
+        assert_eq!(c.lines_run_since(&none, 5), 4);
+        assert_eq!(c.lines_run_since(&none, 6), 1);
+        assert_eq!(c.lines_run_since(&c, 1), 0);
+        // Without instruction positions, or with another first event: nothing to read.
+        assert_eq!(
+            InstrCounts::parse("positions: line\nevents: Ir\n1 2\n"),
+            None
+        );
+        assert_eq!(InstrCounts::parse("positions: instr\nevents: I1mr\n"), None);
+        assert_eq!(
+            InstrCounts::parse("positions: instr\nevents: Ir\n+x 3\n"),
+            None
+        );
     }
 
     #[test]

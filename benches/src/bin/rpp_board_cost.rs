@@ -44,13 +44,16 @@
 //! ends with the path modes under a model of the AMD EPYC hosts' caches
 //! ([`cost::EPYC_CACHES`]): instructions and instruction-cache misses per exchange, all
 //! of them and those on the path (less what `Endpoint::send` does after its packet has
-//! gone, the events it drains).
+//! gone, the events it drains), and the code each exchange runs: the 64-byte lines of it
+//! whose instructions ran at least once an exchange ([`InstrCounts`]). That is the
+//! working set an instruction cache must hold for the next exchange to find its code; it
+//! does not move with the code's layout in the cache's sets, as the miss count does.
 //!
 //! Virtual time moves 1 µs per hop (raw) or per progress call (the endpoints' world
 //! ticks), so RPP's timers and round-trip estimate run as on a fast link; nothing is
 //! lost, so nothing is retransmitted (the run checks).
 
-use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair};
+use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair, InstrCounts};
 use myri_board_bench::reliable::{fit_payload, rpp_config};
 use myri_device::time::Time;
 use myri_mcp::{Api, Channel, RecvBuf, RouteId};
@@ -233,12 +236,14 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         let p = path_cost(&exe, &dir, which, small, large)?;
         println!(
             "  {:<9} all {:>7.0} instructions {:>6.0} I1 misses;  on the path {:>7.0} \
-             instructions {:>6.0} I1 misses",
+             instructions {:>6.0} I1 misses;  code run every exchange {} lines ({:.1} KiB)",
             which.name(),
             p.all[0],
             p.all[1],
             p.path[0],
-            p.path[1]
+            p.path[1],
+            p.lines,
+            p.lines as f64 / 16.0
         );
         paths.push(p);
     }
@@ -251,15 +256,21 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
             rpp.path[0] / raw.path[0],
             rpp.path[1] / raw.path[1]
         );
+        println!(
+            "  rpp-path / raw-path: code run every exchange {:.2}x",
+            rpp.lines as f64 / raw.lines as f64
+        );
     }
     Ok(())
 }
 
 /// Instructions and instruction-cache misses per exchange of a path mode: `all` of them,
-/// and those on the `path`.
+/// and those on the `path`; and the 64-byte `lines` of code that run in every exchange
+/// (the instruction working set the cache must hold).
 struct PathCost {
     all: [f64; 2],
     path: [f64; 2],
+    lines: usize,
 }
 
 /// Counts a path mode at `small` and `large` exchanges under the EPYC cache model: once
@@ -278,6 +289,7 @@ fn path_cost(
     const DRAIN: &str = "--toggle-collect=myri_transport::endpoint::Endpoint::drain_events";
     let events = ["Ir", "I1mr"];
     let mut at = [[[0f64; 2]; 2]; 2];
+    let mut instrs = Vec::new();
     for (k, n) in [small, large].into_iter().enumerate() {
         let run = |tag: &str, toggles: &[&str]| -> Result<[f64; 2], CostError> {
             let out = dir.join(format!("callgrind.{}.{tag}.{n}.out", which.name()));
@@ -299,7 +311,10 @@ fn path_cost(
             }
             Ok(v)
         };
-        let all = run("all", &[])?;
+        let all = run("all", &["--dump-instr=yes"])?;
+        let out = dir.join(format!("callgrind.{}.all.{n}.out", which.name()));
+        let text = std::fs::read_to_string(&out).map_err(CallgrindError::from)?;
+        instrs.push(InstrCounts::parse(&text).ok_or(CallgrindError::NoInstructions(out))?);
         let path = run("path", &[PATH])?;
         let both = run("path-drain", &[PATH, DRAIN])?;
         let drains = run("drain", &[DRAIN])?;
@@ -313,6 +328,7 @@ fn path_cost(
     Ok(PathCost {
         all: [per(0, 0), per(0, 1)],
         path: [per(1, 0), per(1, 1)],
+        lines: instrs[1].lines_run_since(&instrs[0], large - small),
     })
 }
 
