@@ -92,20 +92,34 @@ impl Sram {
         let start = addr as usize;
         match start.checked_add(len) {
             Some(end) if end <= self.bytes.len() => Ok(start..end),
-            _ => Err(SramError::OutOfBounds {
-                addr,
-                len,
-                size: self.len(),
-            }),
+            _ => Err(self.out_of_bounds(addr, len)),
+        }
+    }
+
+    /// The error of a range outside the SRAM. Cold, so that the branch to it is laid out
+    /// away from the accesses inlined into the board's and the control program's hot
+    /// paths.
+    #[cold]
+    fn out_of_bounds(&self, addr: u32, len: usize) -> SramError {
+        SramError::OutOfBounds {
+            addr,
+            len,
+            size: self.len(),
         }
     }
 
     #[inline]
     fn aligned(addr: u32, align: u32) -> Result<(), SramError> {
         if !addr.is_multiple_of(align) {
-            return Err(SramError::Misaligned { addr, align });
+            return Err(Self::misaligned(addr, align));
         }
         Ok(())
+    }
+
+    /// The error of a misaligned word access; cold, as [`Sram::out_of_bounds`].
+    #[cold]
+    fn misaligned(addr: u32, align: u32) -> SramError {
+        SramError::Misaligned { addr, align }
     }
 
     /// Whether `[addr, addr + len)` lies inside the SRAM.

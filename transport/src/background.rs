@@ -4,8 +4,9 @@
 use crate::buffer::Buf;
 use crate::endpoint::{Completion, Delivery, Endpoint, MsgId, Peer, Stats};
 use crate::error::{InsertError, SendError, SpawnError};
+use crate::lock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -23,10 +24,6 @@ struct Shared {
 pub struct BackgroundEndpoint {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-}
-
-fn lock(m: &Mutex<Endpoint>) -> MutexGuard<'_, Endpoint> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl BackgroundEndpoint {

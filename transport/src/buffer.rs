@@ -48,6 +48,7 @@
 //! (the board's receive buffer, the slab slot, the peer's slot in the region). Dropping it
 //! gives that memory back to the backend, so hold received buffers briefly.
 
+use crate::lock;
 use core::ops::{Deref, DerefMut, Range};
 use myri_ring::raw::{SlotMut, SlotView};
 use std::sync::{Arc, Mutex};
@@ -511,7 +512,7 @@ impl SlotPool {
 
     /// A free slot, if any.
     pub(crate) fn take(self: &Arc<SlotPool>) -> Option<PoolSlot> {
-        let data = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        let data = lock(&self.free).pop()?;
         Some(PoolSlot {
             data: Some(data),
             pool: self.clone(),
@@ -521,7 +522,7 @@ impl SlotPool {
     /// Slots free now.
     #[cfg(test)]
     pub(crate) fn available(&self) -> usize {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+        lock(&self.free).len()
     }
 }
 
@@ -544,11 +545,7 @@ impl PoolSlot {
 impl Drop for PoolSlot {
     fn drop(&mut self) {
         if let Some(d) = self.data.take() {
-            self.pool
-                .free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(d);
+            lock(&self.pool.free).push(d);
         }
     }
 }

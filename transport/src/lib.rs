@@ -115,3 +115,16 @@ pub use error::{
     SpawnError, WorldError,
 };
 pub use url::{Address, Congestion, Integrity, ResolveError, Scheme, Url, UrlError, UrlKey};
+
+/// Locks a mutex, ignoring poisoning: every critical section in this crate leaves its
+/// state consistent before anything that could panic.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(recovered)
+}
+
+/// The guard of a poisoned lock. Cold, so that the branch to it is laid out away from
+/// the lock calls inlined into hot paths.
+#[cold]
+fn recovered<G>(poisoned: std::sync::PoisonError<G>) -> G {
+    poisoned.into_inner()
+}

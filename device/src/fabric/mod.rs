@@ -503,7 +503,14 @@ impl FabricBuilder {
 /// Locks a mutex, ignoring poisoning: every critical section here leaves its state
 /// consistent before anything that could panic.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(recovered)
+}
+
+/// The guard of a poisoned lock. Cold, so that the branch to it is laid out away from
+/// the lock calls inlined into hot paths.
+#[cold]
+fn recovered<G>(poisoned: std::sync::PoisonError<G>) -> G {
+    poisoned.into_inner()
 }
 
 impl Fabric {

@@ -23,7 +23,7 @@ impl SharedApi {
 
     /// Holds the lock across several calls (seed 000, `myri_api0_lock`/`unlock`).
     pub fn lock(&self) -> MutexGuard<'_, Api> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::host::unit::lock(&self.inner)
     }
 
     /// [`Api::get_send_buffer`] under the lock.

@@ -335,7 +335,14 @@ pub(crate) const RECV_READY: u64 = 1 << 32;
 
 /// Locks a mutex, ignoring poisoning: the state is consistent between calls.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(recovered)
+}
+
+/// The guard of a poisoned lock. Cold, so that the branch to it is laid out away from
+/// the lock calls inlined into hot paths.
+#[cold]
+fn recovered<G>(poisoned: std::sync::PoisonError<G>) -> G {
+    poisoned.into_inner()
 }
 
 impl Unit {

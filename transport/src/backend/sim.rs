@@ -23,6 +23,7 @@
 use super::{Backend, BackendCounters, BackendEvent, Incoming, Lending, RemoteAddr, Sent};
 use crate::buffer::{Buf, BufKind, RecvBuf, RecvKind};
 use crate::error::{InsertError, OpenError, SendError, SendErrorKind, WorldError};
+use crate::lock;
 use crate::url::{Address, Scheme};
 use myri_device::board::{Board, BoardConfig, SramFaults, Timing};
 use myri_device::fabric::topology::star;
@@ -173,10 +174,6 @@ struct World {
 fn worlds() -> &'static Mutex<HashMap<String, Weak<World>>> {
     static WORLDS: OnceLock<Mutex<HashMap<String, Weak<World>>>> = OnceLock::new();
     WORLDS.get_or_init(Mutex::default)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl World {
