@@ -128,3 +128,22 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn recovered<G>(poisoned: std::sync::PoisonError<G>) -> G {
     poisoned.into_inner()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_lock_poisoned_by_a_panic_still_gives_its_state() {
+        let m = Arc::new(Mutex::new(7u32));
+        let held = m.clone();
+        let panicked = std::thread::spawn(move || {
+            let mut g = held.lock().expect("first lock");
+            *g = 8;
+            panic!("poisons the lock on purpose");
+        })
+        .join();
+        assert!(panicked.is_err() && m.is_poisoned());
+        assert_eq!(*super::lock(&m), 8);
+    }
+}
