@@ -281,7 +281,7 @@ fn reliable_small_messages_are_sent_gathered_and_received_in_place() {
 
 /// A receiver that falls behind, then reads in bursts: the sender keeps no more packets
 /// outstanding than the receiver's socket can queue (the window capped to the socket's
-/// receive buffer), so the kernel drops nothing and nothing is sent twice. With RPP's
+/// receive buffer), so the kernel drops nothing: no resend but a needless one. With RPP's
 /// default window of 256 packets of 64 KiB a sender overran the 8 MiB the kernel grants
 /// (126 such datagrams).
 #[test]
@@ -325,7 +325,12 @@ fn a_sender_does_not_overrun_a_slow_receivers_socket() {
         }
     }
     let rpp = a.peer_stats(to_b).unwrap();
-    assert_eq!(rpp.retransmitted, 0, "{rpp:?}");
+    // Nothing was lost in the receiver's socket: every resend, if any, was needless.
+    // The receiver runs only every other phase, so on a slow or busy host the sender's
+    // timer may expire while its packets wait, queued, in the socket; such a resend is
+    // found spurious (the original arrives first). A datagram the socket dropped would
+    // make a resend that is not.
+    assert_eq!(rpp.retransmitted, rpp.spurious_retransmits, "{rpp:?}");
     assert!(
         rpp.peer_credit <= 126,
         "the window within the socket: {rpp:?}"
