@@ -5,7 +5,7 @@
 mod common;
 
 use common::{forge_dead_owner, wait_for};
-use myri_transport::{Buf, Completion, Endpoint, InsertError, OpenError, PeerFailure};
+use myri_transport::{Buf, Completion, Endpoint, InsertError, OpenError, Options, PeerFailure};
 
 /// A region name no other test or concurrent run uses.
 fn unique(name: &str) -> String {
@@ -221,6 +221,49 @@ fn a_dead_peer_is_reported_and_its_side_taken_over_by_a_newcomer() {
         a.send(to_b, m).unwrap();
         drop(wait_for(|| c.recv()).unwrap());
     }
+}
+
+/// What a raw peer sent before it died is still delivered: the datagrams wait in the
+/// ring (a long one in the dead side's slot, which stays mapped), and losing them would
+/// lose messages the channel had taken, as a socket would not. The death is reported
+/// beside them.
+#[test]
+fn what_a_dead_raw_peer_sent_before_it_died_is_delivered() {
+    let name = unique("lastwords");
+    let url = format!("shm://{name}?reliable=0");
+    let peer_url = format!("shm://{name}");
+    // a takes one delivery at a time from the ring, so that it notices the death while
+    // the rest still wait there.
+    let mut a =
+        Endpoint::open_with(&url, Options::default().with_max_pending_deliveries(1)).unwrap();
+    let mut b = open(&url);
+    let to_b = a.insert_addr(&peer_url).unwrap();
+    let to_a = b.insert_addr(&peer_url).unwrap();
+    let long = vec![7u8; 60_000];
+    // a has seen b alive: the first message arrived.
+    b.inject(to_a, b"first").unwrap();
+    assert_eq!(&wait_for(|| a.recv()).expect("first").data[..], b"first");
+    b.inject(to_a, b"short").unwrap();
+    b.send(to_a, Buf::copy_of(&long)).unwrap();
+    b.inject(to_a, b"last").unwrap();
+    forge_dead_owner(&name, 1);
+    let failed = wait_for(|| match a.poll_completion() {
+        Some(Completion::PeerFailed { peer, .. }) if peer == to_b => Some(()),
+        _ => None,
+    });
+    assert!(failed.is_some(), "the death is noticed");
+    let mut got = Vec::new();
+    while let Some(d) = a.recv() {
+        got.push(d.data.to_vec());
+    }
+    let expected = [b"short".to_vec(), long, b"last".to_vec()];
+    let summary = |ms: &[Vec<u8>]| -> Vec<(usize, Option<u8>)> {
+        ms.iter().map(|m| (m.len(), m.first().copied())).collect()
+    };
+    assert_eq!(summary(&got), summary(&expected), "lengths and first bytes");
+    assert!(got == expected, "the messages' bytes");
+    assert_eq!(a.stats().rpp_dropped, 0, "nothing dropped: {:?}", a.stats());
+    drop(b);
 }
 
 #[test]

@@ -280,7 +280,8 @@ pub enum Completion {
     /// The peer failed: unreachable, crashed, or broke the protocol. Sends to it are
     /// refused from now on; messages not acknowledged come back (reliable mode; with
     /// native reliability on `shm://`, every message the dead process had not dropped,
-    /// read or not, in send order).
+    /// read or not, in send order). In raw mode what the peer sent before it died is
+    /// still delivered.
     PeerFailed {
         /// Which.
         peer: Peer,
@@ -1172,6 +1173,14 @@ impl Endpoint {
                     None => continue,
                 },
             };
+            if self.peers[peer.0 as usize].conn.is_none() {
+                // Raw: a backend hands over only datagrams of the peer's current life (a
+                // later one's newcomer makes it skip the earlier's), so one that arrives
+                // after the peer was found dead was sent before it died, and is
+                // delivered, as a socket would.
+                self.deliver(peer, inc.data);
+                continue;
+            }
             if self.peers[peer.0 as usize].failed {
                 // The backend may have just learned that the peer came back.
                 self.backend_events();
