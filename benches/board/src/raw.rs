@@ -210,6 +210,7 @@ fn stream_with(
         window,
         mb_per_s: median(rates),
         timeouts: senders.iter().map(|s| s.timed_out).sum(),
+        sent: senders.iter().map(|s| s.sent).sum(),
         delivered: sink.total - sink.stale - sink.corrupt,
         accounting,
         baseline_mb_per_s: (!base_rates.is_empty()).then(|| median(base_rates)),

@@ -961,6 +961,8 @@ pub fn stream(
         window,
         mb_per_s: median(rates),
         timeouts: 0,
+        // Every message: the run fails above unless the sink got them all.
+        sent: count * rounds,
         delivered: sink.delivered,
         accounting: two.accounting(),
         baseline_mb_per_s: (!base_rates.is_empty()).then(|| median(base_rates)),

@@ -40,6 +40,10 @@ pub struct StreamReport {
     pub mb_per_s: f64,
     /// Streams whose acknowledgement never came.
     pub timeouts: u64,
+    /// Packets (raw) or messages (RPP) the sender sent, over all streams: fewer than
+    /// `count` a stream when a raw stream ended early (its sink, hearing nothing for its
+    /// idle time, acknowledged what it had).
+    pub sent: u64,
     /// Packets the sink received, over all streams.
     pub delivered: u64,
     /// Packet accounting.

@@ -433,7 +433,7 @@ pub fn stream(args: &StreamArgs) -> Result<(), Failure> {
                 "test": "stream", "protocol": protocol.name(), "mode": setup.mode.name(),
                 "size": args.size, "count": args.count, "window": args.window,
                 "rounds": args.rounds, "mb_per_s": r.mb_per_s, "timeouts": r.timeouts,
-                "sent": args.count * u64::from(args.rounds.max(1)), "delivered": r.delivered, "baseline_mb_per_s": r.baseline_mb_per_s,
+                "sent": r.sent, "delivered": r.delivered, "baseline_mb_per_s": r.baseline_mb_per_s,
                 "ratio": ratio,
             }),
             accounting_json(&r.accounting),
