@@ -504,7 +504,14 @@ fn a_lone_datagram_is_received_with_one_system_call() {
     // Without a socket of its own for its one peer: with one, every 64th pass also reads
     // the shared socket (the udp backend's tests count that), and which pass is measured
     // here depends on how many the waits took.
-    let mut a = open("udp://127.0.0.1:0");
+    // The sender's retransmission timer is set beyond the run: a pause of the thread
+    // between two messages (a busy host) would otherwise let it resend one, and the
+    // receiver would find that copy before the next message.
+    let mut slow_timer = Options::default();
+    slow_timer.rpp.rto_initial = Duration::from_secs(30);
+    slow_timer.rpp.rto_min = Duration::from_secs(30);
+    slow_timer.rpp.rto_max = Duration::from_secs(30);
+    let mut a = Endpoint::open_with("udp://127.0.0.1:0", slow_timer).unwrap();
     let mut b = open_without_peer_socket();
     let to_b = a.insert_addr(&b.local_url()).unwrap();
     b.insert_addr(&a.local_url()).unwrap();
