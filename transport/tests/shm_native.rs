@@ -277,6 +277,59 @@ fn a_dead_peer_hands_back_every_message_it_did_not_take() {
     }
 }
 
+/// What a peer sent before it died is still delivered, whole, in order: a message on the
+/// ring is in the region, which outlives the process, and the sender's side may already
+/// have counted it as gone (the libfabric provider completes a send once it is on the
+/// ring). The death is reported beside them. (What the survivor had sent the dead one
+/// comes back, as above.)
+#[test]
+fn what_a_dead_peer_sent_before_it_died_is_delivered() {
+    let name = unique("lastwords");
+    let url = format!("shm://{name}");
+    // a takes one delivery at a time from the ring, so that it notices the death while
+    // the rest still wait there.
+    let mut a =
+        Endpoint::open_with(&url, Options::default().with_max_pending_deliveries(1)).unwrap();
+    let mut b = Endpoint::open(&url).unwrap();
+    let to_b = a.insert_addr(&url).unwrap();
+    let to_a = b.insert_addr(&url).unwrap();
+    assert!(a.is_native() && b.is_native());
+    // a has seen b alive.
+    b.inject(to_a, b"first").unwrap();
+    assert_eq!(&wait_for(|| a.recv()).unwrap().data[..], b"first");
+    let big = pattern(5, 3 * myri_transport::SHM_SLOT_LEN + 5);
+    let sent = [
+        b"inline".to_vec(),
+        slot_message(b"slot"),
+        big,
+        b"last".to_vec(),
+    ];
+    for m in &sent {
+        b.send(to_a, Buf::copy_of(m)).unwrap();
+    }
+    forge_dead_owner(&name, 1);
+    let failed = wait_for(|| match a.poll_completion() {
+        Some(Completion::PeerFailed { peer, why, .. }) if peer == to_b => Some(why),
+        _ => None,
+    });
+    assert_eq!(failed, Some(PeerFailure::ProcessGone));
+    let mut got = Vec::new();
+    while let Some(d) = a.recv() {
+        got.push(d.data.to_vec());
+    }
+    let summary = |ms: &[Vec<u8>]| -> Vec<(usize, Option<u8>)> {
+        ms.iter().map(|m| (m.len(), m.first().copied())).collect()
+    };
+    assert_eq!(
+        summary(&got),
+        summary(&sent),
+        "lengths and first bytes, in order"
+    );
+    assert!(got == sent, "the messages' bytes");
+    assert_eq!(a.stats().stale, 0, "{:?}", a.stats());
+    drop(b);
+}
+
 #[test]
 fn rpp_over_shm_stays_available_as_an_option() {
     let name = unique("rpp");

@@ -87,7 +87,8 @@ pub struct Options {
     /// acknowledged ([`Completion::Sent`]) when the peer's application has dropped it (a
     /// message of at most [`Capabilities::inject_size`] bytes, carried in the ring record,
     /// when the peer's endpoint took it off the ring); a peer's death hands back every
-    /// message not acknowledged, intact, in send order; messages longer than a
+    /// message not acknowledged, intact, in send order, and what the dead peer had put on
+    /// the ring is still delivered; messages longer than a
     /// slot ([`crate::SHM_SLOT_LEN`]) are fragmented and reassembled (one copy), up to
     /// [`myri_rpp::Config::max_message_len`]. Both sides of a region must agree. Other
     /// backends ignore this.

@@ -539,13 +539,14 @@ impl ShmBackend {
     /// The peer's life ended (`replaced`: seen only as a new process took its side):
     /// native reliability sorts what it had sent into taken and handed back, then every
     /// slot of mine is free again (the dead process held some, or never read them).
+    /// What the dead process put on the ring is still read, whole messages delivered:
+    /// a message it was still putting there stays unfinished (a successor's
+    /// [`ShmBackend::adopt_peer`] drops it).
     fn peer_lost(&mut self, why: PeerFailure, replaced: bool) {
         self.native_peer_lost();
         for i in 0..SLOTS {
             self.state(self.side, i).store(0, Ordering::Release);
         }
-        self.assembling = None;
-        self.skipping = false;
         self.events.push(BackendEvent::PeerGone {
             addr: RemoteAddr::Shm,
             why,
@@ -967,8 +968,7 @@ impl Backend for ShmBackend {
                 let payload = descriptor::inline_payload(rec.as_slice(), &d);
                 let current = d.to_epoch == self.my_epoch as u32
                     && d.from_epoch == self.peer_epoch as u32
-                    && !(self.native.is_some()
-                        && (self.peer_reported_gone || self.peer_mode == layout::MODE_RPP));
+                    && !(self.native.is_some() && self.peer_mode == layout::MODE_RPP);
                 if d.inline && current {
                     // The common case, built in place: a short message of the live peer.
                     let inc = Incoming {
@@ -991,10 +991,11 @@ impl Backend for ShmBackend {
                 // A new owner spoke before this side noticed it: notice it now.
                 self.check_peer();
             }
-            let over = self.native.is_some() && (self.peer_reported_gone || self.rpp_peer());
+            let over = self.native.is_some() && self.rpp_peer();
             if d.from_epoch != self.peer_epoch as u32 || over {
-                // From a life of the peer that is over (native reliability drops what a
-                // dead process left, as it handed back what that process never took).
+                // From a life of the peer that is over (a successor took its side), or a
+                // peer running RPP, whose packets are not messages. (What a dead process
+                // put on the ring before it died is read: it had sent it.)
                 self.counters.stale += 1;
                 self.give_back_theirs(d.slot);
                 continue;

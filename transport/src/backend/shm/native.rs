@@ -15,11 +15,13 @@
 //!   handed back, in send order, from this side's own memory (a slot, or the original
 //!   heap buffer), whether the dead process had read it or not. Its slots are free again.
 //!   The peer is looked at when a progress pass finds the ring empty (at most every
-//!   2 ms, and after 4096 busy passes in a row), so what it published before dying is
-//!   normally delivered first; what is still on the ring once its death is known is
-//!   dropped, as RPP drops a failed peer's packets. A process that wants its last
-//!   messages taken waits for their `Sent` (or for `has_unacked` to turn false) before
-//!   closing.
+//!   2 ms, and after 4096 busy passes in a row). What it published before dying is
+//!   delivered all the same, also what is still on the ring once its death is known:
+//!   the region outlives the process, and a sender may count a message as gone once it
+//!   is on the ring (the libfabric provider completes a send then, and its program may
+//!   exit). A message it was still putting out in fragments is dropped, unfinished, when
+//!   a successor takes its side. A process that wants to know its last messages were
+//!   taken waits for their `Sent` (or for `has_unacked` to turn false) before closing.
 //! - **A short message** (at most [`INLINE_MAX`] bytes, what
 //!   [`Capabilities::inject_size`] reports) is copied into its ring record, after the
 //!   descriptor, so the receiver reads one or two cache lines of the ring and never the
