@@ -37,6 +37,30 @@ struct Echo {
     stop_after: u32,
 }
 
+/// Takes every packet of its channel, keeping its first 11 bytes (the tag "from F to T"),
+/// until it has `want` of them.
+struct Collect {
+    chan: Channel,
+    got: Vec<String>,
+    want: usize,
+}
+
+impl HostProgram for Collect {
+    fn step(&mut self, api: &mut Api, _now: Time) -> Step {
+        let mut progressed = false;
+        while let Some(r) = api.recv(&self.chan).unwrap() {
+            let tag = &r.as_slice()[..r.len().min(11)];
+            self.got.push(String::from_utf8_lossy(tag).into_owned());
+            progressed = true;
+        }
+        Step {
+            progressed,
+            done: self.got.len() >= self.want,
+            wake: None,
+        }
+    }
+}
+
 enum Program {
     Ping(Pinger),
     Echo(Echo),
@@ -250,48 +274,23 @@ fn three_boards_over_two_switches_with_routes_from_a_file() {
                 drop(c.apis[from].send(1, RouteId(*route), buf, len).unwrap());
             }
         }
-        let mut got: Vec<Vec<String>> = vec![Vec::new(); 3];
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|s| {
-            if mode == ExecMode::Threaded {
-                for u in &c.units {
-                    let runner = myri_mcp::McpRunner::new(u.clone());
-                    let stop = &stop;
-                    s.spawn(move || {
-                        let clock = myri_device::run::Clock::new();
-                        runner.run(|| clock.now(), stop)
-                    });
-                }
-            }
-            // Inline, a count of rounds bounds the run (virtual time); threaded, the
-            // control programs run on their own threads and real time, however long the
-            // host keeps them off a CPU: a generous deadline.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            for round in 0u64.. {
-                if mode == ExecMode::Threaded {
-                    if std::time::Instant::now() > deadline {
-                        break;
-                    }
-                } else if round == 200_000 {
-                    break;
-                }
-                for (i, api) in c.apis.iter_mut().enumerate() {
-                    api.progress(Time::from_micros(1_000_000 + round));
-                    while let Some(r) = api.recv(&chans[i]).unwrap() {
-                        let text =
-                            String::from_utf8_lossy(&r.as_slice()[..r.len().min(11)]).into_owned();
-                        got[i].push(text);
-                    }
-                }
-                if got.iter().map(Vec::len).sum::<usize>() == 6 {
-                    break;
-                }
-                if mode == ExecMode::Threaded {
-                    std::thread::yield_now();
-                }
-            }
-            stop.store(true, std::sync::atomic::Ordering::Release);
-        });
+        // Each board collects what reaches it, in every mode as `run` steps it (its own
+        // threads and real time in threaded mode).
+        let collectors = chans
+            .into_iter()
+            .map(|chan| {
+                Some(Collect {
+                    chan,
+                    got: Vec::new(),
+                    want: 2,
+                })
+            })
+            .collect();
+        let (collectors, _) = run(&mut c, mode, collectors, Duration::from_secs(30));
+        let mut got: Vec<Vec<String>> = collectors
+            .into_iter()
+            .map(|p| p.map(|p| p.got).unwrap_or_default())
+            .collect();
         for (to, msgs) in got.iter_mut().enumerate() {
             msgs.sort();
             let want: Vec<String> = (0..3)

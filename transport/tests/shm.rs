@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{forge_dead_owner, wait_for};
+use common::{forge_dead_owner, lengths_and_first_bytes, wait_for};
 use myri_transport::{Buf, Completion, Endpoint, InsertError, OpenError, Options, PeerFailure};
 
 /// A region name no other test or concurrent run uses.
@@ -257,10 +257,11 @@ fn what_a_dead_raw_peer_sent_before_it_died_is_delivered() {
         got.push(d.data.to_vec());
     }
     let expected = [b"short".to_vec(), long, b"last".to_vec()];
-    let summary = |ms: &[Vec<u8>]| -> Vec<(usize, Option<u8>)> {
-        ms.iter().map(|m| (m.len(), m.first().copied())).collect()
-    };
-    assert_eq!(summary(&got), summary(&expected), "lengths and first bytes");
+    assert_eq!(
+        lengths_and_first_bytes(&got),
+        lengths_and_first_bytes(&expected),
+        "lengths and first bytes"
+    );
     assert!(got == expected, "the messages' bytes");
     assert_eq!(a.stats().rpp_dropped, 0, "nothing dropped: {:?}", a.stats());
     drop(b);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{forge_dead_owner, wait_for};
+use common::{forge_dead_owner, lengths_and_first_bytes, wait_for};
 use myri_transport::{Buf, Completion, Endpoint, Options, Peer, PeerFailure};
 
 fn unique(name: &str) -> String {
@@ -317,12 +317,9 @@ fn what_a_dead_peer_sent_before_it_died_is_delivered() {
     while let Some(d) = a.recv() {
         got.push(d.data.to_vec());
     }
-    let summary = |ms: &[Vec<u8>]| -> Vec<(usize, Option<u8>)> {
-        ms.iter().map(|m| (m.len(), m.first().copied())).collect()
-    };
     assert_eq!(
-        summary(&got),
-        summary(&sent),
+        lengths_and_first_bytes(&got),
+        lengths_and_first_bytes(&sent),
         "lengths and first bytes, in order"
     );
     assert!(got == sent, "the messages' bytes");

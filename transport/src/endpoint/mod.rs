@@ -1192,8 +1192,7 @@ impl Endpoint {
             }
             let slot = &mut self.peers[peer.0 as usize];
             let Some(conn) = slot.conn.as_mut() else {
-                self.deliver(peer, inc.data);
-                continue;
+                unreachable!("a raw peer's datagram is delivered above");
             };
             match conn.handle_packet(now, &inc.data) {
                 Received::InPlace { payload, .. } => {

@@ -4,6 +4,12 @@
 use myri_transport::{Endpoint, Peer, shm_layout as layout};
 use std::os::unix::fs::FileExt;
 
+/// Each message's length and first byte: what an assertion shows of long messages that
+/// differ (their bytes are then compared whole, without printing them).
+pub fn lengths_and_first_bytes(ms: &[Vec<u8>]) -> Vec<(usize, Option<u8>)> {
+    ms.iter().map(|m| (m.len(), m.first().copied())).collect()
+}
+
 /// Opens two endpoints and makes each the other's peer.
 #[track_caller]
 pub fn pair(a: &str, b: &str, a_sees_b: &str, b_sees_a: &str) -> (Endpoint, Endpoint, Peer, Peer) {
