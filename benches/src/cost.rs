@@ -220,6 +220,134 @@ impl InstrCounts {
     }
 }
 
+/// The layers of the stack an instruction can belong to, in the order they are printed.
+pub const LAYERS: [&str; 6] = ["device", "mcp", "rpp", "transport", "harness", "other"];
+
+/// Instructions by the layer of the stack whose code ran them, read from a callgrind
+/// profile. An instruction belongs to the crate of its source file (its innermost inlined
+/// location: `rpp/src/...` is RPP's even where the endpoint inlined it); one from the
+/// standard library or another crate belongs to the crate of the function it was built
+/// into (a queue's `push_back` inside `myri_transport::endpoint::Endpoint::send` is the
+/// transport's). What is left (libc, other crates' own functions) is "other". That splits
+/// what an exchange costs into the protocol, the endpoint around it and the board below.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layers(HashMap<&'static str, u64>);
+
+impl Layers {
+    /// Reads a profile's text, compressed names or not: the instructions' own counts of
+    /// the first event, which must be `Ir`, summed by layer (the cost line after a
+    /// `calls=` line is the call's inclusive cost and is left out).
+    pub fn parse(profile: &str) -> Option<Layers> {
+        let positions = profile
+            .lines()
+            .find_map(|l| l.strip_prefix("positions:"))
+            .map_or(1, |p| p.split_whitespace().count());
+        let events = profile.lines().find_map(|l| l.strip_prefix("events:"))?;
+        if events.split_whitespace().next() != Some("Ir") {
+            return None;
+        }
+        let mut files = HashMap::new();
+        let mut functions = HashMap::new();
+        let (mut object_file, mut file, mut function) =
+            (String::new(), String::new(), String::new());
+        let mut sums = HashMap::new();
+        let mut inclusive = false;
+        for line in profile.lines() {
+            let Some(first) = line.bytes().next() else {
+                continue;
+            };
+            if first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*') {
+                let ir = match line.split_whitespace().nth(positions) {
+                    Some(v) => v.parse::<u64>().ok()?,
+                    None => 0,
+                };
+                if !std::mem::take(&mut inclusive) {
+                    *sums.entry(layer_of(&file, &function)).or_insert(0) += ir;
+                }
+                continue;
+            }
+            let Some((key, rest)) = line.split_once('=') else {
+                continue;
+            };
+            match key {
+                "fl" => {
+                    object_file = name(&mut files, rest)?;
+                    file.clone_from(&object_file);
+                }
+                "fi" | "fe" => file = name(&mut files, rest)?,
+                "fn" => {
+                    function = name(&mut functions, rest)?;
+                    file.clone_from(&object_file);
+                }
+                // Callees' names: read only to learn the ids they define.
+                "cfi" | "cfl" => drop(name(&mut files, rest)?),
+                "cfn" => drop(name(&mut functions, rest)?),
+                "calls" => inclusive = true,
+                _ => {}
+            }
+        }
+        Some(Layers(sums))
+    }
+
+    /// Instructions per unit of work, by layer in [`LAYERS`]' order, of this run against
+    /// `base` (the same program run for `units` fewer units of work).
+    pub fn per_unit_since(&self, base: &Layers, units: u64) -> Vec<(&'static str, f64)> {
+        let get = |l: &Layers, k: &str| l.0.get(k).copied().unwrap_or(0);
+        LAYERS
+            .iter()
+            .map(|&k| {
+                let n = get(self, k).saturating_sub(get(base, k));
+                (k, n as f64 / units.max(1) as f64)
+            })
+            .collect()
+    }
+}
+
+/// A name in a profile, `(id) name` defining an id, `(id)` naming it again, or the
+/// name itself where names are not compressed.
+fn name(table: &mut HashMap<u64, String>, field: &str) -> Option<String> {
+    let Some(rest) = field.strip_prefix('(') else {
+        return Some(field.to_string());
+    };
+    let (id, name) = rest.split_once(')')?;
+    let id = id.parse().ok()?;
+    let name = name.trim();
+    if name.is_empty() {
+        table.get(&id).cloned()
+    } else {
+        table.insert(id, name.to_string());
+        Some(name.to_string())
+    }
+}
+
+/// The layer an instruction belongs to: its source file's crate in the workspace, else
+/// the crate of the function it was built into (see [`Layers`]).
+fn layer_of(file: &str, function: &str) -> &'static str {
+    const BY_FILE: [(&str, &str); 5] = [
+        ("/device/src/", "device"),
+        ("/mcp/src/", "mcp"),
+        ("/rpp/src/", "rpp"),
+        ("/transport/src/", "transport"),
+        ("/benches/", "harness"),
+    ];
+    if let Some(&(_, layer)) = BY_FILE.iter().find(|(dir, _)| file.contains(dir)) {
+        return layer;
+    }
+    let krate = function
+        .trim_start_matches('<')
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("");
+    match krate {
+        "myri_device" => "device",
+        "myri_mcp" => "mcp",
+        "myri_rpp" => "rpp",
+        "myri_transport" => "transport",
+        "rpp_board_cost" | "myri_benches" => "harness",
+        _ => "other",
+    }
+}
+
 /// One field of a callgrind position: absolute (decimal or `0x` hex), relative to the
 /// last (`+n`, `-n`) or the same (`*`).
 fn position(field: &str, last: u64) -> Option<u64> {
@@ -335,6 +463,44 @@ mod tests {
             InstrCounts::parse("positions: instr\nevents: Ir\n+x 3\n"),
             None
         );
+    }
+
+    #[test]
+    fn layers_go_by_source_file_then_by_the_function_built_into() {
+        let profile = "positions: instr line\nevents: Ir\n\
+            fl=(1) /w/rpp/src/connection/send.rs\nfn=(1) myri_rpp::connection::x\n0x10 1 7\n\
+            fi=(2) /rustc/abc/library/alloc/src/vec/mod.rs\n+4 * 3\n\
+            fl=(3) /w/transport/src/endpoint/mod.rs\nfn=(2) myri_transport::endpoint::Endpoint::send\n\
+            0x20 5 11\nfi=(1)\n+1 * 13\nfe=(2)\n+1 * 17\n\
+            cfi=(4) /w/device/src/board/mod.rs\ncfn=(3) myri_device::board::Board::advance\n\
+            calls=1 0x90 4\n+1 * 1000\n\
+            fl=(4)\nfn=(3)\n0x90 4 19\nfl=(5) /lib/libc.so\nfn=(4) memcpy\n0x99 0 23\n\
+            fn=(5) <myri_mcp::Api as core::ops::Drop>::drop\n0x9a 0 29\n";
+        let l = Layers::parse(profile).expect("parsed");
+        let get = |k: &str| l.0.get(k).copied().unwrap_or(0);
+        // RPP's own line and the vector code built into its function.
+        assert_eq!(get("rpp"), 7 + 3 + 13);
+        // The endpoint's line and the vector code inlined into it, by id; not the call's
+        // inclusive 1000.
+        assert_eq!(get("transport"), 11 + 17);
+        assert_eq!(get("device"), 19);
+        assert_eq!(get("mcp"), 29);
+        assert_eq!(get("other"), 23);
+        let base = Layers::default();
+        let per = l.per_unit_since(&base, 2);
+        assert_eq!(per.len(), LAYERS.len());
+        assert_eq!(per[2], ("rpp", 11.5));
+        assert_eq!(l.per_unit_since(&l, 2)[2], ("rpp", 0.0));
+        // Uncompressed names read the same.
+        let plain = "events: Ir\nfl=/w/mcp/src/host/mod.rs\nfn=f\n3 5\n";
+        assert_eq!(
+            Layers::parse(plain).map(|l| l.0.get("mcp").copied()),
+            Some(Some(5))
+        );
+        // Another first event, a cost that is no number, a name id never defined.
+        assert_eq!(Layers::parse("events: I1mr\n"), None);
+        assert_eq!(Layers::parse("events: Ir\n3 x\n"), None);
+        assert_eq!(Layers::parse("events: Ir\nfl=(9)\n"), None);
     }
 
     #[test]

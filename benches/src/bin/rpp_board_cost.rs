@@ -48,12 +48,15 @@
 //! whose instructions ran at least once an exchange ([`InstrCounts`]). That is the
 //! working set an instruction cache must hold for the next exchange to find its code; it
 //! does not move with the code's layout in the cache's sets, as the miss count does.
+//! Last, the instructions an exchange by layer ([`Layers`]): the simulated board, its
+//! control program, RPP, the endpoint around it (the transport), the harness: what RPP's
+//! exchange adds is split between the protocol and the endpoint layer.
 //!
 //! Virtual time moves 1 µs per hop (raw) or per progress call (the endpoints' world
 //! ticks), so RPP's timers and round-trip estimate run as on a fast link; nothing is
 //! lost, so nothing is retransmitted (the run checks).
 
-use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair, InstrCounts};
+use myri_benches::cost::{self, CallgrindError, FLAT_COPIES, InlinePair, InstrCounts, Layers};
 use myri_board_bench::reliable::{fit_payload, rpp_config};
 use myri_device::time::Time;
 use myri_mcp::{Api, Channel, RecvBuf, RouteId};
@@ -260,17 +263,23 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
             "  rpp-path / raw-path: code run every exchange {:.2}x",
             rpp.lines as f64 / raw.lines as f64
         );
+        println!("  instructions an exchange by layer (raw-path, rpp-path, difference):");
+        for (&(layer, a), &(_, b)) in raw.layers.iter().zip(&rpp.layers) {
+            println!("    {layer:<10} {a:>7.0} {b:>7.0} {:>+7.0}", b - a);
+        }
     }
     Ok(())
 }
 
 /// Instructions and instruction-cache misses per exchange of a path mode: `all` of them,
 /// and those on the `path`; and the 64-byte `lines` of code that run in every exchange
-/// (the instruction working set the cache must hold).
+/// (the instruction working set the cache must hold); and all the instructions by
+/// `layers` of the stack.
 struct PathCost {
     all: [f64; 2],
     path: [f64; 2],
     lines: usize,
+    layers: Vec<(&'static str, f64)>,
 }
 
 /// Counts a path mode at `small` and `large` exchanges under the EPYC cache model: once
@@ -290,6 +299,7 @@ fn path_cost(
     let events = ["Ir", "I1mr"];
     let mut at = [[[0f64; 2]; 2]; 2];
     let mut instrs = Vec::new();
+    let mut layers = Vec::new();
     for (k, n) in [small, large].into_iter().enumerate() {
         let run = |tag: &str, toggles: &[&str]| -> Result<[f64; 2], CostError> {
             let out = dir.join(format!("callgrind.{}.{tag}.{n}.out", which.name()));
@@ -314,6 +324,7 @@ fn path_cost(
         let all = run("all", &["--dump-instr=yes"])?;
         let out = dir.join(format!("callgrind.{}.all.{n}.out", which.name()));
         let text = std::fs::read_to_string(&out).map_err(CallgrindError::from)?;
+        layers.push(Layers::parse(&text).ok_or(CallgrindError::NoTotal(out.clone()))?);
         instrs.push(InstrCounts::parse(&text).ok_or(CallgrindError::NoInstructions(out))?);
         let path = run("path", &[PATH])?;
         let both = run("path-drain", &[PATH, DRAIN])?;
@@ -329,6 +340,7 @@ fn path_cost(
         all: [per(0, 0), per(0, 1)],
         path: [per(1, 0), per(1, 1)],
         lines: instrs[1].lines_run_since(&instrs[0], large - small),
+        layers: layers[1].per_unit_since(&layers[0], large - small),
     })
 }
 
