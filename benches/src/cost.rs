@@ -304,13 +304,16 @@ impl Layers {
 }
 
 /// A name in a profile, `(id) name` defining an id, `(id)` naming it again, or the
-/// name itself where names are not compressed.
+/// name itself where names are not compressed (which may start with a bracket too, as
+/// callgrind's `(below main)` does).
 fn name(table: &mut HashMap<u64, String>, field: &str) -> Option<String> {
-    let Some(rest) = field.strip_prefix('(') else {
+    let compressed = field
+        .strip_prefix('(')
+        .and_then(|rest| rest.split_once(')'))
+        .and_then(|(id, name)| Some((id.parse::<u64>().ok()?, name)));
+    let Some((id, name)) = compressed else {
         return Some(field.to_string());
     };
-    let (id, name) = rest.split_once(')')?;
-    let id = id.parse().ok()?;
     let name = name.trim();
     if name.is_empty() {
         table.get(&id).cloned()
@@ -492,11 +495,10 @@ mod tests {
         assert_eq!(per[2], ("rpp", 11.5));
         assert_eq!(l.per_unit_since(&l, 2)[2], ("rpp", 0.0));
         // Uncompressed names read the same.
-        let plain = "events: Ir\nfl=/w/mcp/src/host/mod.rs\nfn=f\n3 5\n";
-        assert_eq!(
-            Layers::parse(plain).map(|l| l.0.get("mcp").copied()),
-            Some(Some(5))
-        );
+        let plain = "events: Ir\nfl=/w/mcp/src/host/mod.rs\nfn=f\n3 5\nfl=/lib/c.so\n\
+            fn=(below main)\n4 2\n";
+        let l = Layers::parse(plain).expect("parsed");
+        assert_eq!((l.0.get("mcp"), l.0.get("other")), (Some(&5), Some(&2)));
         // Another first event, a cost that is no number, a name id never defined.
         assert_eq!(Layers::parse("events: I1mr\n"), None);
         assert_eq!(Layers::parse("events: Ir\n3 x\n"), None);
