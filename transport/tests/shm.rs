@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{forge_dead_owner, lengths_and_first_bytes, wait_for};
+use common::{assert_same_messages, forge_dead_owner, take_deliveries, wait_for};
 use myri_transport::{Buf, Completion, Endpoint, InsertError, OpenError, Options, PeerFailure};
 
 /// A region name no other test or concurrent run uses.
@@ -252,17 +252,9 @@ fn what_a_dead_raw_peer_sent_before_it_died_is_delivered() {
         _ => None,
     });
     assert!(failed.is_some(), "the death is noticed");
-    let mut got = Vec::new();
-    while let Some(d) = a.recv() {
-        got.push(d.data.to_vec());
-    }
+    let got = take_deliveries(&mut a);
     let expected = [b"short".to_vec(), long, b"last".to_vec()];
-    assert_eq!(
-        lengths_and_first_bytes(&got),
-        lengths_and_first_bytes(&expected),
-        "lengths and first bytes"
-    );
-    assert!(got == expected, "the messages' bytes");
+    assert_same_messages(&got, &expected);
     assert_eq!(a.stats().rpp_dropped, 0, "nothing dropped: {:?}", a.stats());
     drop(b);
 }

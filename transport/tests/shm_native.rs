@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{forge_dead_owner, lengths_and_first_bytes, wait_for};
+use common::{assert_same_messages, forge_dead_owner, take_deliveries, wait_for};
 use myri_transport::{Buf, Completion, Endpoint, Options, Peer, PeerFailure};
 
 fn unique(name: &str) -> String {
@@ -313,16 +313,8 @@ fn what_a_dead_peer_sent_before_it_died_is_delivered() {
         _ => None,
     });
     assert_eq!(failed, Some(PeerFailure::ProcessGone));
-    let mut got = Vec::new();
-    while let Some(d) = a.recv() {
-        got.push(d.data.to_vec());
-    }
-    assert_eq!(
-        lengths_and_first_bytes(&got),
-        lengths_and_first_bytes(&sent),
-        "lengths and first bytes, in order"
-    );
-    assert!(got == sent, "the messages' bytes");
+    let got = take_deliveries(&mut a);
+    assert_same_messages(&got, &sent);
     assert_eq!(a.stats().stale, 0, "{:?}", a.stats());
     drop(b);
 }

@@ -6,8 +6,29 @@ use std::os::unix::fs::FileExt;
 
 /// Each message's length and first byte: what an assertion shows of long messages that
 /// differ (their bytes are then compared whole, without printing them).
-pub fn lengths_and_first_bytes(ms: &[Vec<u8>]) -> Vec<(usize, Option<u8>)> {
+fn lengths_and_first_bytes(ms: &[Vec<u8>]) -> Vec<(usize, Option<u8>)> {
     ms.iter().map(|m| (m.len(), m.first().copied())).collect()
+}
+
+/// Every message the endpoint has for the application now, in order.
+pub fn take_deliveries(ep: &mut Endpoint) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    while let Some(d) = ep.recv() {
+        got.push(d.data.to_vec());
+    }
+    got
+}
+
+/// Asserts that `got` are the `expected` messages, in order: their lengths and first
+/// bytes shown on a mismatch, their bytes compared whole without printing them.
+#[track_caller]
+pub fn assert_same_messages(got: &[Vec<u8>], expected: &[Vec<u8>]) {
+    assert_eq!(
+        lengths_and_first_bytes(got),
+        lengths_and_first_bytes(expected),
+        "lengths and first bytes, in order"
+    );
+    assert!(got == expected, "the messages' bytes");
 }
 
 /// Opens two endpoints and makes each the other's peer.
