@@ -173,36 +173,19 @@ impl InstrCounts {
         if positions.first() != Some(&"instr") {
             return None;
         }
-        let events = profile.lines().find_map(|l| l.strip_prefix("events:"))?;
-        if events.split_whitespace().next() != Some("Ir") {
-            return None;
-        }
         let mut last = vec![0u64; positions.len()];
         let mut counts = HashMap::new();
-        let mut inclusive = false;
-        for line in profile.lines() {
-            let Some(first) = line.bytes().next() else {
-                continue;
-            };
-            if line.starts_with("calls=") {
-                inclusive = true;
-                continue;
-            }
-            if !(first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*')) {
-                continue;
-            }
-            let mut fields = line.split_whitespace();
+        costs(profile, |cost| {
+            // A call's line moves the positions too: the next line is relative to it.
+            let mut fields = cost.line.split_whitespace();
             for slot in last.iter_mut() {
                 *slot = position(fields.next()?, *slot)?;
             }
-            let ir = match fields.next() {
-                Some(v) => v.parse::<u64>().ok()?,
-                None => 0,
-            };
-            if !std::mem::take(&mut inclusive) {
-                *counts.entry(last[0]).or_insert(0) += ir;
+            if !cost.inclusive {
+                *counts.entry(last[0]).or_insert(0) += cost.ir;
             }
-        }
+            Some(())
+        })?;
         Some(InstrCounts(counts))
     }
 
@@ -238,54 +221,13 @@ impl Layers {
     /// the first event, which must be `Ir`, summed by layer (the cost line after a
     /// `calls=` line is the call's inclusive cost and is left out).
     pub fn parse(profile: &str) -> Option<Layers> {
-        let positions = profile
-            .lines()
-            .find_map(|l| l.strip_prefix("positions:"))
-            .map_or(1, |p| p.split_whitespace().count());
-        let events = profile.lines().find_map(|l| l.strip_prefix("events:"))?;
-        if events.split_whitespace().next() != Some("Ir") {
-            return None;
-        }
-        let mut files = HashMap::new();
-        let mut functions = HashMap::new();
-        let (mut object_file, mut file, mut function) =
-            (String::new(), String::new(), String::new());
         let mut sums = HashMap::new();
-        let mut inclusive = false;
-        for line in profile.lines() {
-            let Some(first) = line.bytes().next() else {
-                continue;
-            };
-            if first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*') {
-                let ir = match line.split_whitespace().nth(positions) {
-                    Some(v) => v.parse::<u64>().ok()?,
-                    None => 0,
-                };
-                if !std::mem::take(&mut inclusive) {
-                    *sums.entry(layer_of(&file, &function)).or_insert(0) += ir;
-                }
-                continue;
+        costs(profile, |cost| {
+            if !cost.inclusive {
+                *sums.entry(layer_of(cost.file, cost.function)).or_insert(0) += cost.ir;
             }
-            let Some((key, rest)) = line.split_once('=') else {
-                continue;
-            };
-            match key {
-                "fl" => {
-                    object_file = name(&mut files, rest)?;
-                    file.clone_from(&object_file);
-                }
-                "fi" | "fe" => file = name(&mut files, rest)?,
-                "fn" => {
-                    function = name(&mut functions, rest)?;
-                    file.clone_from(&object_file);
-                }
-                // Callees' names: read only to learn the ids they define.
-                "cfi" | "cfl" => drop(name(&mut files, rest)?),
-                "cfn" => drop(name(&mut functions, rest)?),
-                "calls" => inclusive = true,
-                _ => {}
-            }
-        }
+            Some(())
+        })?;
         Some(Layers(sums))
     }
 
@@ -301,6 +243,77 @@ impl Layers {
             })
             .collect()
     }
+}
+
+/// One cost line of a callgrind profile, with where it stands.
+struct Cost<'a> {
+    /// The line: its positions, then its counts.
+    line: &'a str,
+    /// Its count of the first event, `Ir`.
+    ir: u64,
+    /// Whether it is a call's inclusive cost (the line after `calls=`), not the
+    /// instruction's own.
+    inclusive: bool,
+    /// The source file of the code it counts (an inlined one's own file).
+    file: &'a str,
+    /// The function the code was built into.
+    function: &'a str,
+}
+
+/// Calls `each` with every cost line of `profile`, in order, names compressed or not;
+/// `None` if the first event is not `Ir`, a name or count is malformed, or `each` says so.
+fn costs(profile: &str, mut each: impl FnMut(Cost<'_>) -> Option<()>) -> Option<()> {
+    let positions = profile
+        .lines()
+        .find_map(|l| l.strip_prefix("positions:"))
+        .map_or(1, |p| p.split_whitespace().count());
+    let events = profile.lines().find_map(|l| l.strip_prefix("events:"))?;
+    if events.split_whitespace().next() != Some("Ir") {
+        return None;
+    }
+    let mut files = HashMap::new();
+    let mut functions = HashMap::new();
+    let (mut object_file, mut file, mut function) = (String::new(), String::new(), String::new());
+    let mut inclusive = false;
+    for line in profile.lines() {
+        let Some(first) = line.bytes().next() else {
+            continue;
+        };
+        if first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*') {
+            let ir = match line.split_whitespace().nth(positions) {
+                Some(v) => v.parse::<u64>().ok()?,
+                None => 0,
+            };
+            each(Cost {
+                line,
+                ir,
+                inclusive: std::mem::take(&mut inclusive),
+                file: &file,
+                function: &function,
+            })?;
+            continue;
+        }
+        let Some((key, rest)) = line.split_once('=') else {
+            continue;
+        };
+        match key {
+            "fl" => {
+                object_file = name(&mut files, rest)?;
+                file.clone_from(&object_file);
+            }
+            "fi" | "fe" => file = name(&mut files, rest)?,
+            "fn" => {
+                function = name(&mut functions, rest)?;
+                file.clone_from(&object_file);
+            }
+            // Callees' names: read only to learn the ids they define.
+            "cfi" | "cfl" => drop(name(&mut files, rest)?),
+            "cfn" => drop(name(&mut functions, rest)?),
+            "calls" => inclusive = true,
+            _ => {}
+        }
+    }
+    Some(())
 }
 
 /// A name in a profile, `(id) name` defining an id, `(id)` naming it again, or the
