@@ -324,7 +324,7 @@ fn path_cost(
         let all = run("all", &["--dump-instr=yes"])?;
         let out = dir.join(format!("callgrind.{}.all.{n}.out", which.name()));
         let text = std::fs::read_to_string(&out).map_err(CallgrindError::from)?;
-        layers.push(Layers::parse(&text).ok_or(CallgrindError::NoTotal(out.clone()))?);
+        layers.push(Layers::parse(&text).ok_or(CallgrindError::NoInstructions(out.clone()))?);
         instrs.push(InstrCounts::parse(&text).ok_or(CallgrindError::NoInstructions(out))?);
         let path = run("path", &[PATH])?;
         let both = run("path-drain", &[PATH, DRAIN])?;
