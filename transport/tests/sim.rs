@@ -551,6 +551,137 @@ fn a_receiver_that_only_receives_acknowledges_everything() {
     assert_eq!((sent, received, acked), (500, 500, 500));
 }
 
+/// An answer sent at once leaves only a quick pass behind (the pass that delivered the
+/// question defers its timers, and the answer's send does that work): the connection's
+/// timers must still run. After a ping-pong the pinger vanishes while the echo's last
+/// answer is unacknowledged; the echo, which only progresses, must resend it and declare
+/// the peer failed in bounded virtual time, handing the answer back.
+#[test]
+fn an_answer_sent_at_once_keeps_the_connections_timers() {
+    let mut a = Endpoint::open_with("sim://a?world=answertimer", quick_failure()).unwrap();
+    let mut b = Endpoint::open_with("sim://b?world=answertimer", quick_failure()).unwrap();
+    let to_b = a.insert_addr("sim://b").unwrap();
+    let to_a = b.insert_addr("sim://a").unwrap();
+    for i in 0..20u64 {
+        a.inject(to_b, &i.to_be_bytes()).unwrap();
+        let ping = drive_until(&mut [&mut a], 1000, |_| b.recv()).expect("the ping arrives");
+        b.inject(to_a, &ping.data).unwrap();
+        drop(ping);
+        let pong = drive_until(&mut [&mut b], 1000, |_| a.recv()).expect("the pong arrives");
+        assert_eq!(&pong.data[..], &i.to_be_bytes());
+    }
+    // The last ping's answer is in flight when the pinger goes.
+    a.inject(to_b, b"last").unwrap();
+    let ping = drive_until(&mut [&mut a], 1000, |_| b.recv()).expect("the last ping arrives");
+    drop(a);
+    b.inject(to_a, &ping.data).unwrap();
+    drop(ping);
+    let unsent = drive_until(&mut [&mut b], 1_000_000, |eps| {
+        while let Some(c) = eps[0].poll_completion() {
+            if let Completion::PeerFailed { peer, unsent, .. } = c {
+                assert_eq!(peer, to_a);
+                return Some(unsent);
+            }
+        }
+        None
+    })
+    .expect("the echo's timers run: the vanished pinger is declared failed");
+    let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
+    assert_eq!(back, [&b"last"[..]], "the unacknowledged answer comes back");
+    let s = b.peer_stats(to_a).unwrap();
+    assert!(s.rto_expirations > 0, "the answer was resent on its timer");
+}
+
+/// The same quick pass must still take what arrived meanwhile: a stream one way, every
+/// message answered at once, while the sender keeps its window full, so that packets
+/// reach the echo's board during its answers' sends (whose kick steps the board). Every
+/// message and answer arrives in order with nothing resent: a datagram left waiting in
+/// the host's ring would wait for a timer, and be resent.
+#[test]
+fn an_answer_sent_at_once_still_takes_what_arrived_meanwhile() {
+    let (mut a, mut b, to_b, to_a) = pair(
+        "sim://a?world=answerrecv",
+        "sim://b?world=answerrecv",
+        "sim://b",
+        "sim://a",
+    );
+    const N: u64 = 2_000;
+    let (mut sent, mut echoed, mut answers) = (0u64, 0u64, 0u64);
+    for _ in 0..200_000 {
+        while sent < N && a.inject(to_b, &sent.to_be_bytes()).is_ok() {
+            sent += 1;
+        }
+        while let Some(d) = b.recv() {
+            assert_eq!(&d.data[..], &echoed.to_be_bytes(), "in order");
+            b.inject(to_a, &d.data).unwrap();
+            echoed += 1;
+        }
+        while let Some(d) = a.recv() {
+            assert_eq!(&d.data[..], &answers.to_be_bytes(), "answers in order");
+            answers += 1;
+        }
+        while a.poll_completion().is_some() || b.poll_completion().is_some() {}
+        if answers == N {
+            break;
+        }
+    }
+    assert_eq!((sent, echoed, answers), (N, N, N));
+    let (sa, sb) = (a.peer_stats(to_b).unwrap(), b.peer_stats(to_a).unwrap());
+    assert_eq!(
+        (sa.rto_expirations, sb.rto_expirations),
+        (0, 0),
+        "nothing waited for a timer"
+    );
+    // The only packets resent are those a board dropped (its receive pool full under
+    // the sender's window), found lost by the acknowledgements, not by a timer.
+    let dropped: u64 = [a.board_drops(), b.board_drops()]
+        .iter()
+        .flatten()
+        .map(|&(_, n)| n)
+        .sum();
+    assert_eq!(sa.retransmitted + sb.retransmitted, dropped);
+}
+
+/// The case that quick pass guards against, step by step: a message reaches the echo's
+/// board after the pass that delivered the last one and before the echo's answer, whose
+/// send steps the board (the kick) and so moves the message into the host's ring. The
+/// echo's very next receive must find it, not wait for a timer.
+#[test]
+fn a_message_the_answers_kick_took_in_is_received_at_once() {
+    let (mut a, mut b, to_b, to_a) = pair(
+        "sim://a?world=answerkick",
+        "sim://b?world=answerkick",
+        "sim://b",
+        "sim://a",
+    );
+    // Connect first: the first exchange carries the introductions.
+    a.inject(to_b, b"hello").unwrap();
+    let d = drive_until(&mut [&mut a], 1000, |_| b.recv()).expect("introduced");
+    b.inject(to_a, &d.data).unwrap();
+    drop(d);
+    drive_until(&mut [&mut b], 1000, |_| a.recv()).expect("answered");
+    for i in 0..50u64 {
+        a.inject(to_b, &(2 * i).to_be_bytes()).unwrap();
+        let d = drive_until(&mut [&mut a], 1000, |_| b.recv()).expect("the first arrives");
+        assert_eq!(&d.data[..], &(2 * i).to_be_bytes());
+        // The second reaches b's board now (a's send steps a's board onto the fabric);
+        // b's answer to the first then steps b's board.
+        a.inject(to_b, &(2 * i + 1).to_be_bytes()).unwrap();
+        b.inject(to_a, &d.data).unwrap();
+        drop(d);
+        let next = (0..3).find_map(|_| b.recv());
+        let next = next.expect("the message the answer's kick took in is received at once");
+        assert_eq!(&next.data[..], &(2 * i + 1).to_be_bytes());
+        b.inject(to_a, &next.data).unwrap();
+        drop(next);
+        for want in [2 * i, 2 * i + 1] {
+            let got = drive_until(&mut [&mut b], 1000, |_| a.recv()).expect("the answers");
+            assert_eq!(&got.data[..], &want.to_be_bytes());
+        }
+        while a.poll_completion().is_some() || b.poll_completion().is_some() {}
+    }
+}
+
 /// Sends one message from `a` to `b` and steps both for a while; returns whether it
 /// arrived.
 fn one_message_arrives(a: &mut Endpoint, b: &mut Endpoint, to_b: myri_transport::Peer) -> bool {

@@ -452,6 +452,10 @@ pub struct Endpoint {
     /// The last progress pass handed messages to the application and left the rest of
     /// its work (timers, acknowledgements) to this one.
     deferred: bool,
+    /// A board step outside a progress pass (a send's kick) may have left datagrams for
+    /// the host since the last pass took every one: the next pass receives before it may
+    /// end early (see [`Endpoint::send`]).
+    recv_owed: bool,
 }
 
 /// Messages shorter than this are not lent to a backend that lends (see [`Endpoint::send`]).
@@ -585,6 +589,7 @@ impl Endpoint {
             transmit_blocked: false,
             local_drops: 0,
             deferred: false,
+            recv_owed: false,
             // Room for a short payload behind the header (RPP then hands over one
             // contiguous packet: see `myri_rpp::Gather`).
             header: vec![0; myri_rpp::wire::MAX_HEADER_LEN + myri_rpp::INLINE_PAYLOAD],
@@ -978,10 +983,13 @@ impl Endpoint {
             // Latency: the first packets go out now, not at the next progress call, and
             // the device starts on them at once.
             let now = myri_rpp::Instant::from_nanos(self.backend.now());
+            let blocked = core::mem::take(&mut self.transmit_blocked);
             if self.transmit(peer.0 as usize, now) {
                 self.backend.kick();
             }
             self.drain_events(peer);
+            self.settle_deferred(peer);
+            self.transmit_blocked |= blocked;
             id
         } else {
             match self.backend.send(&addr, buf) {
@@ -1117,6 +1125,7 @@ impl Endpoint {
         // Nothing arrived, nothing is due and nothing waits to be sent: done (a host
         // spinning on `progress` for the next packet costs a few loads a turn).
         if !worked
+            && !self.recv_owed
             && self.backend.is_idle()
             && self.unsettled.is_empty()
             && !self.backend.has_events()
@@ -1124,6 +1133,9 @@ impl Endpoint {
         {
             return false;
         }
+        // From here the pass either takes every datagram waiting or leaves the next one
+        // owed in full (`idle_until` 0).
+        self.recv_owed = false;
         worked |= self.backend_events();
         self.settle_waiting();
         let max = self.options.max_pending_deliveries;
@@ -1394,6 +1406,28 @@ impl Endpoint {
             }
         }
         sent
+    }
+
+    /// After a send that sent all it could and took the peer's events: when that is the
+    /// whole of the work a delivering pass left (one peer, nothing waiting to settle),
+    /// the next pass need not run in full. It sees the connection's next timer as a
+    /// full pass would have, and receives before it may end early (the send's kick may
+    /// have stepped the board). An answer sent at once thus leaves a quick pass behind,
+    /// not a visit to the connection's timers, window and queues.
+    fn settle_deferred(&mut self, peer: Peer) {
+        if !self.deferred
+            || self.transmit_blocked
+            || self.peers.len() != 1
+            || !self.unsettled.is_empty()
+        {
+            return;
+        }
+        let Some(conn) = self.peers[peer.0 as usize].conn.as_mut() else {
+            return;
+        };
+        self.idle_until = conn.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
+        self.deferred = false;
+        self.recv_owed = true;
     }
 
     fn drain_events(&mut self, peer: Peer) {
