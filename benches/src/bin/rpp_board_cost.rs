@@ -44,7 +44,8 @@
 //! ends with the path modes under a model of the AMD EPYC hosts' caches
 //! ([`cost::EPYC_CACHES`]): instructions and instruction-cache misses per exchange, all
 //! of them and those on the path (less what `Endpoint::send` does after its packet has
-//! gone, the events it drains), and the code each exchange runs: the 64-byte lines of it
+//! gone: `Endpoint::after_send`, the events it drains and the deferred pass it settles),
+//! and the code each exchange runs: the 64-byte lines of it
 //! whose instructions ran at least once an exchange ([`InstrCounts`]). That is the
 //! working set an instruction cache must hold for the next exchange to find its code; it
 //! does not move with the code's layout in the cache's sets, as the miss count does.
@@ -284,9 +285,10 @@ struct PathCost {
 
 /// Counts a path mode at `small` and `large` exchanges under the EPYC cache model: once
 /// whole, once inside [`on_path`] alone. `Endpoint::send` drains the events the packet
-/// raised after the packet has gone; that part is taken out by two runs more, one that
-/// toggles at `drain_events` too (leaving out the drains inside the path, adding those
-/// outside it) and one that counts the drains alone: inside = (drains - (both - path)) / 2.
+/// raised and settles the pass a delivery deferred after the packet has gone
+/// (`Endpoint::after_send`); that part is taken out by two runs more, one that toggles at
+/// `after_send` too (leaving out its runs inside the path, adding those outside it) and
+/// one that counts it alone: inside = (after - (both - path)) / 2.
 fn path_cost(
     exe: &std::path::Path,
     dir: &std::path::Path,
@@ -295,7 +297,7 @@ fn path_cost(
     large: u64,
 ) -> Result<PathCost, CostError> {
     const PATH: &str = "--toggle-collect=rpp_board_cost::on_path*";
-    const DRAIN: &str = "--toggle-collect=myri_transport::endpoint::Endpoint::drain_events";
+    const AFTER: &str = "--toggle-collect=myri_transport::endpoint::Endpoint::after_send";
     let events = ["Ir", "I1mr"];
     let mut at = [[[0f64; 2]; 2]; 2];
     let mut instrs = Vec::new();
@@ -327,10 +329,10 @@ fn path_cost(
         layers.push(Layers::parse(&text).ok_or(CallgrindError::NoInstructions(out.clone()))?);
         instrs.push(InstrCounts::parse(&text).ok_or(CallgrindError::NoInstructions(out))?);
         let path = run("path", &[PATH])?;
-        let both = run("path-drain", &[PATH, DRAIN])?;
-        let drains = run("drain", &[DRAIN])?;
+        let both = run("path-after", &[PATH, AFTER])?;
+        let after = run("after", &[AFTER])?;
         for e in 0..2 {
-            let inside = (drains[e] - (both[e] - path[e])) / 2.0;
+            let inside = (after[e] - (both[e] - path[e])) / 2.0;
             at[k][0][e] = all[e];
             at[k][1][e] = path[e] - inside;
         }
@@ -617,7 +619,7 @@ impl Endpoints {
     /// side answers as soon as `recv` hands it a message, then lets the received buffer
     /// go, and its next turn (one progress call: the pass a delivery defers, the board's
     /// step) runs while the packet travels. The receive and the answer's send are on the
-    /// path, except what `send` does after the packet has gone (the events it drains).
+    /// path, except what `send` does after the packet has gone (`Endpoint::after_send`).
     fn path(&mut self, count: u64) -> Result<String, String> {
         let mut sum = 0u64;
         let mut empty = 0u64;

@@ -987,8 +987,7 @@ impl Endpoint {
             if self.transmit(peer.0 as usize, now) {
                 self.backend.kick();
             }
-            self.drain_events(peer);
-            self.settle_deferred(peer);
+            self.after_send(peer);
             self.transmit_blocked |= blocked;
             id
         } else {
@@ -1406,6 +1405,16 @@ impl Endpoint {
             }
         }
         sent
+    }
+
+    /// What [`Endpoint::send`] does once its packets have gone: takes the events they
+    /// raised (the acknowledgement the last packet received carried, the completions it
+    /// brings) and settles the pass a delivery deferred. Out of line: the cost harness
+    /// (`rpp_board_cost`) counts it apart from the path a packet waits for.
+    #[inline(never)]
+    fn after_send(&mut self, peer: Peer) {
+        self.drain_events(peer);
+        self.settle_deferred(peer);
     }
 
     /// After a send that sent all it could and took the peer's events: when that is the
