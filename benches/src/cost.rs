@@ -9,7 +9,7 @@ use myri_device::board::{Board, BoardConfig};
 use myri_device::fabric::topology::star;
 use myri_device::fabric::{CableConfig, FabricBuilder, SwitchSize};
 use myri_mcp::{Api, ChanRequest, Channel, InitOptions, Mode, RouteSlot, Unit};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -157,9 +157,16 @@ impl Events {
 /// with `--dump-instr=yes`. Counting the 64-byte lines of code whose instructions ran in
 /// every unit of work measures the code one unit needs cached (its instruction working
 /// set), which, unlike a cache model's miss count, does not move with the code's layout
-/// in the cache's sets.
+/// in the cache's sets. Each address keeps the function it was counted in, so the lines
+/// can be split by function too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InstrCounts(HashMap<u64, u64>);
+pub struct InstrCounts {
+    /// Runs of each instruction, by address.
+    counts: HashMap<u64, u64>,
+    /// The function (an index into `functions`) each address was counted in.
+    owners: HashMap<u64, usize>,
+    functions: Vec<String>,
+}
 
 impl InstrCounts {
     /// Reads a profile's text: its `positions:` line must list `instr` first, and the
@@ -174,7 +181,8 @@ impl InstrCounts {
             return None;
         }
         let mut last = vec![0u64; positions.len()];
-        let mut counts = HashMap::new();
+        let mut c = InstrCounts::default();
+        let mut index: HashMap<String, usize> = HashMap::new();
         costs(profile, |cost| {
             // A call's line moves the positions too: the next line is relative to it.
             let mut fields = cost.line.split_whitespace();
@@ -182,24 +190,67 @@ impl InstrCounts {
                 *slot = position(fields.next()?, *slot)?;
             }
             if !cost.inclusive {
-                *counts.entry(last[0]).or_insert(0) += cost.ir;
+                *c.counts.entry(last[0]).or_insert(0) += cost.ir;
+                let f = match index.get(cost.function) {
+                    Some(&f) => f,
+                    None => {
+                        c.functions.push(cost.function.to_string());
+                        index.insert(cost.function.to_string(), c.functions.len() - 1);
+                        c.functions.len() - 1
+                    }
+                };
+                c.owners.insert(last[0], f);
             }
             Some(())
         })?;
-        Some(InstrCounts(counts))
+        Some(c)
+    }
+
+    /// The addresses of instructions that ran at least `times` more often here than in
+    /// `base`.
+    fn run_since<'a>(
+        &'a self,
+        base: &'a InstrCounts,
+        times: u64,
+    ) -> impl Iterator<Item = u64> + 'a {
+        self.counts
+            .iter()
+            .filter(move |&(a, &n)| {
+                n.saturating_sub(base.counts.get(a).copied().unwrap_or(0)) >= times
+            })
+            .map(|(&a, _)| a)
     }
 
     /// The 64-byte lines of code holding an instruction that ran at least `times` more
     /// often here than in `base` (the same program run for fewer units of work, so that
     /// start-up code cancels out).
     pub fn lines_run_since(&self, base: &InstrCounts, times: u64) -> usize {
-        let lines: std::collections::HashSet<u64> = self
-            .0
-            .iter()
-            .filter(|&(a, &n)| n.saturating_sub(base.0.get(a).copied().unwrap_or(0)) >= times)
-            .map(|(a, _)| a / 64)
-            .collect();
+        let lines: HashSet<u64> = self.run_since(base, times).map(|a| a / 64).collect();
         lines.len()
+    }
+
+    /// [`InstrCounts::lines_run_since`] by the function the instructions were counted in,
+    /// most lines first (then by name). A line that holds instructions of two functions
+    /// counts for both, so the sum may exceed the total a little.
+    pub fn lines_by_function_since(&self, base: &InstrCounts, times: u64) -> Vec<(&str, usize)> {
+        let mut lines: HashSet<(usize, u64)> = HashSet::new();
+        for a in self.run_since(base, times) {
+            if let Some(&f) = self.owners.get(&a) {
+                lines.insert((f, a / 64));
+            }
+        }
+        let mut per = vec![0usize; self.functions.len()];
+        for (f, _) in lines {
+            per[f] += 1;
+        }
+        let mut out: Vec<(&str, usize)> = per
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, n)| n > 0)
+            .map(|(f, n)| (self.functions[f].as_str(), n))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        out
     }
 }
 
@@ -455,7 +506,7 @@ mod tests {
             0x1000 10 5\n+4 * 5 1\n+60 +1 5\ncfn=(2) f\ncalls=5 0x2000 3\n* * 900\n\
             +2 -1 5\nfn=(2) f\n0x2000 3 5\n-0x10 * 7\n";
         let c = InstrCounts::parse(profile).expect("parsed");
-        let get = |a: u64| c.0.get(&a).copied();
+        let get = |a: u64| c.counts.get(&a).copied();
         assert_eq!(get(0x1000), Some(5));
         assert_eq!(get(0x1004), Some(5));
         // The call site's own cost only: 5, not the 900 the call included.
@@ -469,6 +520,10 @@ mod tests {
         assert_eq!(c.lines_run_since(&none, 5), 4);
         assert_eq!(c.lines_run_since(&none, 6), 1);
         assert_eq!(c.lines_run_since(&c, 1), 0);
+        // By function: main's two lines, f's two (0x2000 and 0x1ff0, in two lines).
+        assert_eq!(c.lines_by_function_since(&none, 5), [("f", 2), ("main", 2)]);
+        assert_eq!(c.lines_by_function_since(&none, 6), [("f", 1)]);
+        assert!(c.lines_by_function_since(&c, 1).is_empty());
         // Without instruction positions, or with another first event: nothing to read.
         assert_eq!(
             InstrCounts::parse("positions: line\nevents: Ir\n1 2\n"),

@@ -49,9 +49,12 @@
 //! whose instructions ran at least once an exchange ([`InstrCounts`]). That is the
 //! working set an instruction cache must hold for the next exchange to find its code; it
 //! does not move with the code's layout in the cache's sets, as the miss count does.
-//! Last, the instructions an exchange by layer ([`Layers`]): the simulated board, its
+//! Then the instructions an exchange by layer ([`Layers`]): the simulated board, its
 //! control program, RPP, the endpoint around it (the transport), the harness: what RPP's
-//! exchange adds is split between the protocol and the endpoint layer.
+//! exchange adds is split between the protocol and the endpoint layer. Last, the lines of
+//! code an exchange runs by function, for the functions with most of them in `rpp-path`
+//! and their count in `raw-path` (a function that inlines another counts its lines): where
+//! a smaller path would come from.
 //!
 //! Virtual time moves 1 µs per hop (raw) or per progress call (the endpoints' world
 //! ticks), so RPP's timers and round-trip estimate run as on a fast link; nothing is
@@ -268,20 +271,37 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         for (&(layer, a), &(_, b)) in raw.layers.iter().zip(&rpp.layers) {
             println!("    {layer:<10} {a:>7.0} {b:>7.0} {:>+7.0}", b - a);
         }
+        println!(
+            "  lines of code an exchange runs by function, the {FUNCTIONS} with most in \
+             rpp-path (raw-path, rpp-path):"
+        );
+        for (function, n) in rpp.functions.iter().take(FUNCTIONS) {
+            let raw_n = raw
+                .functions
+                .iter()
+                .find(|(f, _)| f == function)
+                .map_or(0, |&(_, n)| n);
+            println!("    {raw_n:>4} {n:>4}  {function}");
+        }
     }
     Ok(())
 }
 
 /// Instructions and instruction-cache misses per exchange of a path mode: `all` of them,
 /// and those on the `path`; and the 64-byte `lines` of code that run in every exchange
-/// (the instruction working set the cache must hold); and all the instructions by
-/// `layers` of the stack.
+/// (the instruction working set the cache must hold), by `functions` too; and all the
+/// instructions by `layers` of the stack.
 struct PathCost {
     all: [f64; 2],
     path: [f64; 2],
     lines: usize,
     layers: Vec<(&'static str, f64)>,
+    /// `lines` by function, most first.
+    functions: Vec<(String, usize)>,
 }
+
+/// How many functions `compare` lists by the lines of code they run an exchange.
+const FUNCTIONS: usize = 16;
 
 /// Counts a path mode at `small` and `large` exchanges under the EPYC cache model: once
 /// whole, once inside [`on_path`] alone. `Endpoint::send` drains the events the packet
@@ -342,6 +362,11 @@ fn path_cost(
         all: [per(0, 0), per(0, 1)],
         path: [per(1, 0), per(1, 1)],
         lines: instrs[1].lines_run_since(&instrs[0], large - small),
+        functions: instrs[1]
+            .lines_by_function_since(&instrs[0], large - small)
+            .into_iter()
+            .map(|(f, n)| (f.to_string(), n))
+            .collect(),
         layers: layers[1].per_unit_since(&layers[0], large - small),
     })
 }
