@@ -682,6 +682,100 @@ fn a_message_the_answers_kick_took_in_is_received_at_once() {
     }
 }
 
+/// An answer sent at once may be longer than the send window lets go at once, its first
+/// packets held back by the answerer's own earlier packets in flight, whose acknowledgement
+/// the question carried and the send applies only after its packets have gone. What that
+/// acknowledgement lets go must go then, not wait for a timer: a ping-pong of messages of
+/// many packets with a small window, every answer sent at once, runs with no timer
+/// expiry and no retransmission, in bounded virtual time.
+#[test]
+fn a_long_answer_sent_at_once_goes_whole_without_a_timer() {
+    for (window, packets) in [(4u32, 4usize), (4, 9), (8, 8), (2, 5)] {
+        let world = format!("longanswer{window}x{packets}");
+        let mut o = Options::default();
+        o.rpp.send_window = window;
+        o.rpp.recv_window = window;
+        let mut a = Endpoint::open_with(&format!("sim://a?world={world}"), o.clone()).unwrap();
+        let mut b = Endpoint::open_with(&format!("sim://b?world={world}"), o).unwrap();
+        let to_b = a.insert_addr("sim://b").unwrap();
+        let to_a = b.insert_addr("sim://a").unwrap();
+        let len = packets * a.peer_packet_payload(to_b).unwrap();
+        for i in 0..30u8 {
+            a.send(to_b, Buf::from_vec(vec![i; len])).unwrap();
+            let q = drive_until(&mut [&mut a], 20_000, |_| b.recv())
+                .unwrap_or_else(|| panic!("window {window}, {packets} packets: question {i}"));
+            assert_eq!((q.data.len(), q.data[0]), (len, i));
+            b.send(to_a, Buf::from_vec(q.data.to_vec())).unwrap();
+            drop(q);
+            let r = drive_until(&mut [&mut b], 20_000, |_| a.recv())
+                .unwrap_or_else(|| panic!("window {window}, {packets} packets: answer {i}"));
+            assert_eq!((r.data.len(), r.data[len - 1]), (len, i));
+            while a.poll_completion().is_some() || b.poll_completion().is_some() {}
+        }
+        let (sa, sb) = (a.peer_stats(to_b).unwrap(), b.peer_stats(to_a).unwrap());
+        assert_eq!(
+            (
+                sa.rto_expirations,
+                sb.rto_expirations,
+                sa.retransmitted,
+                sb.retransmitted
+            ),
+            (0, 0, 0, 0),
+            "window {window}, {packets} packets: nothing waited for a timer"
+        );
+    }
+}
+
+/// The same when the answer is one packet: the answerer's earlier message filled its
+/// send window, the question acknowledges that message, and the answer can go only once
+/// the send has applied that acknowledgement, after its own transmit found the window
+/// closed. The answer must go then, not wait for the asker's timer to resend the
+/// question.
+#[test]
+fn a_short_answer_behind_a_full_window_goes_when_the_question_opens_it() {
+    let mut o = Options::default();
+    // b's window holds its long message (4 packets) and its last answer, which the next
+    // question acknowledges with the message.
+    o.rpp.send_window = 5;
+    // The question carries that acknowledgement: a sends none of its own (its receive
+    // window never fills, and it acknowledges only every 64 packets or after 50 ms).
+    o.rpp.ack_every = 64;
+    o.rpp.ack_delay = std::time::Duration::from_millis(50);
+    let mut a = Endpoint::open_with("sim://a?world=shortbehind", o.clone()).unwrap();
+    let mut b = Endpoint::open_with("sim://b?world=shortbehind", o).unwrap();
+    let to_b = a.insert_addr("sim://b").unwrap();
+    let to_a = b.insert_addr("sim://a").unwrap();
+    let long = 4 * b.peer_packet_payload(to_a).unwrap();
+    for i in 0..20u8 {
+        // b's message, which fills b's window; a takes it.
+        b.send(to_a, Buf::from_vec(vec![i; long])).unwrap();
+        let m = drive_until(&mut [&mut b], 20_000, |_| a.recv()).expect("the long message");
+        assert_eq!((m.data.len(), m.data[0]), (long, i));
+        drop(m);
+        // a's one-packet question carries the acknowledgement of all of it.
+        a.inject(to_b, &[i]).unwrap();
+        let q = drive_until(&mut [&mut a], 20_000, |_| b.recv()).expect("the question");
+        assert_eq!(&q.data[..], &[i]);
+        // b answers at once.
+        b.inject(to_a, &q.data).unwrap();
+        drop(q);
+        let r = drive_until(&mut [&mut b], 20_000, |_| a.recv()).expect("the answer");
+        assert_eq!(&r.data[..], &[i]);
+        while a.poll_completion().is_some() || b.poll_completion().is_some() {}
+    }
+    let (sa, sb) = (a.peer_stats(to_b).unwrap(), b.peer_stats(to_a).unwrap());
+    assert_eq!(
+        (
+            sa.rto_expirations,
+            sb.rto_expirations,
+            sa.retransmitted,
+            sb.retransmitted
+        ),
+        (0, 0, 0, 0),
+        "no answer waited for a timer"
+    );
+}
+
 /// Sends one message from `a` to `b` and steps both for a while; returns whether it
 /// arrived.
 fn one_message_arrives(a: &mut Endpoint, b: &mut Endpoint, to_b: myri_transport::Peer) -> bool {

@@ -656,6 +656,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.send.has_new()
     }
 
+    /// Whether packets declared lost wait to be sent again: they go at the next
+    /// [`Connection::poll_transmit`] the windows allow.
+    pub fn has_resends(&self) -> bool {
+        !self.send.nothing_to_resend()
+    }
+
     /// Bytes of messages held by `send` (queued or unacknowledged).
     pub fn queued_bytes(&self) -> usize {
         self.send.queued_bytes

@@ -1418,8 +1418,8 @@ impl Endpoint {
     }
 
     /// After a send that sent all it could and took the peer's events: when that is the
-    /// whole of the work a delivering pass left (one peer, nothing waiting to settle),
-    /// the next pass need not run in full. It sees the connection's next timer as a
+    /// whole of the work a delivering pass left (one peer, nothing waiting to settle,
+    /// nothing new or lost waiting to be sent), the next pass need not run in full. It sees the connection's next timer as a
     /// full pass would have, and receives before it may end early (the send's kick may
     /// have stepped the board). An answer sent at once thus leaves a quick pass behind,
     /// not a visit to the connection's timers, window and queues.
@@ -1434,6 +1434,11 @@ impl Endpoint {
         let Some(conn) = self.peers[peer.0 as usize].conn.as_mut() else {
             return;
         };
+        // The acknowledgement the drain applied may have found a loss, or a new packet may
+        // still wait for room: the next pass runs in full and sends what it can.
+        if conn.has_unsent() || conn.has_resends() {
+            return;
+        }
         self.idle_until = conn.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
         self.deferred = false;
         self.recv_owed = true;
