@@ -194,9 +194,10 @@ impl InstrCounts {
                 let f = match index.get(cost.function) {
                     Some(&f) => f,
                     None => {
+                        let f = c.functions.len();
                         c.functions.push(cost.function.to_string());
-                        index.insert(cost.function.to_string(), c.functions.len() - 1);
-                        c.functions.len() - 1
+                        index.insert(cost.function.to_string(), f);
+                        f
                     }
                 };
                 c.owners.insert(last[0], f);
@@ -390,14 +391,15 @@ fn name(table: &mut HashMap<u64, String>, field: &str) -> Option<String> {
 /// The layer an instruction belongs to: its source file's crate in the workspace, else
 /// the crate of the function it was built into (see [`Layers`]).
 fn layer_of(file: &str, function: &str) -> &'static str {
-    const BY_FILE: [(&str, &str); 5] = [
-        ("/device/src/", "device"),
-        ("/mcp/src/", "mcp"),
-        ("/rpp/src/", "rpp"),
-        ("/transport/src/", "transport"),
-        ("/benches/", "harness"),
+    // Each layer with its source directory and the crates whose functions are its own.
+    const LAYER_SOURCES: [(&str, &str, &[&str]); 5] = [
+        ("device", "/device/src/", &["myri_device"]),
+        ("mcp", "/mcp/src/", &["myri_mcp"]),
+        ("rpp", "/rpp/src/", &["myri_rpp"]),
+        ("transport", "/transport/src/", &["myri_transport"]),
+        ("harness", "/benches/", &["rpp_board_cost", "myri_benches"]),
     ];
-    if let Some(&(_, layer)) = BY_FILE.iter().find(|(dir, _)| file.contains(dir)) {
+    if let Some(&(layer, ..)) = LAYER_SOURCES.iter().find(|(_, dir, _)| file.contains(dir)) {
         return layer;
     }
     let krate = function
@@ -405,14 +407,10 @@ fn layer_of(file: &str, function: &str) -> &'static str {
         .split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .next()
         .unwrap_or("");
-    match krate {
-        "myri_device" => "device",
-        "myri_mcp" => "mcp",
-        "myri_rpp" => "rpp",
-        "myri_transport" => "transport",
-        "rpp_board_cost" | "myri_benches" => "harness",
-        _ => "other",
-    }
+    LAYER_SOURCES
+        .iter()
+        .find(|(_, _, crates)| crates.contains(&krate))
+        .map_or("other", |&(layer, ..)| layer)
 }
 
 /// One field of a callgrind position: absolute (decimal or `0x` hex), relative to the

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{drive_until, pair};
+use common::{drive_until, pair, pair_with};
 use myri_transport::{
     Buf, Completion, Endpoint, InsertError, MsgId, OpenError, Options, Scheme, SendErrorKind, Stats,
 };
@@ -558,10 +558,13 @@ fn a_receiver_that_only_receives_acknowledges_everything() {
 /// the peer failed in bounded virtual time, handing the answer back.
 #[test]
 fn an_answer_sent_at_once_keeps_the_connections_timers() {
-    let mut a = Endpoint::open_with("sim://a?world=answertimer", quick_failure()).unwrap();
-    let mut b = Endpoint::open_with("sim://b?world=answertimer", quick_failure()).unwrap();
-    let to_b = a.insert_addr("sim://b").unwrap();
-    let to_a = b.insert_addr("sim://a").unwrap();
+    let (mut a, mut b, to_b, to_a) = pair_with(
+        "sim://a?world=answertimer",
+        "sim://b?world=answertimer",
+        "sim://b",
+        "sim://a",
+        quick_failure(),
+    );
     for i in 0..20u64 {
         a.inject(to_b, &i.to_be_bytes()).unwrap();
         let ping = drive_until(&mut [&mut a], 1000, |_| b.recv()).expect("the ping arrives");
@@ -695,10 +698,13 @@ fn a_long_answer_sent_at_once_goes_whole_without_a_timer() {
         let mut o = Options::default();
         o.rpp.send_window = window;
         o.rpp.recv_window = window;
-        let mut a = Endpoint::open_with(&format!("sim://a?world={world}"), o.clone()).unwrap();
-        let mut b = Endpoint::open_with(&format!("sim://b?world={world}"), o).unwrap();
-        let to_b = a.insert_addr("sim://b").unwrap();
-        let to_a = b.insert_addr("sim://a").unwrap();
+        let (mut a, mut b, to_b, to_a) = pair_with(
+            &format!("sim://a?world={world}"),
+            &format!("sim://b?world={world}"),
+            "sim://b",
+            "sim://a",
+            o,
+        );
         let len = packets * a.peer_packet_payload(to_b).unwrap();
         for i in 0..30u8 {
             a.send(to_b, Buf::from_vec(vec![i; len])).unwrap();
@@ -759,10 +765,13 @@ fn a_short_answer_behind_a_full_window_goes_when_the_question_opens_it() {
     // window never fills, and it acknowledges only every 64 packets or after 50 ms).
     o.rpp.ack_every = 64;
     o.rpp.ack_delay = std::time::Duration::from_millis(50);
-    let mut a = Endpoint::open_with("sim://a?world=shortbehind", o.clone()).unwrap();
-    let mut b = Endpoint::open_with("sim://b?world=shortbehind", o).unwrap();
-    let to_b = a.insert_addr("sim://b").unwrap();
-    let to_a = b.insert_addr("sim://a").unwrap();
+    let (mut a, mut b, to_b, to_a) = pair_with(
+        "sim://a?world=shortbehind",
+        "sim://b?world=shortbehind",
+        "sim://b",
+        "sim://a",
+        o,
+    );
     let long = 4 * b.peer_packet_payload(to_a).unwrap();
     for i in 0..20u8 {
         // b's message, which fills b's window; a takes it.

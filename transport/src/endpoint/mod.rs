@@ -983,12 +983,13 @@ impl Endpoint {
             // Latency: the first packets go out now, not at the next progress call, and
             // the device starts on them at once.
             let now = myri_rpp::Instant::from_nanos(self.backend.now());
-            let blocked = core::mem::take(&mut self.transmit_blocked);
+            // Whether this transmit stopped short (a full pass resets the flag before its
+            // own).
+            self.transmit_blocked = false;
             if self.transmit(peer.0 as usize, now) {
                 self.backend.kick();
             }
             self.after_send(peer);
-            self.transmit_blocked |= blocked;
             id
         } else {
             match self.backend.send(&addr, buf) {
@@ -1419,10 +1420,11 @@ impl Endpoint {
 
     /// After a send that sent all it could and took the peer's events: when that is the
     /// whole of the work a delivering pass left (one peer, nothing waiting to settle,
-    /// nothing new or lost waiting to be sent), the next pass need not run in full. It sees the connection's next timer as a
-    /// full pass would have, and receives before it may end early (the send's kick may
-    /// have stepped the board). An answer sent at once thus leaves a quick pass behind,
-    /// not a visit to the connection's timers, window and queues.
+    /// nothing new or lost waiting to be sent), the next pass need not run in full. It
+    /// sees the connection's next timer as a full pass would have, and receives before it
+    /// may end early (the send's kick may have stepped the board). An answer sent at once
+    /// thus leaves a quick pass behind, not a visit to the connection's timers, window
+    /// and queues.
     fn settle_deferred(&mut self, peer: Peer) {
         if !self.deferred
             || self.transmit_blocked

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use myri_transport::{Endpoint, Peer, shm_layout as layout};
+use myri_transport::{Endpoint, Options, Peer, shm_layout as layout};
 use std::os::unix::fs::FileExt;
 
 /// Each message's length and first byte: what an assertion shows of long messages that
@@ -34,8 +34,21 @@ pub fn assert_same_messages(got: &[Vec<u8>], expected: &[Vec<u8>]) {
 /// Opens two endpoints and makes each the other's peer.
 #[track_caller]
 pub fn pair(a: &str, b: &str, a_sees_b: &str, b_sees_a: &str) -> (Endpoint, Endpoint, Peer, Peer) {
-    let mut ea = Endpoint::open(a).unwrap_or_else(|e| panic!("open {a}: {e}"));
-    let mut eb = Endpoint::open(b).unwrap_or_else(|e| panic!("open {b}: {e}"));
+    pair_with(a, b, a_sees_b, b_sees_a, Options::default())
+}
+
+/// [`pair`] with `options` for both endpoints.
+#[track_caller]
+pub fn pair_with(
+    a: &str,
+    b: &str,
+    a_sees_b: &str,
+    b_sees_a: &str,
+    options: Options,
+) -> (Endpoint, Endpoint, Peer, Peer) {
+    let mut ea =
+        Endpoint::open_with(a, options.clone()).unwrap_or_else(|e| panic!("open {a}: {e}"));
+    let mut eb = Endpoint::open_with(b, options).unwrap_or_else(|e| panic!("open {b}: {e}"));
     let to_b = ea.insert_addr(a_sees_b).unwrap();
     let to_a = eb.insert_addr(b_sees_a).unwrap();
     (ea, eb, to_b, to_a)
