@@ -66,6 +66,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         match self.peer_incarnation {
             None => {
+                cold_path();
                 self.peer_incarnation = Some(repr.src_incarnation);
                 if self.state == State::Connecting {
                     self.state = State::Established;
@@ -81,6 +82,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // The incarnation we challenged names ours: it hears us, it is the peer's new
             // life.
             Some(p) if names_us && self.challenge == Some(repr.src_incarnation) => {
+                cold_path();
                 self.challenge = None;
                 self.peer_restarted(now, p, repr.src_incarnation);
             }
@@ -101,6 +103,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let data = repr.flags & flags::DATA != 0;
         if repr.flags & (flags::ACK_NOW | flags::HELLO) != 0 || repr.dst_incarnation == 0 {
             // Answer at once: a probe wants it, and an introducer must learn who we are.
+            cold_path();
             self.recv.owe_ack(now, true);
         }
         let Ok(echo) = self.send.check_ack(repr.ack, repr.echo) else {
@@ -135,6 +138,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         } else if sack_words == 0 {
             self.on_ack(&held, &[]);
         } else {
+            cold_path();
             let mut sack = [0u64; MAX_SACK_WORDS];
             for (i, word) in sack.iter_mut().enumerate().take(sack_words) {
                 *word = h.sack_word(i);
@@ -142,6 +146,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.on_ack(&held, &sack[..sack_words]);
         }
         if repr.flags & flags::CLOSE != 0 {
+            cold_path();
             self.trace.record(now, TraceKind::PeerClosed, 0);
             self.state = State::Closed;
             self.rto_deadline = None;
@@ -172,6 +177,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             &mut self.delivered,
         );
         if !self.delivered.is_empty() {
+            cold_path();
             let mut delivered = core::mem::take(&mut self.delivered);
             for m in delivered.drain(..) {
                 self.deliver(now, m);
@@ -194,6 +200,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             DataOutcome::Accepted => Received::Accepted,
             DataOutcome::Duplicate => {
+                cold_path();
                 self.stats.dup_packets += 1;
                 self.trace
                     .record(now, TraceKind::Duplicate, u64::from(repr.seq));
@@ -201,6 +208,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
             DataOutcome::BeyondWindow => self.dropped(now, DropReason::BeyondWindow),
             DataOutcome::Violation(why) => {
+                cold_path();
                 self.fail(now, ConnectionError::ProtocolViolation(why));
                 Received::Dropped(DropReason::Malformed)
             }
@@ -217,6 +225,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.events.push_back(Event::Message(m));
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn dropped(&mut self, now: Instant, reason: DropReason) -> Received {
         let s = &mut self.stats;
         match reason {
@@ -266,15 +276,22 @@ impl<B: AsRef<[u8]>> Connection<B> {
     pub(super) fn on_ack(&mut self, a: &HeldAck, sack: &[u64]) {
         let now = a.at;
         let threshold = self.rtt.time_threshold_nanos(self.reordering.eighths);
-        let out = self
-            .send
-            .on_ack(a.ack, sack, a.echo, now, threshold, self.reordering.packets);
+        let out = self.send.on_ack(
+            a.ack,
+            sack,
+            a.echo,
+            now,
+            threshold,
+            self.reordering.packets,
+            &mut self.events,
+        );
         if a.dsack != 0
             && let Some(&(_, by_timeout)) = self
                 .recently_retransmitted
                 .iter()
                 .find(|&&(seq, _)| seq == a.dsack.wrapping_sub(1))
         {
+            cold_path();
             self.stats.spurious_retransmits += 1;
             self.spurious_losses(1);
             if !by_timeout {
@@ -282,9 +299,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
             }
         }
         if out.late > 0 {
+            cold_path();
             self.spurious_losses(out.late);
         }
         if out.reordered > 0 {
+            cold_path();
             self.reordering_seen(now);
         }
         self.send.peer_credit = a.credit;
@@ -292,6 +311,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.persist_probes = 0;
         }
         if out.newly_acked > 0 && self.send.timeout_mark != 0 {
+            cold_path();
             let mark = std::mem::take(&mut self.send.timeout_mark);
             self.check_spurious_timeout(mark, a.echo, out.before_mark, a.dsack != 0);
         }
@@ -352,17 +372,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.measure_aggregation(now, out.acked_bytes, delivery);
         }
         if out.lost > 0 {
+            cold_path();
             self.stats.lost += u64::from(out.lost);
             self.trace.record(now, TraceKind::Lost, u64::from(out.lost));
             self.congestion_event(now, false);
         }
-        for (id, msg) in self.send.completed.drain(..) {
-            self.stats.messages_sent += 1;
-            self.events.push_back(Event::Sent {
-                id: MessageId(id),
-                msg,
-            });
-        }
+        self.stats.messages_sent += u64::from(out.completed);
         if out.newly_acked > 0 || self.send.in_flight == 0 {
             self.rto_deadline =
                 (self.send.in_flight > 0).then(|| now.add_nanos(self.rtt.rto_nanos()));

@@ -209,19 +209,13 @@ pub const INLINE_PAYLOAD: usize = 192;
 /// What goes in the next packet.
 struct Plan {
     repr: HeaderRepr,
-    /// The SACK bitmap, when packets wait beyond a gap.
-    sack: Option<([u64; MAX_SACK_WORDS], u8)>,
+    /// Words of SACK bitmap the packet carries (0 when nothing waits beyond a gap). The
+    /// bitmap itself is written with the header ([`Connection::emit`]): a plan is small
+    /// to move, and the words are read from the receive half only when there are some.
+    sack_words: u8,
     payload: Option<(u64, u32)>,
     /// The packet ends a batch.
     batch_end: bool,
-}
-
-impl Plan {
-    fn sack(&self) -> &[u64] {
-        self.sack
-            .as_ref()
-            .map_or(&[], |(words, n)| &words[..usize::from(*n)])
-    }
 }
 
 /// The acknowledgement part of a packet: checked when the packet arrives and, for a data
@@ -763,3 +757,10 @@ mod lifecycle_tests;
 mod safety_tests;
 #[cfg(test)]
 mod tests;
+
+/// Marks the branch that calls it as rarely taken, so that the compiler lays the common
+/// path out straight and moves this one aside (what `std::hint::cold_path` does, stable
+/// only since Rust 1.95; a call to a `#[cold]` function is the older way to say it).
+#[cold]
+#[inline(never)]
+fn cold_path() {}

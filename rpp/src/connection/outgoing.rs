@@ -21,24 +21,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.stats.credit_stalls += 1;
         }
         self.stalled = stalled;
-        let mut next = self.recv.ack_deadline(self.timers.ack_delay);
         let hello = self
             .hello_deadline
             .filter(|_| self.state == State::Connecting && self.rto_deadline.is_none());
-        if let Some(t) = self.pacing_deadline
-            && next.is_none_or(|n| t < n)
-        {
-            next = Some(t);
-        }
-        for t in [self.rto_deadline, hello, self.probe_deadline()]
-            .into_iter()
-            .flatten()
-        {
-            if next.is_none_or(|n| t < n) {
-                next = Some(t);
-            }
-        }
-        next
+        let next = earliest(
+            self.recv.ack_deadline(self.timers.ack_delay),
+            self.pacing_deadline,
+        );
+        let next = earliest(earliest(next, self.rto_deadline), hello);
+        earliest(next, self.probe_deadline())
     }
 
     /// Whether a packet never sent before may go: the connection may send data, some
@@ -176,6 +167,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         let d = match self.send.next_retransmit(now) {
             Some(d) => {
+                cold_path();
                 self.stats.retransmitted += 1;
                 // A timeout's resend (whenever it goes): its D-SACK says nothing of
                 // reordering.
@@ -220,11 +212,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 
     pub(super) fn plan(&mut self, now: Instant) -> Option<Plan> {
-        if self.state == State::Failed {
-            return None;
-        }
-        if self.state == State::Closed {
-            if !self.close_due {
+        if matches!(self.state, State::Failed | State::Closed) {
+            cold_path();
+            if self.state == State::Failed || !self.close_due {
                 return None;
             }
             self.close_due = false;
@@ -242,7 +232,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             };
             return Some(Plan {
                 repr,
-                sack: None,
+                sack_words: 0,
                 payload: None,
                 batch_end: false,
             });
@@ -250,6 +240,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if self.challenge_due
             && let Some(candidate) = self.challenge
         {
+            cold_path();
             // Fields as a fresh connection's: the candidate knows nothing of this one.
             self.challenge_due = false;
             self.stats.acks_sent += 1;
@@ -266,7 +257,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             };
             return Some(Plan {
                 repr,
-                sack: None,
+                sack_words: 0,
                 payload: None,
                 batch_end: false,
             });
@@ -303,16 +294,20 @@ impl<B: AsRef<[u8]>> Connection<B> {
         if data.is_some() {
             flags |= flags::DATA;
         } else if self.hello_due {
+            cold_path();
             self.hello_due = false;
             self.stats.acks_sent += 1;
         } else if self.full_ack_due {
+            cold_path();
             self.stats.acks_sent += 1;
         } else if self.probe_due {
+            cold_path();
             self.probe_due = false;
             flags |= flags::ACK_NOW;
             self.stats.probes += 1;
             self.stats.acks_sent += 1;
         } else if self.state == State::Closing && self.send.is_idle() {
+            cold_path();
             flags |= flags::CLOSE;
             self.state = State::Closed;
             self.we_closed = true;
@@ -331,20 +326,19 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return None;
         }
         if self.state == State::Connecting || self.peer_incarnation.is_none() {
+            cold_path();
             flags |= flags::HELLO;
         }
-        let mut sack = self.recv.sack_bitmap();
+        let mut sack_words = self.recv.sack_bitmap().map_or(0, |(_, used)| used);
         let mut echo = self.recv.echo;
         // A data packet has room for DATA_SACK_WORDS of bitmap. A longer one is cut, and
         // the echo withheld: it would say that packets beyond the cut arrived, and the
         // sender would take those it cannot see acknowledged for lost. An acknowledgement
         // with the whole bitmap and the echo goes next.
         self.full_ack_due = false;
-        if data.is_some()
-            && let Some((_, used)) = sack.as_mut()
-            && usize::from(*used) > DATA_SACK_WORDS
-        {
-            *used = DATA_SACK_WORDS as u8;
+        if data.is_some() && usize::from(sack_words) > DATA_SACK_WORDS {
+            cold_path();
+            sack_words = DATA_SACK_WORDS as u8;
             echo = 0;
             self.stats.sack_cuts += 1;
             self.full_ack_due = true;
@@ -388,17 +382,35 @@ impl<B: AsRef<[u8]>> Connection<B> {
         self.stats.packets_sent += 1;
         Some(Plan {
             repr,
-            sack,
+            sack_words,
             payload: data.map(|(_, id, frag)| (id, frag)),
             batch_end,
         })
+    }
+
+    /// Writes a plan's header into `out`; returns its length.
+    #[inline]
+    fn emit(&self, plan: &Plan, out: &mut [u8]) -> Option<usize> {
+        if plan.sack_words == 0 {
+            return plan.repr.emit(out, &[]);
+        }
+        self.emit_with_sack(plan, out)
+    }
+
+    /// [`Connection::emit`] for a header with a SACK bitmap, read from the receive half
+    /// as `plan` found it (nothing changes the buffered packets in between).
+    #[inline(never)]
+    fn emit_with_sack(&self, plan: &Plan, out: &mut [u8]) -> Option<usize> {
+        let (words, _) = self.recv.sack_bitmap()?;
+        let used = usize::from(plan.sack_words).min(MAX_SACK_WORDS);
+        plan.repr.emit(out, &words[..used])
     }
 
     /// Writes the next packet to send into `buf` (at least `config.mtu` bytes); returns
     /// its length, or `None` when nothing needs to go now.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let plan = self.plan(now)?;
-        let header_len = plan.repr.emit(buf, plan.sack())?;
+        let header_len = self.emit(&plan, buf)?;
         let payload = plan
             .payload
             .and_then(|(id, frag)| self.send.fragment(id, frag))
@@ -428,7 +440,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return None;
         }
         let plan = self.plan(now)?;
-        let header_len = plan.repr.emit(header, plan.sack())?;
+        let header_len = self.emit(&plan, header)?;
         let message = plan
             .payload
             .and_then(|(id, frag)| self.send.fragment_of(id, frag));
@@ -503,5 +515,15 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// yet taken).
     pub fn recv_held(&self) -> usize {
         self.recv.held()
+    }
+}
+
+/// The earlier of two deadlines, either of which may be unset.
+#[inline]
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
     }
 }

@@ -10,6 +10,7 @@
 //! caught as quickly as a lost first send, and no resend is declared lost by evidence
 //! older than itself.
 
+use super::{Event, MessageId};
 use crate::time::Instant;
 use crate::wire::{MAX_SACK_WORDS, seq_le, seq_lt};
 use std::collections::VecDeque;
@@ -58,12 +59,14 @@ pub(crate) struct Sent {
     pub(crate) first_sent_time: Instant,
 }
 
-/// What an acknowledgement did. Messages it completed are in
-/// [`SendState::completed`].
+/// What an acknowledgement did. Messages it completed went to the connection's events
+/// ([`Event::Sent`]) as it found them.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct AckOutcome {
     /// Packets newly acknowledged.
     pub(crate) newly_acked: u32,
+    /// Messages newly complete (their buffers handed back in [`Event::Sent`]).
+    pub(crate) completed: u32,
     /// A round-trip sample in nanoseconds: the echoed transmission was newly
     /// acknowledged.
     pub(crate) rtt: Option<u64>,
@@ -146,9 +149,6 @@ pub(crate) struct SendState<B> {
     /// Sequence numbers beyond `snd_una` the peer lets us use.
     pub(crate) peer_credit: u32,
     pub(crate) max_payload: usize,
-    /// Messages the last acknowledgement completed, with their buffers (drained by the
-    /// connection; kept to reuse its allocation).
-    pub(crate) completed: Vec<(u64, B)>,
 }
 
 impl<B: AsRef<[u8]>> SendState<B> {
@@ -180,7 +180,6 @@ impl<B: AsRef<[u8]>> SendState<B> {
             queued_bytes: 0,
             peer_credit: initial_credit,
             max_payload,
-            completed: Vec::new(),
         }
     }
 
@@ -464,7 +463,14 @@ impl<B: AsRef<[u8]>> SendState<B> {
     }
 
     #[inline(always)]
-    fn mark_acked(&mut self, seq: u32, echo: u64, now: Instant, out: &mut AckOutcome) {
+    fn mark_acked(
+        &mut self,
+        seq: u32,
+        echo: u64,
+        now: Instant,
+        out: &mut AckOutcome,
+        events: &mut VecDeque<Event<B>>,
+    ) {
         let timeout_mark = self.timeout_mark;
         let Some(s) = self.sent_mut(seq) else { return };
         if s.acked {
@@ -513,7 +519,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
             {
                 let len = m.len;
                 self.queued_bytes -= len;
-                self.completed.push((msg_id, buf));
+                out.completed += 1;
+                events.push_back(Event::Sent {
+                    id: MessageId(msg_id),
+                    msg: buf,
+                });
             }
         }
     }
@@ -547,13 +557,13 @@ impl<B: AsRef<[u8]>> SendState<B> {
     /// no newer transmission (so [`SendState::on_ack`] would find no loss either).
     #[inline]
     pub(crate) fn ack_tells_nothing(&self, ack: u32, echo: Option<u64>) -> bool {
-        !seq_lt(self.snd_una, ack)
-            && echo.is_none_or(|e| e <= self.largest_acked_order)
-            && self.completed.is_empty()
+        !seq_lt(self.snd_una, ack) && echo.is_none_or(|e| e <= self.largest_acked_order)
     }
 
     /// Processes a cumulative ack, a SACK bitmap (bit i: `ack + 1 + i`) and the echoed
-    /// transmission number, all checked by [`SendState::check_ack`].
+    /// transmission number, all checked by [`SendState::check_ack`]. The messages it
+    /// completes go to `events`, in order.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_ack(
         &mut self,
         ack: u32,
@@ -562,12 +572,13 @@ impl<B: AsRef<[u8]>> SendState<B> {
         now: Instant,
         time_threshold: u64,
         packet_threshold: u32,
+        events: &mut VecDeque<Event<B>>,
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
         let echo_full = echo.unwrap_or(0);
         // The cumulative part: everything before `ack` is acknowledged and leaves.
         while seq_lt(self.snd_una, ack) {
-            self.mark_acked(self.snd_una, echo_full, now, &mut out);
+            self.mark_acked(self.snd_una, echo_full, now, &mut out, events);
             self.unacked.pop_front();
             self.snd_una = self.snd_una.wrapping_add(1);
         }
@@ -579,7 +590,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 bits &= !(1 << (63 - i));
                 let seq = ack.wrapping_add(1 + w as u32 * 64 + i);
                 if seq_lt(seq, self.snd_nxt) {
-                    self.mark_acked(seq, echo_full, now, &mut out);
+                    self.mark_acked(seq, echo_full, now, &mut out, events);
                 }
             }
         }
