@@ -950,35 +950,9 @@ impl Endpoint {
             } else {
                 buf
             };
-            let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
-            let id = conn.send(buf).map_err(|e| match e {
-                myri_rpp::SendError::WouldBlock(buf) => SendError {
-                    error: SendErrorKind::WouldBlock,
-                    buf: unlend(buf),
-                },
-                myri_rpp::SendError::TooLarge(buf) => SendError {
-                    error: SendErrorKind::TooLarge {
-                        len: buf.len(),
-                        max,
-                    },
-                    buf: unlend(buf),
-                },
-                myri_rpp::SendError::Closed(buf) => SendError {
-                    error: SendErrorKind::PeerClosed { peer },
-                    buf: unlend(buf),
-                },
-                // A refusal this version of RPP does not name: the peer is not usable.
-                other => SendError {
-                    error: SendErrorKind::PeerFailed { peer },
-                    buf: unlend(other.into_inner()),
-                },
-            });
-            let id = match id {
+            let id = match conn.send(buf) {
                 Ok(id) => MsgId(id.0),
-                Err(e) => {
-                    self.stats.would_block += u64::from(e.error.is_would_block());
-                    return Err(e);
-                }
+                Err(e) => return Err(self.refused(peer, max, e)),
             };
             // Latency: the first packets go out now, not at the next progress call, and
             // the device starts on them at once.
@@ -1013,6 +987,38 @@ impl Endpoint {
             SendKind::Heap => &mut self.stats.heap_sends,
         } += 1;
         Ok(id)
+    }
+
+    /// The error for a message RPP refused, with its buffer (taken back from the board
+    /// if it was lent), counted. Out of line: `send`'s path is the message taken.
+    #[cold]
+    #[inline(never)]
+    fn refused(&mut self, peer: Peer, max: usize, e: myri_rpp::SendError<Buf>) -> SendError {
+        let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
+        let e = match e {
+            myri_rpp::SendError::WouldBlock(buf) => SendError {
+                error: SendErrorKind::WouldBlock,
+                buf: unlend(buf),
+            },
+            myri_rpp::SendError::TooLarge(buf) => SendError {
+                error: SendErrorKind::TooLarge {
+                    len: buf.len(),
+                    max,
+                },
+                buf: unlend(buf),
+            },
+            myri_rpp::SendError::Closed(buf) => SendError {
+                error: SendErrorKind::PeerClosed { peer },
+                buf: unlend(buf),
+            },
+            // A refusal this version of RPP does not name: the peer is not usable.
+            other => SendError {
+                error: SendErrorKind::PeerFailed { peer },
+                buf: unlend(other.into_inner()),
+            },
+        };
+        self.stats.would_block += u64::from(e.error.is_would_block());
+        e
     }
 
     /// Whether a message sent now can reach a process on the other side: over `shm://`,
@@ -1464,6 +1470,16 @@ impl Endpoint {
                         peer,
                         data: RecvBuf::from_vec(m),
                         life: slot.life,
+                    });
+                    continue;
+                }
+                // The common completion: nothing waits before it and its buffer was not
+                // lent (a short message is copied behind its header), so it is settled.
+                Event::Sent { id, msg } if self.unsettled.is_empty() && msg.lent().is_none() => {
+                    self.completions.push_back(Completion::Sent {
+                        peer,
+                        id: MsgId(id.0),
+                        buf: msg,
                     });
                     continue;
                 }
