@@ -1127,7 +1127,7 @@ impl Endpoint {
         if self.native {
             return self.progress_native();
         }
-        let mut worked = self.backend.progress();
+        let worked = self.backend.progress();
         // Nothing arrived, nothing is due and nothing waits to be sent: done (a host
         // spinning on `progress` for the next packet costs a few loads a turn).
         if !worked
@@ -1139,6 +1139,15 @@ impl Endpoint {
         {
             return false;
         }
+        self.pass(worked)
+    }
+
+    /// The part of [`Endpoint::progress`] past its quick test: takes what arrived, and
+    /// runs the timers and sends unless a delivery defers that (see below). Out of line,
+    /// as [`Endpoint::run_timers`] is: the spinning host's quick test, the receive and
+    /// the rest each lie together in the code.
+    #[inline(never)]
+    fn pass(&mut self, mut worked: bool) -> bool {
         // From here the pass either takes every datagram waiting or leaves the next one
         // owed in full (`idle_until` 0).
         self.recv_owed = false;
@@ -1172,7 +1181,7 @@ impl Endpoint {
         let now = myri_rpp::Instant::from_nanos(self.backend.progressed_at());
         let mut delivered = false;
         while !drained && self.deliveries.len() < max {
-            let Some(inc) = first.take().or_else(|| self.backend.recv()) else {
+            let Some(mut inc) = first.take().or_else(|| self.backend.recv()) else {
                 drained = true;
                 break;
             };
@@ -1192,21 +1201,12 @@ impl Endpoint {
                     None => continue,
                 },
             };
-            if self.peers[peer.0 as usize].conn.is_none() {
-                // Raw: a backend hands over only datagrams of the peer's current life (a
-                // later one's newcomer makes it skip the earlier's), so one that arrives
-                // after the peer was found dead was sent before it died, and is
-                // delivered, as a socket would.
-                self.deliver(peer, inc.data);
-                continue;
-            }
-            if self.peers[peer.0 as usize].failed {
-                // The backend may have just learned that the peer came back.
-                self.backend_events();
-            }
-            if self.peers[peer.0 as usize].failed && !self.revive(peer, &inc.data, now) {
-                self.stats.rpp_dropped += 1;
-                continue;
+            let slot = &self.peers[peer.0 as usize];
+            if slot.conn.is_none() || slot.failed {
+                let Some(data) = self.raw_or_failed(peer, inc.data, now) else {
+                    continue;
+                };
+                inc.data = data;
             }
             let slot = &mut self.peers[peer.0 as usize];
             let Some(conn) = slot.conn.as_mut() else {
@@ -1246,6 +1246,13 @@ impl Endpoint {
             self.idle_until = 0;
             return true;
         }
+        self.run_timers(now, drained, worked)
+    }
+
+    /// The end of a full pass: every connection's timers, what it has to send and the
+    /// events that raises; then when the next pass may end early (`idle_until`).
+    #[inline(never)]
+    fn run_timers(&mut self, now: myri_rpp::Instant, drained: bool, mut worked: bool) -> bool {
         self.deferred = false;
         self.transmit_blocked = false;
         let mut next_timer = u64::MAX;
@@ -1271,6 +1278,32 @@ impl Endpoint {
             0
         };
         worked
+    }
+
+    /// A datagram from a raw peer, or from a peer found failed: delivered for a raw peer
+    /// (a backend hands over only datagrams of the peer's current life, a later one's
+    /// newcomer makes it skip the earlier's, so one that arrives after the peer was found
+    /// dead was sent before it died, and is delivered, as a socket would); for a failed
+    /// one, handed back for RPP if it revives the peer, else dropped and counted.
+    #[cold]
+    #[inline(never)]
+    fn raw_or_failed(
+        &mut self,
+        peer: Peer,
+        data: RecvBuf,
+        now: myri_rpp::Instant,
+    ) -> Option<RecvBuf> {
+        if self.peers[peer.0 as usize].conn.is_none() {
+            self.deliver(peer, data);
+            return None;
+        }
+        // The backend may have just learned that the peer came back.
+        self.backend_events();
+        if self.peers[peer.0 as usize].failed && !self.revive(peer, &data, now) {
+            self.stats.rpp_dropped += 1;
+            return None;
+        }
+        Some(data)
     }
 
     /// Handles what the backend learned on its own; returns whether there was anything.
