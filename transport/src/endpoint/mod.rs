@@ -966,18 +966,7 @@ impl Endpoint {
             self.after_send(peer);
             id
         } else {
-            match self.backend.send(&addr, buf) {
-                Ok(sent) => {
-                    self.stats.datagrams_sent += 1;
-                    self.stats.copied_sends += u64::from(sent.copied);
-                }
-                Err(e) => {
-                    self.stats.would_block += u64::from(e.error.is_would_block());
-                    return Err(e);
-                }
-            }
-            self.next_raw_id += 1;
-            MsgId(self.next_raw_id - 1)
+            self.send_raw(&addr, buf)?
         };
         self.stats.sends += 1;
         *match kind {
@@ -987,6 +976,24 @@ impl Endpoint {
             SendKind::Heap => &mut self.stats.heap_sends,
         } += 1;
         Ok(id)
+    }
+
+    /// [`Endpoint::send`] of a raw datagram: out of line, as the reliable path is the
+    /// other's.
+    #[inline(never)]
+    fn send_raw(&mut self, addr: &RemoteAddr, buf: Buf) -> Result<MsgId, SendError> {
+        match self.backend.send(addr, buf) {
+            Ok(sent) => {
+                self.stats.datagrams_sent += 1;
+                self.stats.copied_sends += u64::from(sent.copied);
+            }
+            Err(e) => {
+                self.stats.would_block += u64::from(e.error.is_would_block());
+                return Err(e);
+            }
+        }
+        self.next_raw_id += 1;
+        Ok(MsgId(self.next_raw_id - 1))
     }
 
     /// The error for a message RPP refused, with its buffer (taken back from the board

@@ -15,7 +15,9 @@ use crate::error::{PeerFailure, SendError};
 const FAST_RECVS: u32 = 32;
 
 impl Endpoint {
-    /// Sends `buf` to `peer` (at `addr`) with the backend's own reliability.
+    /// Sends `buf` to `peer` (at `addr`) with the backend's own reliability (out of
+    /// line: `send`'s own code is RPP's path).
+    #[inline(never)]
     pub(super) fn send_native(
         &mut self,
         peer: Peer,
