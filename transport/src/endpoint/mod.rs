@@ -1158,7 +1158,9 @@ impl Endpoint {
         // From here the pass either takes every datagram waiting or leaves the next one
         // owed in full (`idle_until` 0).
         self.recv_owed = false;
-        worked |= self.backend_events();
+        if self.backend.has_events() {
+            worked |= self.backend_events();
+        }
         self.settle_waiting();
         let max = self.options.max_pending_deliveries;
         // A pass with nothing to settle and no pass owed in full receives before it reads
