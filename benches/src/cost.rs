@@ -90,6 +90,9 @@ pub enum CallgrindError {
     /// `--dump-instr=yes`, or the file is not a callgrind profile).
     #[error("no per-instruction counts in {0}")]
     NoInstructions(PathBuf),
+    /// `objdump` (binutils) could not be run on the harness or printed no instructions.
+    #[error("cannot read the instructions of {0} with objdump (is binutils installed?)")]
+    Objdump(PathBuf),
 }
 
 /// Runs `exe args` under callgrind, writing the profile to `out` (with `env` set), and
@@ -222,6 +225,44 @@ impl InstrCounts {
             .map(|(&a, _)| a)
     }
 
+    /// The bytes of code that ran at least `times` more often here than in `base`, by
+    /// the function they were counted in (most first, then by name), and in all; an
+    /// instruction's size is its distance to the next in `sizes` (see
+    /// [`instruction_sizes`]). The bytes over 64 are the fewest lines that code could
+    /// fill: set beside [`InstrCounts::lines_run_since`], what the layout wastes (the code
+    /// that did not run, jumped over, in the lines that did).
+    pub fn bytes_run_since(
+        &self,
+        base: &InstrCounts,
+        times: u64,
+        sizes: &HashMap<u64, u64>,
+    ) -> (u64, Vec<(&str, u64)>) {
+        let mut per = vec![0u64; self.functions.len()];
+        let mut all = 0;
+        for a in self.run_since(base, times) {
+            let size = sizes.get(&a).copied().unwrap_or(0);
+            all += size;
+            if let Some(&f) = self.owners.get(&a) {
+                per[f] += size;
+            }
+        }
+        let mut out: Vec<(&str, u64)> = per
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, n)| n > 0)
+            .map(|(f, n)| (self.functions[f].as_str(), n))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        (all, out)
+    }
+
+    /// The addresses of the instructions counted, lowest and highest (`None` for none).
+    pub fn address_range(&self) -> Option<(u64, u64)> {
+        let lo = self.counts.keys().min()?;
+        let hi = self.counts.keys().max()?;
+        Some((*lo, *hi))
+    }
+
     /// The 64-byte lines of code holding an instruction that ran at least `times` more
     /// often here than in `base` (the same program run for fewer units of work, so that
     /// start-up code cancels out).
@@ -253,6 +294,52 @@ impl InstrCounts {
         out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         out
     }
+}
+
+/// The size of each instruction of `exe` from address `lo` to `hi`, disassembled by
+/// `objdump -d`: callgrind's profile has the addresses of the instructions that ran, not
+/// their lengths.
+pub fn instruction_sizes(
+    exe: &Path,
+    lo: u64,
+    hi: u64,
+) -> Result<HashMap<u64, u64>, CallgrindError> {
+    let out = Command::new("objdump")
+        .arg("-d")
+        .arg("--no-show-raw-insn")
+        .arg(format!("--start-address={lo:#x}"))
+        .arg(format!("--stop-address={:#x}", hi.saturating_add(16)))
+        .arg(exe)
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|_| CallgrindError::Objdump(exe.to_path_buf()))?;
+    let sizes = sizes_from_disassembly(&String::from_utf8_lossy(&out.stdout));
+    if !out.status.success() || sizes.is_empty() {
+        return Err(CallgrindError::Objdump(exe.to_path_buf()));
+    }
+    Ok(sizes)
+}
+
+/// Reads `objdump -d`'s listing: each instruction line starts with its address in hex and
+/// a colon, and an instruction's size is the distance to the next one's address (the last
+/// of a run of instructions, before a gap or a new section, has none and is left out).
+/// Lines of other kinds (function labels, file names, blank) are skipped.
+pub fn sizes_from_disassembly(listing: &str) -> HashMap<u64, u64> {
+    let addrs: Vec<u64> = listing
+        .lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.trim_start().split_once(':')?;
+            if !rest.starts_with(char::is_whitespace) {
+                return None;
+            }
+            u64::from_str_radix(addr, 16).ok()
+        })
+        .collect();
+    addrs
+        .windows(2)
+        .filter(|w| w[1] > w[0] && w[1] - w[0] <= 15)
+        .map(|w| (w[0], w[1] - w[0]))
+        .collect()
 }
 
 /// The layers of the stack an instruction can belong to, in the order they are printed.
@@ -532,6 +619,35 @@ mod tests {
             InstrCounts::parse("positions: instr\nevents: Ir\n+x 3\n"),
             None
         );
+    }
+
+    #[test]
+    fn executed_bytes_come_from_the_disassembly_by_function() {
+        let listing = "\n/x/h:     file format elf64-x86-64\n\nDisassembly of section .text:\n\n\
+            0000000000001000 <main>:\n    1000:\tpush   %rbp\n    1001:\tmov    %rsp,%rbp\n\
+            /w/src/main.rs:3\n    1004:\tcall   2000 <f>\n    1009:\tret\n\n\
+            0000000000002000 <f>:\n    2000:\tnop\n    2003:\tret\n";
+        let sizes = sizes_from_disassembly(listing);
+        assert_eq!(sizes.get(&0x1000), Some(&1));
+        assert_eq!(sizes.get(&0x1001), Some(&3));
+        assert_eq!(sizes.get(&0x1004), Some(&5));
+        // The last before a gap of more than an instruction's 15 bytes, and the very
+        // last, have no size; the function label and file name lines are no instructions.
+        assert_eq!(sizes.get(&0x1009), None);
+        assert_eq!(sizes.get(&0x2000), Some(&3));
+        assert_eq!(sizes.len(), 4);
+        let profile = "positions: instr line\nevents: Ir\nfn=(1) main\n\
+            0x1000 1 5\n+1 * 5\n+3 * 5\nfn=(2) f\n0x2000 1 4\n";
+        let c = InstrCounts::parse(profile).expect("parsed");
+        let none = InstrCounts::default();
+        assert_eq!(c.address_range(), Some((0x1000, 0x2000)));
+        assert_eq!(c.bytes_run_since(&none, 5, &sizes), (9, vec![("main", 9)]));
+        assert_eq!(
+            c.bytes_run_since(&none, 4, &sizes),
+            (12, vec![("main", 9), ("f", 3)])
+        );
+        assert_eq!(c.bytes_run_since(&c, 1, &sizes), (0, vec![]));
+        assert_eq!(none.address_range(), None);
     }
 
     #[test]

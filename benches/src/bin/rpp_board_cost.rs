@@ -243,14 +243,17 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         let p = path_cost(&exe, &dir, which, small, large)?;
         println!(
             "  {:<9} all {:>7.0} instructions {:>6.0} I1 misses;  on the path {:>7.0} \
-             instructions {:>6.0} I1 misses;  code run every exchange {} lines ({:.1} KiB)",
+             instructions {:>6.0} I1 misses;  code run every exchange {} lines ({:.1} KiB; \
+             the instructions that ran {:.1} KiB, {} lines' worth)",
             which.name(),
             p.all[0],
             p.all[1],
             p.path[0],
             p.path[1],
             p.lines,
-            p.lines as f64 / 16.0
+            p.lines as f64 / 16.0,
+            p.bytes as f64 / 1024.0,
+            p.bytes.div_ceil(64),
         );
         paths.push(p);
     }
@@ -273,7 +276,8 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         }
         println!(
             "  lines of code an exchange runs by function, the {FUNCTIONS} with most in \
-             rpp-path (raw-path, rpp-path):"
+             rpp-path (raw-path, rpp-path, and the lines rpp-path's instructions that ran \
+             would fill: the rest of its lines is code jumped over):"
         );
         for (function, n) in rpp.functions.iter().take(FUNCTIONS) {
             let raw_n = raw
@@ -281,7 +285,15 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
                 .iter()
                 .find(|(f, _)| f == function)
                 .map_or(0, |&(_, n)| n);
-            println!("    {raw_n:>4} {n:>4}  {function}");
+            let bytes = rpp
+                .function_bytes
+                .iter()
+                .find(|(f, _)| f == function)
+                .map_or(0, |&(_, b)| b);
+            println!(
+                "    {raw_n:>4} {n:>4} {:>4}  {function}",
+                bytes.div_ceil(64)
+            );
         }
     }
     Ok(())
@@ -298,6 +310,11 @@ struct PathCost {
     layers: Vec<(&'static str, f64)>,
     /// `lines` by function, most first.
     functions: Vec<(String, usize)>,
+    /// The bytes of the instructions that ran every exchange (read with `objdump`): over
+    /// 64, the fewest lines they could fill.
+    bytes: u64,
+    /// `bytes` by function.
+    function_bytes: Vec<(String, u64)>,
 }
 
 /// How many functions `compare` lists by the lines of code they run an exchange.
@@ -358,7 +375,17 @@ fn path_cost(
         }
     }
     let per = |i: usize, e: usize| (at[1][i][e] - at[0][i][e]) / (large - small) as f64;
+    let (lo, hi) = instrs[1]
+        .address_range()
+        .ok_or_else(|| CallgrindError::NoInstructions(dir.to_path_buf()))?;
+    let sizes = cost::instruction_sizes(exe, lo, hi)?;
+    let (bytes, function_bytes) = instrs[1].bytes_run_since(&instrs[0], large - small, &sizes);
     Ok(PathCost {
+        bytes,
+        function_bytes: function_bytes
+            .into_iter()
+            .map(|(f, b)| (f.to_string(), b))
+            .collect(),
         all: [per(0, 0), per(0, 1)],
         path: [per(1, 0), per(1, 1)],
         lines: instrs[1].lines_run_since(&instrs[0], large - small),
