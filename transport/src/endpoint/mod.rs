@@ -1211,8 +1211,16 @@ impl Endpoint {
                 },
             };
             let slot = &self.peers[peer.0 as usize];
-            if slot.conn.is_none() || slot.failed {
-                let Some(data) = self.raw_or_failed(peer, inc.data, now) else {
+            if slot.conn.is_none() {
+                // Raw: a backend hands over only datagrams of the peer's current life (a
+                // later one's newcomer makes it skip the earlier's), so one that arrives
+                // after the peer was found dead was sent before it died, and is
+                // delivered, as a socket would.
+                self.deliver(peer, inc.data);
+                continue;
+            }
+            if slot.failed {
+                let Some(data) = self.failed_peer_datagram(peer, inc.data, now) else {
                     continue;
                 };
                 inc.data = data;
@@ -1289,23 +1297,16 @@ impl Endpoint {
         worked
     }
 
-    /// A datagram from a raw peer, or from a peer found failed: delivered for a raw peer
-    /// (a backend hands over only datagrams of the peer's current life, a later one's
-    /// newcomer makes it skip the earlier's, so one that arrives after the peer was found
-    /// dead was sent before it died, and is delivered, as a socket would); for a failed
-    /// one, handed back for RPP if it revives the peer, else dropped and counted.
+    /// A datagram from a peer found failed: handed back for RPP if it revives the peer,
+    /// else dropped and counted.
     #[cold]
     #[inline(never)]
-    fn raw_or_failed(
+    fn failed_peer_datagram(
         &mut self,
         peer: Peer,
         data: RecvBuf,
         now: myri_rpp::Instant,
     ) -> Option<RecvBuf> {
-        if self.peers[peer.0 as usize].conn.is_none() {
-            self.deliver(peer, data);
-            return None;
-        }
         // The backend may have just learned that the peer came back.
         self.backend_events();
         if self.peers[peer.0 as usize].failed && !self.revive(peer, &data, now) {
