@@ -246,14 +246,20 @@ impl InstrCounts {
                 per[f] += size;
             }
         }
-        let mut out: Vec<(&str, u64)> = per
+        (all, self.by_function(per))
+    }
+
+    /// A tally by function index, named, without the functions at zero, most first
+    /// (then by name).
+    fn by_function<N: Ord + Copy + Default>(&self, per: Vec<N>) -> Vec<(&str, N)> {
+        let mut out: Vec<(&str, N)> = per
             .into_iter()
             .enumerate()
-            .filter(|&(_, n)| n > 0)
+            .filter(|&(_, n)| n > N::default())
             .map(|(f, n)| (self.functions[f].as_str(), n))
             .collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        (all, out)
+        out
     }
 
     /// The addresses of the instructions counted, lowest and highest (`None` for none).
@@ -285,14 +291,7 @@ impl InstrCounts {
         for (f, _) in lines {
             per[f] += 1;
         }
-        let mut out: Vec<(&str, usize)> = per
-            .into_iter()
-            .enumerate()
-            .filter(|&(_, n)| n > 0)
-            .map(|(f, n)| (self.functions[f].as_str(), n))
-            .collect();
-        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        out
+        self.by_function(per)
     }
 }
 
