@@ -23,6 +23,13 @@ use send::SendState;
 use std::collections::VecDeque;
 use thiserror::Error;
 
+/// Marks the branch that calls it as rarely taken, so that the compiler lays the common
+/// path out straight and moves this one aside (what `std::hint::cold_path` does, stable
+/// only since Rust 1.95; a call to a `#[cold]` function is the older way to say it).
+#[cold]
+#[inline(never)]
+fn cold_path() {}
+
 /// Identifies a message within one incarnation of a connection (they count from zero).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(pub u64);
@@ -757,10 +764,3 @@ mod lifecycle_tests;
 mod safety_tests;
 #[cfg(test)]
 mod tests;
-
-/// Marks the branch that calls it as rarely taken, so that the compiler lays the common
-/// path out straight and moves this one aside (what `std::hint::cold_path` does, stable
-/// only since Rust 1.95; a call to a `#[cold]` function is the older way to say it).
-#[cold]
-#[inline(never)]
-fn cold_path() {}

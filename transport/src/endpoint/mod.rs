@@ -940,7 +940,6 @@ impl Endpoint {
                 .conn
                 .as_mut()
                 .expect("reliable peers have a connection");
-            let max = self.rpp.max_message_len;
             // Where the backend sends from the application's buffer, RPP keeps it lent:
             // readable by both, written by neither, until it is acknowledged. A short
             // message is copied behind its header instead: cheaper than a second DMA and
@@ -952,7 +951,7 @@ impl Endpoint {
             };
             let id = match conn.send(buf) {
                 Ok(id) => MsgId(id.0),
-                Err(e) => return Err(self.refused(peer, max, e)),
+                Err(e) => return Err(self.refused(peer, e)),
             };
             // Latency: the first packets go out now, not at the next progress call, and
             // the device starts on them at once.
@@ -1000,7 +999,7 @@ impl Endpoint {
     /// if it was lent), counted. Out of line: `send`'s path is the message taken.
     #[cold]
     #[inline(never)]
-    fn refused(&mut self, peer: Peer, max: usize, e: myri_rpp::SendError<Buf>) -> SendError {
+    fn refused(&mut self, peer: Peer, e: myri_rpp::SendError<Buf>) -> SendError {
         let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
         let e = match e {
             myri_rpp::SendError::WouldBlock(buf) => SendError {
@@ -1010,7 +1009,7 @@ impl Endpoint {
             myri_rpp::SendError::TooLarge(buf) => SendError {
                 error: SendErrorKind::TooLarge {
                     len: buf.len(),
-                    max,
+                    max: self.rpp.max_message_len,
                 },
                 buf: unlend(buf),
             },
@@ -1190,7 +1189,7 @@ impl Endpoint {
         let now = myri_rpp::Instant::from_nanos(self.backend.progressed_at());
         let mut delivered = false;
         while !drained && self.deliveries.len() < max {
-            let Some(mut inc) = first.take().or_else(|| self.backend.recv()) else {
+            let Some(inc) = first.take().or_else(|| self.backend.recv()) else {
                 drained = true;
                 break;
             };
@@ -1219,11 +1218,8 @@ impl Endpoint {
                 self.deliver(peer, inc.data);
                 continue;
             }
-            if slot.failed {
-                let Some(data) = self.failed_peer_datagram(peer, inc.data, now) else {
-                    continue;
-                };
-                inc.data = data;
+            if slot.failed && !self.failed_peer_revived(peer, &inc.data, now) {
+                continue;
             }
             let slot = &mut self.peers[peer.0 as usize];
             let Some(conn) = slot.conn.as_mut() else {
@@ -1297,23 +1293,19 @@ impl Endpoint {
         worked
     }
 
-    /// A datagram from a peer found failed: handed back for RPP if it revives the peer,
-    /// else dropped and counted.
+    /// For a datagram from a peer found failed: whether the peer lives again (the
+    /// backend learned it came back, or the datagram revives it), so that RPP takes the
+    /// datagram; if not, it is dropped and counted.
     #[cold]
     #[inline(never)]
-    fn failed_peer_datagram(
-        &mut self,
-        peer: Peer,
-        data: RecvBuf,
-        now: myri_rpp::Instant,
-    ) -> Option<RecvBuf> {
+    fn failed_peer_revived(&mut self, peer: Peer, data: &[u8], now: myri_rpp::Instant) -> bool {
         // The backend may have just learned that the peer came back.
         self.backend_events();
-        if self.peers[peer.0 as usize].failed && !self.revive(peer, &data, now) {
+        if self.peers[peer.0 as usize].failed && !self.revive(peer, data, now) {
             self.stats.rpp_dropped += 1;
-            return None;
+            return false;
         }
-        Some(data)
+        true
     }
 
     /// Handles what the backend learned on its own; returns whether there was anything.
@@ -1516,16 +1508,6 @@ impl Endpoint {
                     });
                     continue;
                 }
-                // The common completion: nothing waits before it and its buffer was not
-                // lent (a short message is copied behind its header), so it is settled.
-                Event::Sent { id, msg } if self.unsettled.is_empty() && msg.lent().is_none() => {
-                    self.completions.push_back(Completion::Sent {
-                        peer,
-                        id: MsgId(id.0),
-                        buf: msg,
-                    });
-                    continue;
-                }
                 Event::Sent { id, msg } => Completion::Sent {
                     peer,
                     id: MsgId(id.0),
@@ -1684,6 +1666,9 @@ impl core::fmt::Debug for Endpoint {
 
 /// [`Endpoint::settle`] on the two queues: `c` goes to `completions` when nothing waits
 /// before it and all its buffers are back for writing, else behind the others waiting.
+/// Inline: every acknowledged message's completion comes this way, most of them settled
+/// at once.
+#[inline(always)]
 fn settle_into(
     unsettled: &mut VecDeque<Completion>,
     completions: &mut VecDeque<Completion>,
@@ -1698,6 +1683,7 @@ fn settle_into(
 
 /// Takes every lent buffer of `c` back for writing that the board reads no more; says
 /// whether none is left lent.
+#[inline]
 fn unlend_all(c: &mut Completion) -> bool {
     fn one(b: &mut Buf) -> bool {
         if b.lent().is_none() {
