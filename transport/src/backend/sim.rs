@@ -401,6 +401,11 @@ pub(crate) struct SimBackend {
     /// Sends the board may not have finished: the board's count when last asked, plus
     /// the sends since (see `can_send`).
     pending: usize,
+    /// The board said its send channel was full and has not been stepped since: an
+    /// inline board finishes no send between two steps, so asking again would only take
+    /// the lock and read across the bus for the same answer. Never set for a board on a
+    /// thread of its own.
+    full_until_step: bool,
     /// The time of the last progress call, and the calls that found the board quiet.
     last_now: u64,
     /// The latest reading of a real clock by [`Backend::now`] (a `Cell`: `now` takes
@@ -485,6 +490,7 @@ impl SimBackend {
             header,
             counters: BackendCounters::default(),
             pending: 0,
+            full_until_step: false,
             last_now: START_NANOS,
             last_read: Cell::new(START_NANOS),
             quiet_calls: 0,
@@ -743,14 +749,21 @@ impl Backend for SimBackend {
 
     /// Counts the board's unfinished sends as seed 000's `num_pending` does, but asks the
     /// board (a lock and a reap) only when the count kept since the last answer says the
-    /// send channel may be full: a transmit pass with room costs no board access.
+    /// send channel may be full, and, for an inline board, only once between two of its
+    /// steps: a transmit pass with room costs no board access, nor does a send that finds
+    /// the channel still full (a stream refilling it calls this some twice a packet).
     fn can_send(&mut self, _to: &RemoteAddr) -> bool {
         const SLOTS: usize = myri_mcp::hcb::SEND_SLOTS as usize;
         if self.pending < SLOTS {
             return true;
         }
+        if self.full_until_step {
+            return false;
+        }
         self.pending = self.api.num_pending();
-        self.pending < SLOTS
+        let full = self.pending >= SLOTS;
+        self.full_until_step = full && !self.world.config.mcp_threads;
+        !full
     }
 
     fn recv(&mut self) -> Option<Incoming> {
@@ -808,6 +821,7 @@ impl Backend for SimBackend {
             }
             SimClock::Real => {
                 self.kicked = true;
+                self.full_until_step = false;
                 self.last_now = self.last_now.max(self.last_read.get());
                 self.api.progress(Time::from_nanos(self.last_now))
             }
@@ -827,6 +841,7 @@ impl Backend for SimBackend {
             }
             return false;
         }
+        self.full_until_step = false;
         self.last_now = self.world.advance();
         self.api.progress(Time::from_nanos(self.last_now))
     }
@@ -911,5 +926,52 @@ impl Lending for SimBackend {
 
     fn reap(&mut self) {
         self.api.reap_sent();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A send that finds the board's send channel full asks the board (a lock and a
+    /// read across the bus) once between two steps of an inline board: until the board
+    /// steps, no send can have finished.
+    #[test]
+    fn a_full_send_channel_is_asked_about_once_a_step() {
+        let world = "can-send-once-a-step";
+        let mut a = SimBackend::open(Some("a"), Some(world), false).expect("open a");
+        let _b = SimBackend::open(Some("b"), Some(world), false).expect("open b");
+        let to = a
+            .resolve(&Address::Sim {
+                name: Some("b".into()),
+            })
+            .expect("resolve b");
+        let refreshes = |a: &SimBackend| a.api.unit().counters().shadow_refreshes;
+        // Packets too long for PIO, so that each takes a send slot until the board
+        // DMAs it; nothing steps the board meanwhile.
+        let packet = vec![7u8; a.pio_max + 1];
+        let slots = myri_mcp::hcb::SEND_SLOTS as usize;
+        for _ in 0..slots {
+            assert!(a.can_send(&to));
+            a.send_gather(&to, &[], &packet).expect("a free slot");
+        }
+        let asked = refreshes(&a);
+        assert!(!a.can_send(&to), "the channel is full");
+        assert_eq!(refreshes(&a), asked + 1, "the first refusal asks the board");
+        for _ in 0..5 {
+            assert!(!a.can_send(&to));
+        }
+        assert_eq!(refreshes(&a), asked + 1, "later ones before a step do not");
+        // Once the board has stepped it may have finished sends: the next test asks.
+        let mut room = false;
+        for _ in 0..100 {
+            a.progress();
+            if a.can_send(&to) {
+                room = true;
+                break;
+            }
+        }
+        assert!(room, "the board finishes its sends as it steps");
+        assert!(refreshes(&a) > asked + 1);
     }
 }
