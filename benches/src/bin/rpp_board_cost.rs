@@ -40,8 +40,12 @@
 //!   alone.
 //!
 //! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
-//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction. It
-//! ends with the path modes under a model of the AMD EPYC hosts' caches
+//! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction. After
+//! every mode's count it splits `raw-stream` and `rpp-stream-dma` into their two sides:
+//! what runs inside [`sender`] and inside [`receiver`], each counted alone. In the board
+//! bench the two sides run on threads of their own, so the stream goes at the pace of the
+//! busier side; the ratio of the senders' counts is what the bench's stream ratio follows
+//! while RPP's sender is the busier. It ends with the path modes under a model of the AMD EPYC hosts' caches
 //! ([`cost::EPYC_CACHES`]): instructions and instruction-cache misses per exchange, all
 //! of them and those on the path (less what `Endpoint::send` does after its packet has
 //! gone: `Endpoint::after_send`, the events it drains and the deferred pass it settles),
@@ -156,6 +160,28 @@ fn on_path<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f`, the stream sender's part of a turn. Never inlined, so that
+/// `--toggle-collect='rpp_board_cost::sender*'` counts the sender's turns alone: in the
+/// board bench each side runs on a thread of its own, so the stream goes at the pace of
+/// the busier side (see `compare`). The marks in `black_box` keep it apart from
+/// [`receiver`], whose code it would otherwise share under one name.
+#[inline(never)]
+fn sender<R>(f: impl FnOnce() -> R) -> R {
+    std::hint::black_box(1u8);
+    let r = f();
+    std::hint::black_box(11u8);
+    r
+}
+
+/// Runs `f`, the stream receiver's part of a turn (see [`sender`]).
+#[inline(never)]
+fn receiver<R>(f: impl FnOnce() -> R) -> R {
+    std::hint::black_box(2u8);
+    let r = f();
+    std::hint::black_box(22u8);
+    r
+}
+
 fn main() {
     if let Err(e) = run(std::env::args().skip(1).collect()) {
         eprintln!("rpp_board_cost: {e}");
@@ -237,6 +263,26 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         }
     }
     println!(
+        "the stream's sides per message (in the board bench each runs on a thread of its \
+         own, so the busier one sets the pace):"
+    );
+    let mut sides = Vec::new();
+    for which in [Which::RawStream, Which::RppStreamDma] {
+        let [tx, rx] = side_costs(&exe, &dir, which, small, large)?;
+        println!(
+            "  {:<15} sender {tx:>7.0}  receiver {rx:>7.0}",
+            which.name()
+        );
+        sides.push(tx);
+    }
+    if let [raw, rpp] = sides[..] {
+        println!(
+            "  raw-stream / rpp-stream-dma, the senders: {:.3} (the bench's target for the \
+             stream's rate: 0.85)",
+            raw / rpp
+        );
+    }
+    println!(
         "the ping-pong's path (a send up to the board's step that puts its packet on the \
          fabric, the step that finds it and the receive), per exchange, with a 32 KiB \
          instruction cache:"
@@ -300,6 +346,39 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
         }
     }
     Ok(())
+}
+
+/// Instructions per message of a stream mode's sender and receiver: the calls inside
+/// [`sender`] and inside [`receiver`], each counted alone (`--toggle-collect`), at
+/// `small` and `large` messages.
+fn side_costs(
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    which: Which,
+    small: u64,
+    large: u64,
+) -> Result<[f64; 2], CostError> {
+    let mut per = [0f64; 2];
+    for (side, cost) in ["sender", "receiver"].into_iter().zip(&mut per) {
+        let toggle = format!("--toggle-collect=rpp_board_cost::{side}*");
+        let mut totals = [0f64; 2];
+        for (total, n) in totals.iter_mut().zip([small, large]) {
+            let out = dir.join(format!("callgrind.{}.{side}.{n}.out", which.name()));
+            let args = [which.name().to_string(), n.to_string()];
+            let counted = cost::callgrind(
+                exe,
+                &out,
+                &args,
+                &[("GLIBC_TUNABLES", FLAT_COPIES)],
+                &[toggle.as_str()],
+            )?;
+            *total = counted
+                .get("Ir")
+                .ok_or_else(|| CallgrindError::NoTotal(out.clone()))? as f64;
+        }
+        *cost = (totals[1] - totals[0]) / (large - small) as f64;
+    }
+    Ok(per)
 }
 
 /// Instructions and instruction-cache misses per exchange of a path mode: `all` of them,
@@ -533,11 +612,11 @@ impl Boards {
         let mut steps = 0u64;
         while received < count {
             while sent < count && tickets.len() < 8 {
-                let Ok(mut buf) = self.a.get_send_buffer() else {
+                let Ok(mut buf) = sender(|| self.a.get_send_buffer()) else {
                     break;
                 };
                 buf.as_mut_slice()[..8].copy_from_slice(&sent.to_be_bytes());
-                match self.a.send(1, RouteId(1), buf, size) {
+                match sender(|| self.a.send(1, RouteId(1), buf, size)) {
                     Ok(t) => {
                         tickets.push_back(t);
                         sent += 1;
@@ -546,16 +625,16 @@ impl Boards {
                 }
             }
             let now = self.tick();
-            self.a.progress(now);
-            while tickets.front().is_some_and(|t| !self.a.buffer_busy(t)) {
+            sender(|| self.a.progress(now));
+            while tickets
+                .front()
+                .is_some_and(|t| !sender(|| self.a.buffer_busy(t)))
+            {
                 tickets.pop_front();
             }
-            self.b.progress(now);
-            while let Some(r) = self
-                .b
-                .recv(self.chan_b.as_ref().ok_or("channel b")?)
-                .map_err(|e| e.to_string())?
-            {
+            receiver(|| self.b.progress(now));
+            let chan = self.chan_b.as_ref().ok_or("channel b")?;
+            while let Some(r) = receiver(|| self.b.recv(chan)).map_err(|e| e.to_string())? {
                 received += 1;
                 sum += word(r.as_slice())?;
             }
@@ -731,9 +810,9 @@ impl Endpoints {
         let mut steps = 0u64;
         while received < count {
             while queued < count {
-                let mut m = spare.pop().unwrap_or_else(|| self.a.alloc(size));
+                let mut m = spare.pop().unwrap_or_else(|| sender(|| self.a.alloc(size)));
                 m[..8].copy_from_slice(&queued.to_be_bytes());
-                match self.a.send(self.to_b, m) {
+                match sender(|| self.a.send(self.to_b, m)) {
                     Ok(_) => queued += 1,
                     Err(e) => {
                         spare.push(e.buf);
@@ -741,24 +820,24 @@ impl Endpoints {
                     }
                 }
             }
-            self.a.progress();
-            self.b.progress();
-            while let Some(d) = self.b.recv() {
+            sender(|| self.a.progress());
+            receiver(|| self.b.progress());
+            while let Some(d) = receiver(|| self.b.recv()) {
                 if d.data.len() != size {
                     return Err(format!("a message of {} bytes, not {size}", d.data.len()));
                 }
                 received += 1;
                 sum += word(&d.data)?;
             }
-            self.b.progress();
-            self.a.progress();
+            receiver(|| self.b.progress());
+            sender(|| self.a.progress());
             // Acknowledgements: the endpoint hands the sent messages' buffers back.
-            while let Some(c) = self.a.poll_completion() {
+            while let Some(c) = sender(|| self.a.poll_completion()) {
                 if let Completion::Sent { buf, .. } = c {
                     spare.push(buf);
                 }
             }
-            if self.a.recv().is_some() {
+            if sender(|| self.a.recv()).is_some() {
                 return Err("the sender received a message".into());
             }
             steps += 1;
