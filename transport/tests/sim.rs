@@ -139,10 +139,33 @@ fn quick_failure() -> Options {
     o
 }
 
+/// A failed peer's new life is heard and taken, whatever checks the endpoints use: the
+/// board's DMA checksums, RPP's CRC-32C, a MAC.
 #[test]
 fn a_vanished_peer_fails_with_the_unacked_messages_handed_back_and_a_restart_is_seen() {
-    let mut a = Endpoint::open_with("sim://a?world=fail", quick_failure()).unwrap();
-    let b = Endpoint::open_with("sim://b?world=fail", quick_failure()).unwrap();
+    let key = "0123456789abcdef".repeat(4);
+    for (i, params) in [
+        "&integrity=dma",
+        "&integrity=crc32c",
+        &format!("&key={key}"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        vanished_peer_comes_back(&format!("fail{i}"), params);
+    }
+}
+
+fn vanished_peer_comes_back(world: &str, params: &str) {
+    let open = |name: &str| {
+        Endpoint::open_with(
+            &format!("sim://{name}?world={world}{params}"),
+            quick_failure(),
+        )
+        .unwrap()
+    };
+    let mut a = open("a");
+    let b = open("b");
     let to_b = a.insert_addr("sim://b").unwrap();
     drop(b);
     for m in [&b"one"[..], b"two", b"three"] {
@@ -156,21 +179,22 @@ fn a_vanished_peer_fails_with_the_unacked_messages_handed_back_and_a_restart_is_
     })
     .expect("failure is declared in bounded virtual time");
     let back: Vec<&[u8]> = unsent.iter().map(|b| &b[..]).collect();
-    assert_eq!(back, [&b"one"[..], b"two", b"three"]);
+    assert_eq!(back, [&b"one"[..], b"two", b"three"], "{params}");
     assert!(matches!(
         a.inject(to_b, b"x"),
         Err(SendErrorKind::PeerFailed { .. })
     ));
 
     // b comes back (a new process: a later incarnation) and speaks first.
-    let mut b2 = Endpoint::open_with("sim://b?world=fail", quick_failure()).unwrap();
+    let mut b2 = open("b");
     let to_a = b2.insert_addr("sim://a").unwrap();
     b2.inject(to_a, b"back").unwrap();
-    let d = drive_until(&mut [&mut a, &mut b2], 100_000, |eps| eps[0].recv()).expect("heard");
+    let d = drive_until(&mut [&mut a, &mut b2], 100_000, |eps| eps[0].recv())
+        .unwrap_or_else(|| panic!("{params}: not heard; a {:?}", a.stats()));
     assert_eq!(&d.data[..], b"back");
     let restarted = std::iter::from_fn(|| a.poll_completion())
         .any(|c| matches!(c, Completion::PeerRestarted { peer, incarnation, .. } if peer == to_b && incarnation == b2.incarnation()));
-    assert!(restarted);
+    assert!(restarted, "{params}");
     a.inject(to_b, b"welcome back").unwrap();
     let d = drive_until(&mut [&mut a, &mut b2], 100_000, |eps| eps[1].recv()).expect("answered");
     assert_eq!(&d.data[..], b"welcome back");

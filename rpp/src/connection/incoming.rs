@@ -6,6 +6,40 @@ use super::*;
 impl<B: AsRef<[u8]>> Connection<B> {
     // ---- Handling what comes in -----------------------------------------------------
 
+    /// Whether `datagram` passes this connection's checks (its version, the integrity
+    /// mode the connection uses and that mode's check, the MAC when keyed) and names its
+    /// connection id: what a driver asks before it acts on a packet outside the
+    /// connection, such as one that would revive a failed peer. Nothing is counted.
+    pub fn authenticates(&self, datagram: &[u8]) -> bool {
+        let Ok(h) = Header::new_checked(datagram) else {
+            return false;
+        };
+        self.check(&h).is_ok() && h.conn_id() == self.conn_id
+    }
+
+    /// The checks every datagram passes before anything in it is believed, each as
+    /// configured: the version, the integrity byte (a packet may not choose a weaker
+    /// mode), the CRC-32C in that mode, the MAC when keyed.
+    #[inline(always)]
+    fn check(&self, h: &Header<&[u8]>) -> Result<(), DropReason> {
+        if h.integrity_byte() != self.integrity_byte || h.version() != wire::VERSION {
+            return Err(if h.version() != wire::VERSION {
+                DropReason::Malformed
+            } else {
+                DropReason::IntegrityMismatch
+            });
+        }
+        if self.config.integrity == Integrity::Crc32c && !h.crc_ok() {
+            return Err(DropReason::BadCrc);
+        }
+        if let Some(key) = &self.config.mac_key
+            && !h.mac_ok(key)
+        {
+            return Err(DropReason::BadMac);
+        }
+        Ok(())
+    }
+
     /// Takes one datagram from the channel. Anything that is not a valid packet of this
     /// connection is dropped and counted; nothing here panics.
     ///
@@ -28,21 +62,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
             return self.dropped(now, DropReason::Malformed);
         };
         // The checks first, each as configured; nothing in the packet is believed before.
-        if h.integrity_byte() != self.integrity_byte || h.version() != wire::VERSION {
-            let reason = if h.version() != wire::VERSION {
-                DropReason::Malformed
-            } else {
-                DropReason::IntegrityMismatch
-            };
+        if let Err(reason) = self.check(&h) {
             return self.dropped(now, reason);
-        }
-        if self.config.integrity == Integrity::Crc32c && !h.crc_ok() {
-            return self.dropped(now, DropReason::BadCrc);
-        }
-        if let Some(key) = &self.config.mac_key
-            && !h.mac_ok(key)
-        {
-            return self.dropped(now, DropReason::BadMac);
         }
         let Ok(repr) = HeaderRepr::parse(&h) else {
             return self.dropped(now, DropReason::Malformed);

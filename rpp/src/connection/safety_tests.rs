@@ -186,6 +186,49 @@ fn an_integrity_mode_mismatch_is_dropped_and_counted() {
     }
 }
 
+/// `authenticates` (what a driver asks before acting on a packet outside a connection,
+/// such as one reviving a failed peer) passes exactly what `handle_packet`'s checks pass:
+/// the connection's integrity mode and its check, its MAC, its id; it counts nothing.
+#[test]
+fn authenticates_applies_the_connections_own_checks() {
+    for integrity in [Integrity::Crc32c, Integrity::External, Integrity::None] {
+        let key = MacKey::new([0x42; 32]);
+        for mac in [None, Some(key.clone())] {
+            let cfg = config().with_integrity(integrity).with_mac_key(mac.clone());
+            let mut a = conn(cfg.clone(), 1);
+            let b = conn(cfg, 2);
+            let hello = transmit(&mut a, at(0)).remove(0);
+            let case = format!("{integrity:?}, mac {}", mac.is_some());
+            assert!(b.authenticates(&hello), "{case}");
+            let before = b.stats();
+            // Another connection id, resealed as a forger would.
+            let foreign = forge(&hello, mac.as_ref(), |p| {
+                put_u64(p, offset::CONN_ID, CONN_ID ^ 1)
+            });
+            assert!(!b.authenticates(&foreign), "{case}: foreign id");
+            // Another integrity mode: a packet may not choose a weaker check.
+            for other in [Integrity::Crc32c, Integrity::External, Integrity::None] {
+                if other != integrity {
+                    let c = config().with_integrity(other).with_mac_key(mac.clone());
+                    let other_hello = transmit(&mut conn(c, 1), at(0)).remove(0);
+                    assert!(!b.authenticates(&other_hello), "{case}: {other:?}");
+                }
+            }
+            // Damaged: caught by the CRC or the MAC where there is one.
+            let mut damaged = hello.clone();
+            *damaged.last_mut().unwrap() ^= 1;
+            let checked = integrity == Integrity::Crc32c || mac.is_some();
+            assert_eq!(b.authenticates(&damaged), !checked, "{case}: damaged");
+            if mac.is_some() {
+                let other_key = forge(&hello, Some(&MacKey::new([0x43; 32])), |_| {});
+                assert!(!b.authenticates(&other_key), "{case}: another key");
+            }
+            assert!(!b.authenticates(&hello[..HEADER_LEN - 1]), "{case}: short");
+            assert_eq!(b.stats(), before, "{case}: nothing counted");
+        }
+    }
+}
+
 /// External integrity: RPP computes no CRC (the field is zero) and takes the channel's
 /// word for it; the messages arrive as with a CRC.
 #[test]

@@ -1600,14 +1600,18 @@ impl Endpoint {
         let Some(conn) = slot.conn.as_mut() else {
             return false;
         };
+        // The connection's own checks (its integrity mode, its MAC key, its id): a packet
+        // that would not pass them may not reset it either.
+        if !conn.authenticates(datagram) {
+            return false;
+        }
         let Ok(h) = myri_rpp::wire::Header::new_checked(datagram) else {
             return false;
         };
         let incarnation = h.src_incarnation();
         // Incarnations are random, not ordered: another one than the failed peer's is a
         // restart.
-        let newer = conn.peer_incarnation().is_none_or(|old| incarnation != old);
-        if !h.crc_ok() || h.conn_id() != self.conn_id || !newer {
+        if conn.peer_incarnation() == Some(incarnation) {
             return false;
         }
         let config = conn.config().clone();
