@@ -15,7 +15,7 @@
 //!          | "gso=" ( "1" | "0" | ... as reliable )  udp only: segmentation offload and coalescing
 //!          | "cc=" ( "cubic" | "newreno" | "bbr" | "off" )  RPP's congestion control (default cubic)
 //!          | "pacing=" ( "1" | "0" | ... as reliable ) RPP paces bursts over the round trip
-//!          | "integrity=" ( "crc32c" | "dma" | "none" )  how damaged datagrams are caught ("dma": sim only)
+//!          | "integrity=" ( "crc32c" | "dma" | "none" )  how damaged datagrams are caught ("dma": sim only, its default)
 //!          | "conn=" 1*16 HEXDIG                     RPP's connection id, shared by both ends
 //!          | "key=" 64 HEXDIG                        a 32-byte key shared by both ends: RPP MACs every packet
 //! ```
@@ -35,11 +35,14 @@
 //! # Integrity
 //!
 //! `integrity=` says what checks a datagram's bytes end to end (see [`Integrity`]):
-//! `crc32c` (the default) is RPP's CRC-32C in software at both ends; `dma` (`sim://` only)
-//! is the board's own DMA checksums, which the endpoint compares on every datagram it
-//! receives, dropping and counting a mismatch
-//! ([`Stats::bad_dma_checksum`](crate::Stats::bad_dma_checksum)); `none` asks for no
-//! check at all, only when the user says so.
+//! `dma` (`sim://` only, and its default) is the board's own DMA checksums, which the
+//! endpoint compares on every datagram it receives, dropping and counting a mismatch
+//! ([`Stats::bad_dma_checksum`](crate::Stats::bad_dma_checksum)), as a NIC's checksum
+//! offload does for TCP; `crc32c` (the default where nothing better exists: `udp://`,
+//! `shm://`) is RPP's CRC-32C in software at both ends; `none` asks for no check at all,
+//! only when the user says so. Without `integrity=`, [`Options::integrity`](crate::Options::integrity)
+//! decides; by default a reliable endpoint takes its scheme's [`Integrity::default_for`],
+//! a raw one `none` (the channel as it is, checked by its links alone).
 //!
 //! # `udp://` and datagram sizes
 //!
@@ -210,18 +213,22 @@ pub enum ResolveError {
 }
 
 /// What catches a datagram damaged between the two applications' memories (`integrity=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Each scheme's default is the best its path offers ([`Integrity::default_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Integrity {
-    /// RPP's CRC-32C over header and payload, computed in software at both ends: the
-    /// default, and what every backend can do.
-    #[default]
+    /// RPP's CRC-32C over header and payload, computed in software at both ends: what
+    /// every backend can do, and the default where nothing better exists (`udp://`,
+    /// `shm://`).
     Crc32c,
-    /// The board's DMA checksums (`sim://` only): the sending board's DMA engine sums the
-    /// payload as it reads it from host memory, the receiving one as it writes it into
-    /// host memory (`myri_mcp::RecvBuf::checksums`), and the endpoint drops a datagram
-    /// whose sums differ. Covers the boards' memories, their engines and the fabric; not
-    /// either host's memory before the sending DMA or after the receiving one.
+    /// The board's DMA checksums (`sim://` only, and its default): the sending board's
+    /// DMA engine sums the payload as it reads it from host memory, the receiving one as
+    /// it writes it into host memory (`myri_mcp::RecvBuf::checksums`), and the endpoint
+    /// drops a datagram whose sums differ, as checksum offload does for TCP. Covers the
+    /// boards' memories, their engines and the fabric at no cost in software; not either
+    /// host's memory before the sending DMA or after the receiving one, which
+    /// [`Integrity::Crc32c`] also covers (computed by the hosts as RPP writes and reads
+    /// each packet).
     Dma,
     /// No check beyond the links' own (the link's CRC-8 on `sim://`, UDP's checksum):
     /// only when the user asks.
@@ -241,6 +248,17 @@ impl Integrity {
     /// Whether `scheme`'s backend can provide it (`dma` needs the board).
     pub fn available_on(self, scheme: Scheme) -> bool {
         self != Integrity::Dma || scheme == Scheme::Sim
+    }
+
+    /// What a reliable endpoint of `scheme` uses unless told otherwise: the best check its
+    /// path offers. On `sim://` the boards' DMA engines already sum every byte they move
+    /// (seed 002), so that is the check; elsewhere nothing better than RPP's CRC-32C
+    /// exists.
+    pub fn default_for(scheme: Scheme) -> Integrity {
+        match scheme {
+            Scheme::Sim => Integrity::Dma,
+            _ => Integrity::Crc32c,
+        }
     }
 }
 
@@ -874,7 +892,12 @@ mod tests {
         let u = Url::parse("sim://a?integrity=dma&reliable=1&world=w").unwrap();
         assert_eq!(u.to_string(), "sim://a?reliable=1&world=w&integrity=dma");
         assert!(u.has_params());
-        assert_eq!(Integrity::default(), Integrity::Crc32c);
+        assert_eq!(Integrity::default_for(Scheme::Sim), Integrity::Dma);
+        assert_eq!(Integrity::default_for(Scheme::Udp), Integrity::Crc32c);
+        assert_eq!(Integrity::default_for(Scheme::Shm), Integrity::Crc32c);
+        for scheme in [Scheme::Sim, Scheme::Udp, Scheme::Shm] {
+            assert!(Integrity::default_for(scheme).available_on(scheme));
+        }
     }
 
     mod properties {

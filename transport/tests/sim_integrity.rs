@@ -1,9 +1,9 @@
 //! `integrity=` on `sim://` (issue 17): packets corrupted in the sending board's SRAM
 //! (after the host DMA, before the send engine), on the fabric past the link's CRC-8 (a
 //! switch that flips a bit and reseals the CRC), and in the receiving board's SRAM (before
-//! the DMA to host memory) are caught by the board's DMA checksums with `integrity=dma`
-//! (counted in `bad_dma_checksum`, never delivered), and still by RPP's CRC-32C with the
-//! default. Seeded and in virtual time: every run is the same.
+//! the DMA to host memory) are caught by the board's DMA checksums with `integrity=dma`,
+//! `sim://`'s default (counted in `bad_dma_checksum`, never delivered), and by RPP's
+//! CRC-32C with `integrity=crc32c`. Seeded and in virtual time: every run is the same.
 //!
 //! Not covered by the DMA checksums, by construction: the sender's host memory before its
 //! DMA reads the packet, and the receiver's after its DMA wrote it (the CRC-32C, computed
@@ -230,6 +230,39 @@ fn dma_integrity_is_sim_only() {
         ),
         Err(OpenError::IntegrityNotAvailable { .. })
     ));
-    let e = Endpoint::open("sim://solo?world=integrity-default").unwrap();
-    assert_eq!(e.integrity(), Integrity::Crc32c);
+}
+
+/// A reliable endpoint checks by the best its path offers unless told otherwise: the
+/// boards' DMA checksums on `sim://`, RPP's CRC-32C where nothing better exists; the URL's
+/// `integrity=` and the options choose another, the URL first.
+#[test]
+fn each_scheme_defaults_to_the_best_check_it_has() {
+    let sim = |url: &str, options: Options| Endpoint::open_with(url, options).unwrap().integrity();
+    let w = "world=integrity-default";
+    assert_eq!(
+        sim(&format!("sim://d?{w}"), Options::default()),
+        Integrity::Dma
+    );
+    assert_eq!(
+        sim(
+            &format!("sim://c?{w}"),
+            Options::default().with_integrity(Integrity::Crc32c)
+        ),
+        Integrity::Crc32c
+    );
+    assert_eq!(
+        sim(
+            &format!("sim://u?{w}&integrity=dma"),
+            Options::default().with_integrity(Integrity::Crc32c)
+        ),
+        Integrity::Dma
+    );
+    let udp = Endpoint::open("udp://127.0.0.1:0").unwrap();
+    assert_eq!(udp.integrity(), Integrity::Crc32c);
+    // A raw endpoint is the channel as it is: corruption reaches the application unless
+    // a check is asked for (see `without_a_check_the_same_corruption_reaches_the_application`).
+    let raw = Endpoint::open(&format!("sim://r?{w}&reliable=0")).unwrap();
+    assert_eq!(raw.integrity(), Integrity::None);
+    let raw = Endpoint::open(&format!("sim://s?{w}&reliable=0&integrity=dma")).unwrap();
+    assert_eq!(raw.integrity(), Integrity::Dma);
 }

@@ -62,9 +62,9 @@ pub struct Setup {
     pub mcp: McpConfig,
     /// How long an exchange waits before it counts as lost.
     pub timeout: Duration,
-    /// Reliable runs: what checks each packet end to end (RPP's CRC-32C by default, or
-    /// the board's DMA checksums).
-    pub integrity: myri_transport::Integrity,
+    /// Reliable runs: what checks each packet end to end; `None` for the endpoint's
+    /// default on `sim://` (the board's DMA checksums), or RPP's CRC-32C.
+    pub integrity: Option<myri_transport::Integrity>,
 }
 
 impl Default for Setup {
@@ -75,7 +75,7 @@ impl Default for Setup {
             seed: 1,
             mcp: McpConfig::default(),
             timeout: Duration::from_millis(20),
-            integrity: myri_transport::Integrity::Crc32c,
+            integrity: None,
         }
     }
 }

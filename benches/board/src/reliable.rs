@@ -103,10 +103,10 @@ impl Two {
         let world = Arc::new(SimWorld::create(&name, config).map_err(|e| e.to_string())?);
         // Fixed incarnations: a run in virtual time is a function of its seed alone.
         let open = |end: &str, incarnation| {
-            let options = Options::default()
+            let mut options = Options::default()
                 .with_rpp(rpp_config())
-                .with_incarnation(incarnation)
-                .with_integrity(setup.integrity);
+                .with_incarnation(incarnation);
+            options.integrity = setup.integrity;
             Endpoint::open_with(&format!("sim://{end}?world={name}"), options)
                 .map_err(|e| format!("opening sim://{end}: {e}"))
         };

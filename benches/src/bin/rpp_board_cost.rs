@@ -24,11 +24,11 @@
 //!   number into the DMA buffer; over the endpoint the same, into a DMA buffer
 //!   (`Endpoint::alloc`) lent to the board while RPP keeps the message (the packet's header
 //!   goes inline, the payload by DMA from the lent buffer) and reused once its completion
-//!   hands it back; each packet is checked end to end with CRC-32C on both sides. The run
-//!   prints how many acknowledgements the receiver sent.
-//! * `rpp-stream-dma` (messages): `rpp-stream` with `integrity=dma`: each packet is
-//!   checked by the boards' DMA checksums (a comparison at the receiver) instead of a
-//!   CRC-32C computed at both ends.
+//!   hands it back; each packet is checked end to end by the boards' DMA checksums (a
+//!   comparison at the receiver), the endpoint's default on `sim://`. The run prints how
+//!   many acknowledgements the receiver sent.
+//! * `rpp-stream-crc` (messages): `rpp-stream` with `integrity=crc32c`: each packet is
+//!   checked by a CRC-32C computed in software at both ends instead.
 //! * `raw-stream-fit`, `rpp-stream-fit` (messages): the same with messages of RPP's
 //!   largest payload per packet.
 //!
@@ -41,7 +41,7 @@
 //!
 //! `compare` runs valgrind with glibc's `rep movsb` copies switched off (see
 //! [`FLAT_COPIES`]): callgrind would count each byte they move as an instruction. After
-//! every mode's count it splits `raw-stream` and `rpp-stream-dma` into their two sides:
+//! every mode's count it splits `raw-stream` and `rpp-stream` into their two sides:
 //! what runs inside [`sender`] and inside [`receiver`], each counted alone. In the board
 //! bench the two sides run on threads of their own, so the stream goes at the pace of the
 //! busier side; the ratio of the senders' counts is what the bench's stream ratio follows
@@ -79,7 +79,7 @@ use thiserror::Error;
 
 const USAGE: &str = "usage: rpp_board_cost MODE COUNT\n       \
                      rpp_board_cost compare [SMALL LARGE]\n\
-                     modes: raw-pingpong rpp-pingpong raw-stream rpp-stream rpp-stream-dma \
+                     modes: raw-pingpong rpp-pingpong raw-stream rpp-stream rpp-stream-crc \
                      raw-stream-fit rpp-stream-fit raw-path rpp-path";
 
 /// What went wrong.
@@ -100,7 +100,7 @@ enum Which {
     RppPingPong,
     RawStream,
     RppStream,
-    RppStreamDma,
+    RppStreamCrc,
     RawStreamFit,
     RppStreamFit,
     RawPath,
@@ -113,7 +113,7 @@ impl Which {
         Which::RppPingPong,
         Which::RawStream,
         Which::RppStream,
-        Which::RppStreamDma,
+        Which::RppStreamCrc,
         Which::RawStreamFit,
         Which::RppStreamFit,
         Which::RawPath,
@@ -126,7 +126,7 @@ impl Which {
             Which::RppPingPong => "rpp-pingpong",
             Which::RawStream => "raw-stream",
             Which::RppStream => "rpp-stream",
-            Which::RppStreamDma => "rpp-stream-dma",
+            Which::RppStreamCrc => "rpp-stream-crc",
             Which::RawStreamFit => "raw-stream-fit",
             Which::RppStreamFit => "rpp-stream-fit",
             Which::RawPath => "raw-path",
@@ -211,16 +211,15 @@ fn run(args: Vec<String>) -> Result<(), CostError> {
     let mut boards = Boards::new();
     let what = match which {
         Which::RawPingPong => boards.raw_pingpong(count),
-        Which::RppPingPong => Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.pingpong(count)),
+        Which::RppPingPong => Endpoints::new(None).and_then(|mut e| e.pingpong(count)),
         Which::RawStream | Which::RawStreamFit => boards.raw_stream(count, which.stream_size()),
         Which::RppStream | Which::RppStreamFit => {
-            Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.stream(count, which.stream_size()))
+            Endpoints::new(None).and_then(|mut e| e.stream(count, which.stream_size()))
         }
-        Which::RppStreamDma => {
-            Endpoints::new(Integrity::Dma).and_then(|mut e| e.stream(count, which.stream_size()))
-        }
+        Which::RppStreamCrc => Endpoints::new(Some(Integrity::Crc32c))
+            .and_then(|mut e| e.stream(count, which.stream_size())),
         Which::RawPath => boards.raw_path(count),
-        Which::RppPath => Endpoints::new(Integrity::Crc32c).and_then(|mut e| e.path(count)),
+        Which::RppPath => Endpoints::new(None).and_then(|mut e| e.path(count)),
     }
     .map_err(|why| CostError::Run(which.name(), why))?;
     println!("{}: {what}", which.name());
@@ -255,7 +254,7 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
     for (raw, rpp) in [
         (Which::RawPingPong, Which::RppPingPong),
         (Which::RawStream, Which::RppStream),
-        (Which::RawStream, Which::RppStreamDma),
+        (Which::RawStream, Which::RppStreamCrc),
         (Which::RawStreamFit, Which::RppStreamFit),
     ] {
         if let (Some(a), Some(b)) = (cost_of(raw), cost_of(rpp)) {
@@ -267,7 +266,7 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
          own, so the busier one sets the pace):"
     );
     let mut sides = Vec::new();
-    for which in [Which::RawStream, Which::RppStreamDma] {
+    for which in [Which::RawStream, Which::RppStream] {
         let [tx, rx] = side_costs(&exe, &dir, which, small, large)?;
         println!(
             "  {:<15} sender {tx:>7.0}  receiver {rx:>7.0}",
@@ -277,7 +276,7 @@ fn compare(small: u64, large: u64) -> Result<(), CostError> {
     }
     if let [raw, rpp] = sides[..] {
         println!(
-            "  raw-stream / rpp-stream-dma, the senders: {:.3} (the bench's target for the \
+            "  raw-stream / rpp-stream, the senders: {:.3} (the bench's target for the \
              stream's rate: 0.85)",
             raw / rpp
         );
@@ -699,12 +698,12 @@ struct Endpoints {
 }
 
 impl Endpoints {
-    fn new(integrity: Integrity) -> Result<Endpoints, String> {
+    /// Two endpoints checking by `integrity` (`None`: the endpoint's default).
+    fn new(integrity: Option<Integrity>) -> Result<Endpoints, String> {
         let world = SimWorld::create("rpp-board-cost", WorldConfig::default())
             .map_err(|e| e.to_string())?;
-        let options = Options::default()
-            .with_rpp(rpp_config())
-            .with_integrity(integrity);
+        let mut options = Options::default().with_rpp(rpp_config());
+        options.integrity = integrity;
         let open = |n: &str| {
             Endpoint::open_with(&format!("sim://{n}?world=rpp-board-cost"), options.clone())
                 .map_err(|e| e.to_string())
@@ -888,7 +887,7 @@ mod tests {
                 panic!("{}: {e}", which.name());
             }
         }
-        let said = Endpoints::new(Integrity::Crc32c)
+        let said = Endpoints::new(None)
             .and_then(|mut e| e.path(200))
             .expect("ran");
         let empty: u64 = said

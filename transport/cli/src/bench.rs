@@ -125,10 +125,10 @@ pub struct Common {
     /// Receive in the control program's polled mode instead of interrupt-driven.
     #[arg(long)]
     pub polled: bool,
-    /// Reliable runs on the simulated boards: what checks each packet end to end, RPP's
-    /// CRC-32C or the board's DMA checksums (no CRC in software).
-    #[arg(long, value_enum, default_value_t = IntegrityArg::Crc32c)]
-    pub integrity: IntegrityArg,
+    /// Reliable runs on the simulated boards: what checks each packet end to end, the
+    /// board's DMA checksums (the default: no CRC in software) or RPP's CRC-32C.
+    #[arg(long, value_enum)]
+    pub integrity: Option<IntegrityArg>,
     /// How long an exchange waits before it counts as lost, in milliseconds (--raw only:
     /// over RPP nothing is lost, and RPP's own timers retransmit).
     #[arg(long, default_value_t = 20, value_name = "MS")]
@@ -168,10 +168,10 @@ impl Common {
             seed: self.faults.seed,
             mcp,
             timeout: Duration::from_millis(self.timeout_ms.max(1)),
-            integrity: match self.integrity {
+            integrity: self.integrity.map(|i| match i {
                 IntegrityArg::Crc32c => myri_transport::Integrity::Crc32c,
                 IntegrityArg::Dma => myri_transport::Integrity::Dma,
-            },
+            }),
         })
     }
 

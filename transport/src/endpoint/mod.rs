@@ -102,10 +102,12 @@ pub struct Options {
     /// other backends. Default: false.
     pub connect_one_peer: bool,
     /// What checks datagrams end to end, when the URL does not say (`integrity=`, see
-    /// [`crate::url`]). Default: [`Integrity::Crc32c`]. [`Integrity::Dma`] is for
-    /// `sim://` only: the endpoint drops every datagram whose board checksums differ
-    /// ([`Stats::bad_dma_checksum`]).
-    pub integrity: Integrity,
+    /// [`crate::url`]). Default: `None`: for a reliable endpoint the best the scheme's
+    /// path offers ([`Integrity::default_for`]: the board's DMA checksums on `sim://`,
+    /// CRC-32C elsewhere), for a raw one [`Integrity::None`] (the channel as it is, checked
+    /// by its links). [`Integrity::Dma`] is for `sim://` only: the endpoint drops every
+    /// datagram whose board checksums differ ([`Stats::bad_dma_checksum`]).
+    pub integrity: Option<Integrity>,
     /// RPP's connection id, when the URL does not say (`conn=`): both ends must use the
     /// same, and packets naming another are dropped and counted. Default: a constant
     /// (the ASCII of "myri"); an id both ends keep secret adds 64 bits an off-path host
@@ -140,7 +142,7 @@ impl Default for Options {
             max_pending_deliveries: 4096,
             rpp_over_shm: false,
             connect_one_peer: false,
-            integrity: Integrity::Crc32c,
+            integrity: None,
             connection_id: DEFAULT_CONNECTION_ID,
             peer_socket: true,
             mtu: None,
@@ -151,7 +153,7 @@ impl Default for Options {
 impl Options {
     /// Sets [`Options::integrity`].
     pub fn with_integrity(mut self, integrity: Integrity) -> Options {
-        self.integrity = integrity;
+        self.integrity = Some(integrity);
         self
     }
 
@@ -501,7 +503,19 @@ impl Endpoint {
         if incarnation == 0 {
             return Err(OpenError::ZeroIncarnation);
         }
-        let integrity = url.params.integrity.unwrap_or(options.integrity);
+        let integrity = url
+            .params
+            .integrity
+            .or(options.integrity)
+            .unwrap_or_else(|| {
+                if reliable {
+                    Integrity::default_for(url.scheme())
+                } else {
+                    // A raw endpoint is the channel as it is: what it delivers is checked
+                    // by the links alone unless the user asks for more.
+                    Integrity::None
+                }
+            });
         let mtu = url.params.mtu.or(options.mtu);
         if !integrity.available_on(url.scheme()) {
             return Err(OpenError::IntegrityNotAvailable {
@@ -665,8 +679,9 @@ impl Endpoint {
         }
     }
 
-    /// What checks this endpoint's datagrams end to end (the URL's `integrity=`, or
-    /// [`Options::integrity`]).
+    /// What checks this endpoint's datagrams end to end (the URL's `integrity=`, else
+    /// [`Options::integrity`], else the scheme's [`Integrity::default_for`] if reliable
+    /// and [`Integrity::None`] if raw).
     pub fn integrity(&self) -> Integrity {
         self.integrity
     }
