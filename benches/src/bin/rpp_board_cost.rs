@@ -362,22 +362,40 @@ fn side_costs(
         let toggle = format!("--toggle-collect=rpp_board_cost::{side}*");
         let mut totals = [0f64; 2];
         for (total, n) in totals.iter_mut().zip([small, large]) {
-            let out = dir.join(format!("callgrind.{}.{side}.{n}.out", which.name()));
-            let args = [which.name().to_string(), n.to_string()];
-            let counted = cost::callgrind(
-                exe,
-                &out,
-                &args,
-                &[("GLIBC_TUNABLES", FLAT_COPIES)],
-                &[toggle.as_str()],
-            )?;
-            *total = counted
-                .get("Ir")
-                .ok_or_else(|| CallgrindError::NoTotal(out.clone()))? as f64;
+            [*total] = counted(exe, dir, which, side, n, &[toggle.as_str()], ["Ir"])?;
         }
         *cost = (totals[1] - totals[0]) / (large - small) as f64;
     }
     Ok(per)
+}
+
+/// Runs mode `which` at `n` under callgrind with `options` (profile `callgrind.MODE.TAG.N.out`
+/// in `dir`), with glibc's copies kept flat, and returns the totals of `events`.
+fn counted<const N: usize>(
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    which: Which,
+    tag: &str,
+    n: u64,
+    options: &[&str],
+    events: [&str; N],
+) -> Result<[f64; N], CostError> {
+    let out = dir.join(format!("callgrind.{}.{tag}.{n}.out", which.name()));
+    let args = [which.name().to_string(), n.to_string()];
+    let totals = cost::callgrind(
+        exe,
+        &out,
+        &args,
+        &[("GLIBC_TUNABLES", FLAT_COPIES)],
+        options,
+    )?;
+    let mut v = [0f64; N];
+    for (slot, name) in v.iter_mut().zip(events) {
+        *slot = totals
+            .get(name)
+            .ok_or_else(|| CallgrindError::NoTotal(out.clone()))? as f64;
+    }
+    Ok(v)
 }
 
 /// Instructions and instruction-cache misses per exchange of a path mode: `all` of them,
@@ -422,24 +440,8 @@ fn path_cost(
     let mut layers = Vec::new();
     for (k, n) in [small, large].into_iter().enumerate() {
         let run = |tag: &str, toggles: &[&str]| -> Result<[f64; 2], CostError> {
-            let out = dir.join(format!("callgrind.{}.{tag}.{n}.out", which.name()));
             let options: Vec<&str> = cost::EPYC_CACHES.iter().chain(toggles).copied().collect();
-            let args = [which.name().to_string(), n.to_string()];
-            let counted = cost::callgrind(
-                exe,
-                &out,
-                &args,
-                &[("GLIBC_TUNABLES", FLAT_COPIES)],
-                &options,
-            )?;
-            let mut v = [0f64; 2];
-            for (slot, name) in v.iter_mut().zip(events) {
-                *slot = counted
-                    .get(name)
-                    .ok_or_else(|| CallgrindError::NoTotal(out.clone()))?
-                    as f64;
-            }
-            Ok(v)
+            counted(exe, dir, which, tag, n, &options, events)
         };
         let all = run("all", &["--dump-instr=yes"])?;
         let out = dir.join(format!("callgrind.{}.all.{n}.out", which.name()));
