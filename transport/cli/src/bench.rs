@@ -295,7 +295,8 @@ fn rpp_json(r: Option<&RppReport>) -> Value {
     json!({
         "retransmitted": r.retransmitted(), "spurious_retransmits": r.spurious_retransmits(),
         "rto_expirations": r.rto_expirations(), "lost": r.lost(), "dup_packets": r.dup_packets(),
-        "bad_crc": r.bad_crc(), "acks_sent": r.acks_sent(), "rtt_us": us(r.client.srtt),
+        "bad_crc": r.bad_crc(), "bad_dma_checksum": ea.bad_dma_checksum + eb.bad_dma_checksum,
+        "acks_sent": r.acks_sent(), "rtt_us": us(r.client.srtt),
         "rpp": {
             "a": stats_json(&r.client), "b": stats_json(&r.server),
             "in_place": ea.registered_recvs + eb.registered_recvs,
@@ -312,14 +313,15 @@ fn rpp_text(r: &RppReport) -> String {
     let [ea, eb] = &r.endpoints;
     format!(
         "  rpp         retransmitted {} (spurious {}, timer expiries {}), lost {}, duplicates {}, \
-         bad crc-32c {}, acks {}; srtt {:.1} us; delivered in place {}, assembled {}; \
-         {} packets copied into dma buffers",
+         bad crc-32c {}, bad dma checksums {}, acks {}; srtt {:.1} us; delivered in place {}, \
+         assembled {}; {} packets copied into dma buffers",
         r.retransmitted(),
         r.spurious_retransmits(),
         r.rto_expirations(),
         r.lost(),
         r.dup_packets(),
         r.bad_crc(),
+        ea.bad_dma_checksum + eb.bad_dma_checksum,
         r.acks_sent(),
         us(r.client.srtt),
         ea.registered_recvs + eb.registered_recvs,
