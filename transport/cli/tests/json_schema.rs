@@ -67,6 +67,10 @@ fn pingpong_json_has_one_line_per_size_with_packet_counts() {
         assert_eq!(t["iters"], 50, "{t}");
         assert!(t["one_way_us"].as_f64().unwrap() > 0.0, "{t}");
         assert!(t["packets"]["sent"].as_u64().unwrap() >= 100, "{t}");
+        // Damage past the links is caught by the boards' DMA checksums (the default) or
+        // RPP's CRC-32C: both counts are there, at zero on a clean fabric.
+        assert_eq!(t["bad_dma_checksum"].as_u64(), Some(0), "{t}");
+        assert_eq!(t["bad_crc"].as_u64(), Some(0), "{t}");
     }
 }
 
