@@ -100,6 +100,12 @@ impl RppReport {
         self.client.bad_crc + self.server.bad_crc
     }
 
+    /// Datagrams whose boards' DMA checksums differed (passed the link's CRC-8), dropped
+    /// by the endpoints before RPP saw them, both ends.
+    pub fn bad_dma_checksums(&self) -> u64 {
+        self.endpoints[0].bad_dma_checksum + self.endpoints[1].bad_dma_checksum
+    }
+
     /// Packets carrying no data (acknowledgements, probes), both ends.
     pub fn acks_sent(&self) -> u64 {
         self.client.acks_sent + self.server.acks_sent

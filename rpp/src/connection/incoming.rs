@@ -22,12 +22,11 @@ impl<B: AsRef<[u8]>> Connection<B> {
     /// mode), the CRC-32C in that mode, the MAC when keyed.
     #[inline(always)]
     fn check(&self, h: &Header<&[u8]>) -> Result<(), DropReason> {
-        if h.integrity_byte() != self.integrity_byte || h.version() != wire::VERSION {
-            return Err(if h.version() != wire::VERSION {
-                DropReason::Malformed
-            } else {
-                DropReason::IntegrityMismatch
-            });
+        if h.version() != wire::VERSION {
+            return Err(DropReason::Malformed);
+        }
+        if h.integrity_byte() != self.integrity_byte {
+            return Err(DropReason::IntegrityMismatch);
         }
         if self.config.integrity == Integrity::Crc32c && !h.crc_ok() {
             return Err(DropReason::BadCrc);

@@ -295,7 +295,7 @@ fn rpp_json(r: Option<&RppReport>) -> Value {
     json!({
         "retransmitted": r.retransmitted(), "spurious_retransmits": r.spurious_retransmits(),
         "rto_expirations": r.rto_expirations(), "lost": r.lost(), "dup_packets": r.dup_packets(),
-        "bad_crc": r.bad_crc(), "bad_dma_checksum": ea.bad_dma_checksum + eb.bad_dma_checksum,
+        "bad_crc": r.bad_crc(), "bad_dma_checksum": r.bad_dma_checksums(),
         "acks_sent": r.acks_sent(), "rtt_us": us(r.client.srtt),
         "rpp": {
             "a": stats_json(&r.client), "b": stats_json(&r.server),
@@ -321,7 +321,7 @@ fn rpp_text(r: &RppReport) -> String {
         r.lost(),
         r.dup_packets(),
         r.bad_crc(),
-        ea.bad_dma_checksum + eb.bad_dma_checksum,
+        r.bad_dma_checksums(),
         r.acks_sent(),
         us(r.client.srtt),
         ea.registered_recvs + eb.registered_recvs,
