@@ -19,7 +19,7 @@ use aggregation::{Aggregation, Delivery, Flight};
 use core::ops::Range;
 use pacing::{BURST_INTERVAL, Pacer};
 use recv::{DataOutcome, FragmentInfo, RecvState};
-use send::SendState;
+use send::{DataRef, SendState};
 use std::collections::VecDeque;
 use thiserror::Error;
 

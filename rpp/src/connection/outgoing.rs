@@ -112,9 +112,9 @@ impl<B: AsRef<[u8]>> Connection<B> {
     }
 
     /// The next data packet, a resend before a new one, if the congestion window and
-    /// the pacer let one go: `(seq, msg_id, frag)`.
+    /// the pacer let one go.
     #[inline]
-    fn take_data(&mut self, now: Instant, sending: bool) -> Option<(u32, u64, u32)> {
+    fn take_data(&mut self, now: Instant, sending: bool) -> Option<DataRef> {
         let has_resend = !self.send.nothing_to_resend();
         if !(has_resend || sending && self.send.has_new()) {
             // Nothing to send at all: the common answer, found in two tests.
@@ -172,12 +172,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 // A timeout's resend (whenever it goes): its D-SACK says nothing of
                 // reordering.
                 self.recently_retransmitted
-                    .push_back((d.0, self.send.last_resend_by_timeout));
+                    .push_back((d.seq, self.send.last_resend_by_timeout));
                 if self.recently_retransmitted.len() > 256 {
                     self.recently_retransmitted.pop_front();
                 }
                 self.trace
-                    .record(now, TraceKind::Retransmit, u64::from(d.0));
+                    .record(now, TraceKind::Retransmit, u64::from(d.seq));
                 d
             }
             None if new => {
@@ -329,7 +329,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             cold_path();
             flags |= flags::HELLO;
         }
-        let mut sack_words = self.recv.sack_bitmap().map_or(0, |(_, used)| used);
+        let mut sack_words = self.recv.sack_words();
         let mut echo = self.recv.echo;
         // A data packet has room for DATA_SACK_WORDS of bitmap. A longer one is cut, and
         // the echo withheld: it would say that packets beyond the cut arrived, and the
@@ -365,13 +365,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
             ack_delay_us,
             ..HeaderRepr::default()
         };
-        if let Some((seq, msg_id, frag)) = data {
-            let (_, msg_len, frags) = self.send.fragment(msg_id, frag)?;
-            repr.seq = seq;
-            repr.msg_id = msg_id;
-            repr.frag_index = frag;
-            repr.frag_count = frags;
-            repr.msg_len = msg_len as u32;
+        if let Some(d) = data {
+            repr.seq = d.seq;
+            repr.msg_id = d.msg_id;
+            repr.frag_index = d.frag;
+            repr.frag_count = d.frags;
+            repr.msg_len = d.msg_len as u32;
             repr.tx = self.send.last_tx();
             if self.rto_deadline.is_none() {
                 self.rto_deadline = Some(now.add_nanos(self.rtt.rto_nanos()));
@@ -383,7 +382,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         Some(Plan {
             repr,
             sack_words,
-            payload: data.map(|(_, id, frag)| (id, frag)),
+            payload: data.map(|d| (d.msg_id, d.frag)),
             batch_end,
         })
     }
@@ -445,10 +444,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             .payload
             .and_then(|(id, frag)| self.send.fragment_of(id, frag));
         let (payload, message) = match message {
-            Some((buf, range)) => {
-                let start = range.start;
-                (&buf.as_ref()[range], Some((buf, start)))
-            }
+            Some((buf, bytes, start)) => (bytes, Some((buf, start))),
             None => (&[][..], None),
         };
         let total = header_len + payload.len();

@@ -167,6 +167,22 @@ impl RecvState {
         if self.buffered == 0 {
             return None;
         }
+        Some(self.sack_words_of_buffered())
+    }
+
+    /// Words of SACK bitmap an acknowledgement carries now ([`RecvState::sack_bitmap`]'s
+    /// count): 0, found in one test, unless something waits beyond a gap.
+    #[inline]
+    pub(crate) fn sack_words(&self) -> u8 {
+        if self.buffered == 0 {
+            return 0;
+        }
+        self.sack_words_of_buffered().1
+    }
+
+    /// The SACK bitmap of the packets buffered beyond a gap.
+    #[inline(never)]
+    fn sack_words_of_buffered(&self) -> ([u64; MAX_SACK_WORDS], u8) {
         let mut words = [0u64; MAX_SACK_WORDS];
         let mut used = 0;
         // Slot 0 is the awaited packet, never buffered.
@@ -183,7 +199,7 @@ impl RecvState {
                 used = bit / 64 + 1;
             }
         }
-        Some((words, used as u8))
+        (words, used as u8)
     }
 
     /// Remembers a transmission that arrived with data not received before, to echo it.

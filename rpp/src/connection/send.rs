@@ -29,6 +29,18 @@ pub(crate) struct OutMessage<B> {
     pub(crate) acked: u32,
 }
 
+/// The data packet [`SendState::next_new`] or [`SendState::next_retransmit`] gave out:
+/// its sequence number, its fragment, and the message's length and fragment count for
+/// the header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DataRef {
+    pub(crate) seq: u32,
+    pub(crate) msg_id: u64,
+    pub(crate) frag: u32,
+    pub(crate) msg_len: usize,
+    pub(crate) frags: u32,
+}
+
 /// One packet sent and not yet acknowledged.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sent {
@@ -213,18 +225,20 @@ impl<B: AsRef<[u8]>> SendState<B> {
             .get_mut(usize::try_from(id.checked_sub(front)?).ok()?)
     }
 
-    /// The bytes of fragment `frag` of message `id`, and the message's length and
-    /// fragment count.
-    /// The message buffer of fragment `frag` of message `id`, and the fragment's range in it.
-    pub(crate) fn fragment_of(&self, id: u64, frag: u32) -> Option<(&B, core::ops::Range<usize>)> {
+    /// The message buffer of fragment `frag` of message `id`, the fragment's bytes, and
+    /// where they start in the buffer.
+    pub(crate) fn fragment_of(&self, id: u64, frag: u32) -> Option<(&B, &[u8], usize)> {
         let m = self.message(id)?;
         let buf = m.buf.as_ref()?;
-        let len = buf.as_ref().len();
+        let bytes = buf.as_ref();
+        let len = bytes.len();
         let start = (frag as usize).checked_mul(self.max_payload)?.min(len);
         let end = (start + self.max_payload).min(m.len).clamp(start, len);
-        Some((buf, start..end))
+        Some((buf, &bytes[start..end], start))
     }
 
+    /// The bytes of fragment `frag` of message `id`, and the message's length and
+    /// fragment count.
     pub(crate) fn fragment(&self, id: u64, frag: u32) -> Option<(&[u8], usize, u32)> {
         let m = self.message(id)?;
         let data = m.buf.as_ref()?.as_ref();
@@ -315,11 +329,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.tx_order
     }
 
-    /// Assigns the next new fragment a sequence number: `(seq, msg_id, frag)`.
-    pub(crate) fn next_new(&mut self, now: Instant) -> Option<(u32, u64, u32)> {
+    /// Assigns the next new fragment a sequence number.
+    pub(crate) fn next_new(&mut self, now: Instant) -> Option<DataRef> {
         let max_payload = self.max_payload;
         let m = self.messages.get_mut(self.packetize)?;
-        let (id, frag) = (m.id, m.next_frag);
+        let (id, frag, msg_len, frags) = (m.id, m.next_frag, m.len, m.frags);
         let payload = m
             .len
             .saturating_sub(frag as usize * max_payload)
@@ -352,15 +366,28 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.in_flight += 1;
         self.bytes_in_flight += u64::from(bytes);
         self.last_bytes = bytes;
-        Some((seq, id, frag))
+        Some(DataRef {
+            seq,
+            msg_id: id,
+            frag,
+            msg_len,
+            frags,
+        })
     }
 
-    /// The next lost packet to send again: `(seq, msg_id, frag)`.
-    pub(crate) fn next_retransmit(&mut self, now: Instant) -> Option<(u32, u64, u32)> {
+    /// The next lost packet to send again.
+    pub(crate) fn next_retransmit(&mut self, now: Instant) -> Option<DataRef> {
         while let Some(seq) = self.retransmit.pop_front() {
-            if !self.sent_mut(seq).is_some_and(|s| s.lost && !s.acked) {
+            let Some(id) = self
+                .sent_mut(seq)
+                .and_then(|s| (s.lost && !s.acked).then_some(s.msg_id))
+            else {
                 continue;
-            }
+            };
+            // An unacknowledged fragment's message is held until all of it is.
+            let Some((msg_len, frags)) = self.message(id).map(|m| (m.len, m.frags)) else {
+                continue;
+            };
             let order = self.next_order();
             self.start_flight(now);
             let (app_limited, delivered, delivered_time, first_sent_time) = (
@@ -379,13 +406,19 @@ impl<B: AsRef<[u8]>> SendState<B> {
             s.sent_at = now;
             s.order = order;
             s.transmissions = s.transmissions.saturating_add(1);
-            let (id, frag, bytes) = (s.msg_id, s.frag, s.bytes);
+            let (frag, bytes) = (s.frag, s.bytes);
             self.last_resend_by_timeout = s.lost_by_timeout;
             self.in_flight += 1;
             self.bytes_in_flight += u64::from(bytes);
             self.last_bytes = bytes;
             self.resends_in_flight += 1;
-            return Some((seq, id, frag));
+            return Some(DataRef {
+                seq,
+                msg_id: id,
+                frag,
+                msg_len,
+                frags,
+            });
         }
         None
     }
