@@ -286,15 +286,18 @@ impl Buf {
         }
     }
 
-    /// A lent buffer back for writing, once the board reads it no more; else itself.
-    pub(crate) fn try_unlend(self) -> Result<Buf, Buf> {
-        let len = self.len;
-        match self.kind {
-            BufKind::Lent(l) => match l.try_unlend() {
-                Ok(b) => Ok(Buf::new(BufKind::Board(b), len)),
-                Err(l) => Err(Buf::new(BufKind::Lent(l), len)),
-            },
-            kind => Ok(Buf::new(kind, len)),
+    /// A lent buffer back for writing, in place, once the board reads it no more; says
+    /// whether the buffer is writable now (any other kind is).
+    pub(crate) fn unlend(&mut self) -> bool {
+        let BufKind::Lent(l) = &mut self.kind else {
+            return true;
+        };
+        match l.take_back() {
+            Some(b) => {
+                self.kind = BufKind::Board(b);
+                true
+            }
+            None => false,
         }
     }
 

@@ -120,19 +120,24 @@ impl LentSendBuf {
     /// The buffer back for writing once the board reads it no more (look at sends that
     /// finished first: [`Api::reap_sent`](super::Api::reap_sent)); else itself.
     pub fn try_unlend(mut self) -> Result<SendBuf, LentSendBuf> {
-        let lent = self
-            .lent
-            .take()
-            .expect("a live LentSendBuf holds its buffer");
+        self.take_back().ok_or(self)
+    }
+
+    /// [`LentSendBuf::try_unlend`] in place, for a handle kept inside another value: the
+    /// buffer back for writing once the board reads it no more, leaving this handle
+    /// empty (it holds nothing and is only to be dropped); `None`, and the handle as it
+    /// was, while the board still reads it.
+    pub fn take_back(&mut self) -> Option<SendBuf> {
+        let lent = self.lent.take()?;
         match lent.try_unlend() {
-            Ok(host) => Ok(SendBuf {
+            Ok(host) => Some(SendBuf {
                 id: self.id,
                 host: Some(host),
                 unit: self.unit.take(),
             }),
             Err(lent) => {
                 self.lent = Some(lent);
-                Err(self)
+                None
             }
         }
     }

@@ -1015,7 +1015,10 @@ impl Endpoint {
     #[cold]
     #[inline(never)]
     fn refused(&mut self, peer: Peer, e: myri_rpp::SendError<Buf>) -> SendError {
-        let unlend = |b: Buf| b.try_unlend().unwrap_or_else(|b| b);
+        let unlend = |mut b: Buf| {
+            b.unlend();
+            b
+        };
         let e = match e {
             myri_rpp::SendError::WouldBlock(buf) => SendError {
                 error: SendErrorKind::WouldBlock,
@@ -1704,22 +1707,7 @@ fn settle_into(
 /// whether none is left lent.
 #[inline]
 fn unlend_all(c: &mut Completion) -> bool {
-    fn one(b: &mut Buf) -> bool {
-        if b.lent().is_none() {
-            return true;
-        }
-        let taken = std::mem::replace(b, Buf::heap(0));
-        match taken.try_unlend() {
-            Ok(back) => {
-                *b = back;
-                true
-            }
-            Err(still) => {
-                *b = still;
-                false
-            }
-        }
-    }
+    let one = Buf::unlend;
     match c {
         Completion::Sent { buf, .. } => one(buf),
         Completion::PeerFailed { unsent: bufs, .. }
