@@ -904,7 +904,9 @@ impl Lending for SimBackend {
             return self.send_gather(to, header, payload);
         };
         let route = self.packet_route(to, header.len() + payload.len())?;
-        let mut inline = [0u8; HEADER_LEN + myri_rpp::wire::MAX_HEADER_LEN];
+        // Room for a data packet's header (the fallback below sends any longer one).
+        let mut inline =
+            [0u8; HEADER_LEN + myri_rpp::wire::MAX_DATA_HEADER_LEN + myri_rpp::wire::MAC_LEN];
         let inline_len = HEADER_LEN + header.len();
         let Some(dst) = inline.get_mut(..inline_len) else {
             return self.send_gather(to, header, payload);
