@@ -545,19 +545,32 @@ impl<B: AsRef<[u8]>> SendState<B> {
             // not (no need for Karn's rule).
             out.rtt = Some(now.nanos_since(sent_at));
         }
-        if let Some(m) = self.message_mut(msg_id) {
-            m.acked += 1;
-            if m.acked == m.frags
-                && let Some(buf) = m.buf.take()
-            {
-                let len = m.len;
-                self.queued_bytes -= len;
-                out.completed += 1;
-                events.push_back(Event::Sent {
-                    id: MessageId(msg_id),
-                    msg: buf,
-                });
-            }
+        let Some(front) = self.messages.front().map(|f| f.id) else {
+            return;
+        };
+        let Some(m) = self.message_mut(msg_id) else {
+            return;
+        };
+        m.acked += 1;
+        if m.acked != m.frags {
+            return;
+        }
+        let len = m.len;
+        // The oldest message (the common case: acknowledgements in order) leaves the
+        // queue now; a later one gives its buffer back and leaves behind the oldest.
+        let buf = if msg_id == front {
+            self.packetize = self.packetize.saturating_sub(1);
+            self.messages.pop_front().and_then(|m| m.buf)
+        } else {
+            m.buf.take()
+        };
+        if let Some(buf) = buf {
+            self.queued_bytes -= len;
+            out.completed += 1;
+            events.push_back(Event::Sent {
+                id: MessageId(msg_id),
+                msg: buf,
+            });
         }
     }
 
