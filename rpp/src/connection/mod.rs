@@ -691,7 +691,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             // been delivered, the application limits the rate samples.
             self.send.mark_app_limited();
         }
-        Ok(MessageId(self.send.push(msg)))
+        Ok(MessageId(self.send.push(msg, len)))
     }
 
     /// Whether [`Connection::send`] would take a message of `len` bytes now: for a

@@ -155,7 +155,13 @@ impl RecvState {
     /// more than the packets already buffered (they are inside that span) plus the room
     /// left for the application's bytes.
     pub(crate) fn credit(&self) -> u32 {
-        let room = self.buffer_bytes.saturating_sub(self.held_bytes()) / self.max_payload.max(1);
+        let free = self.buffer_bytes.saturating_sub(self.held_bytes());
+        let max_payload = self.max_payload.max(1);
+        // Room for the whole window (the common case) needs no division.
+        if free >= (self.window as usize).saturating_mul(max_payload) {
+            return self.window;
+        }
+        let room = free / max_payload;
         let room = u32::try_from(room).unwrap_or(u32::MAX);
         self.window.min(self.buffered.saturating_add(room))
     }

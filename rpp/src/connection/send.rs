@@ -195,10 +195,14 @@ impl<B: AsRef<[u8]>> SendState<B> {
         }
     }
 
-    /// Queues a message; returns its id.
-    pub(crate) fn push(&mut self, buf: B) -> u64 {
-        let len = buf.as_ref().len();
-        let frags = len.div_ceil(self.max_payload).max(1) as u32;
+    /// Queues a message of `len` bytes (its buffer's length); returns its id.
+    pub(crate) fn push(&mut self, buf: B, len: usize) -> u64 {
+        // One fragment (the common case) needs no division.
+        let frags = if len <= self.max_payload {
+            1
+        } else {
+            len.div_ceil(self.max_payload) as u32
+        };
         let id = self.next_msg_id;
         self.next_msg_id += 1;
         self.queued_bytes += len;
