@@ -162,3 +162,62 @@ fn lent_send_misuse_is_a_typed_error() {
     // Nothing was sent: the buffer comes back at once.
     assert!(lent.try_unlend().is_ok());
 }
+
+#[test]
+fn a_lent_buffer_taken_back_in_place_waits_for_the_board_and_returns_once() {
+    let mut c = pair();
+    let chan = c.apis[1].get_chan(ChanRequest::Specific(1)).unwrap();
+    c.apis[1].init_recv_chan(&chan).unwrap();
+    // Every send buffer taken but one, which is lent and sent.
+    let bufs: Vec<_> = (1..SEND_BUFS)
+        .map(|_| c.apis[0].get_send_buffer().unwrap())
+        .collect();
+    let mut buf = c.apis[0].get_send_buffer().unwrap();
+    let addr = buf.bus_addr();
+    buf.as_mut_slice()[..4000].fill(0x5A);
+    let mut lent = buf.lend();
+    c.apis[0]
+        .send_lent_untracked(1, RouteId(1), &[0xA1; 12], &lent, 0..4000)
+        .unwrap();
+    assert!(lent.is_read_by_board());
+    // Refused while the board reads it, and the handle is as it was.
+    assert!(lent.try_unlend_in_place().is_none());
+    assert_eq!(lent.bus_addr(), addr);
+    assert!(lent.as_slice()[..4000].iter().all(|&b| b == 0x5A));
+    let got = drain(&mut c, &chan, 50);
+    assert_eq!(got.len(), 1);
+    assert!(got[0][12..].iter().all(|&b| b == 0x5A), "sent whole");
+    c.apis[0].reap_sent();
+    let mut back = lent
+        .try_unlend_in_place()
+        .expect("writable once every send is done");
+    assert_eq!(back.bus_addr(), addr, "the same memory");
+    back.as_mut_slice()[0] = 1;
+    // The emptied handle holds nothing: it gives nothing back again, the board refuses
+    // it, and dropping it frees nothing.
+    assert!(lent.try_unlend_in_place().is_none());
+    assert!(lent.as_slice().is_empty());
+    assert!(matches!(
+        c.apis[0].send_lent(1, RouteId(1), &[], &lent, 0..10),
+        Err(ApiError::ForeignBuffer)
+    ));
+    drop(lent);
+    assert_eq!(
+        c.apis[0].get_send_buffer().unwrap_err(),
+        ApiError::NoSendBuffers,
+        "the buffer taken back is the application's, not free"
+    );
+    drop(back);
+    let again = c.apis[0].get_send_buffer().unwrap();
+    assert_eq!(
+        again.bus_addr(),
+        addr,
+        "free once, when the application drops it"
+    );
+    assert_eq!(
+        c.apis[0].get_send_buffer().unwrap_err(),
+        ApiError::NoSendBuffers,
+        "and only once"
+    );
+    drop(bufs);
+}

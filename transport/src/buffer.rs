@@ -292,7 +292,7 @@ impl Buf {
         let BufKind::Lent(l) = &mut self.kind else {
             return true;
         };
-        match l.take_back() {
+        match l.try_unlend_in_place() {
             Some(b) => {
                 self.kind = BufKind::Board(b);
                 true

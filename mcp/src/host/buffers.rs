@@ -86,8 +86,9 @@ impl Drop for SendBuf {
 /// it (at once if it has).
 pub struct LentSendBuf {
     pub(crate) id: u16,
+    /// `None` only in a handle [`LentSendBuf::try_unlend_in_place`] emptied.
     pub(crate) lent: Option<LentBuf>,
-    /// Always `Some` while the handle lives (see [`SendBuf`]'s).
+    /// Always `Some` while the handle lives (see [`SendBuf`]'s), but in an emptied one.
     pub(crate) unit: Option<Arc<Unit>>,
 }
 
@@ -120,14 +121,14 @@ impl LentSendBuf {
     /// The buffer back for writing once the board reads it no more (look at sends that
     /// finished first: [`Api::reap_sent`](super::Api::reap_sent)); else itself.
     pub fn try_unlend(mut self) -> Result<SendBuf, LentSendBuf> {
-        self.take_back().ok_or(self)
+        self.try_unlend_in_place().ok_or(self)
     }
 
     /// [`LentSendBuf::try_unlend`] in place, for a handle kept inside another value: the
     /// buffer back for writing once the board reads it no more, leaving this handle
     /// empty (it holds nothing and is only to be dropped); `None`, and the handle as it
     /// was, while the board still reads it.
-    pub fn take_back(&mut self) -> Option<SendBuf> {
+    pub fn try_unlend_in_place(&mut self) -> Option<SendBuf> {
         let lent = self.lent.take()?;
         match lent.try_unlend() {
             Ok(host) => Some(SendBuf {
