@@ -444,7 +444,13 @@ impl Pair {
         if conn.poll_timeout().is_some_and(|t| t <= now) {
             conn.handle_timeout(now);
         }
-        while let Some(n) = conn.poll_transmit(now, buf) {
+        loop {
+            // A driver may stop asking when `may_transmit` says no packet would come.
+            let may = conn.may_transmit();
+            let Some(n) = conn.poll_transmit(now, buf) else {
+                break;
+            };
+            assert!(may, "a packet came where may_transmit said none would");
             outbound.send(now, &buf[..n]);
         }
         events.extend(std::iter::from_fn(|| conn.poll_event()));

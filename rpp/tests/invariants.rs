@@ -116,13 +116,17 @@ struct World {
 
 impl World {
     fn transmit(&mut self) {
-        while let Some(n) = self.a.conn.poll_transmit(self.now, &mut self.buf) {
-            assert!(n <= config().mtu);
-            self.to_b.push(self.buf[..n].to_vec());
-        }
-        while let Some(n) = self.b.conn.poll_transmit(self.now, &mut self.buf) {
-            assert!(n <= config().mtu);
-            self.to_a.push(self.buf[..n].to_vec());
+        for (end, out) in [(&mut self.a, &mut self.to_b), (&mut self.b, &mut self.to_a)] {
+            loop {
+                // Whenever `may_transmit` says no packet would come, none does.
+                let may = end.conn.may_transmit();
+                let Some(n) = end.conn.poll_transmit(self.now, &mut self.buf) else {
+                    break;
+                };
+                assert!(may, "a packet came where may_transmit said none would");
+                assert!(n <= config().mtu);
+                out.push(self.buf[..n].to_vec());
+            }
         }
     }
 

@@ -663,6 +663,23 @@ impl<B: AsRef<[u8]>> Connection<B> {
         !self.send.nothing_to_resend()
     }
 
+    /// Whether [`Connection::poll_transmit`] may give another packet now: data not yet
+    /// sent or to send again, an acknowledgement owed, or a packet of its own due (a
+    /// close, a challenge, an introduction, a probe, a full acknowledgement). When false
+    /// it gives none, so a driver's transmit loop can stop after a packet (which carried
+    /// the acknowledgement owed) without a last call that finds nothing.
+    pub fn may_transmit(&self) -> bool {
+        self.send.has_new()
+            || !self.send.nothing_to_resend()
+            || self.recv.ack_needed
+            || self.close_due
+            || self.challenge_due
+            || self.hello_due
+            || self.probe_due
+            || self.full_ack_due
+            || self.state == State::Closing
+    }
+
     /// Bytes of messages held by `send` (queued or unacknowledged).
     pub fn queued_bytes(&self) -> usize {
         self.send.queued_bytes

@@ -1428,6 +1428,9 @@ impl Endpoint {
                         // `Gather::batch_end`). Would-block keeps them for the next pass.
                         let _ = backend.flush();
                     }
+                    if !conn.may_transmit() {
+                        break;
+                    }
                 }
                 // No room after all: on the board (no free send buffer) the packet waits
                 // whole for the next pass; elsewhere it is lost to the channel and RPP
