@@ -53,7 +53,9 @@
 //! (about a millisecond of the pacing rate) is at least 32 KiB, new data goes in batches
 //! of one burst, and below that packet by packet; a driver that sends GSO buffers sends
 //! what it holds at each [`Gather::batch_end`], so that each buffer is one batch, and
-//! may ask [`Connection::send_budget`] how many full-size packets may go now.
+//! may ask [`Connection::send_budget`] how many full-size packets may go now. Draining
+//! after each packet, it may first ask [`Connection::may_transmit`]: when that says no,
+//! `poll_transmit` would give nothing, and asking it would run its whole plan.
 //!
 //! # What it does not do
 //!
