@@ -412,8 +412,8 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let header_len = self.emit(&plan, buf)?;
         let payload = plan
             .payload
-            .and_then(|(id, frag)| self.send.fragment(id, frag))
-            .map_or(&[][..], |f| f.0);
+            .and_then(|(id, frag)| self.send.fragment_of(id, frag))
+            .map_or(&[][..], |(_, bytes, _)| bytes);
         let total = header_len + payload.len();
         buf.get_mut(header_len..total)?.copy_from_slice(payload);
         match (&self.config.mac_key, self.config.integrity) {

@@ -217,16 +217,15 @@ impl<B: AsRef<[u8]>> SendState<B> {
         id
     }
 
-    fn message(&self, id: u64) -> Option<&OutMessage<B>> {
+    /// Where message `id` is in the queue (0: the oldest), if it is there.
+    fn message_index(&self, id: u64) -> Option<usize> {
         let front = self.messages.front()?.id;
-        self.messages
-            .get(usize::try_from(id.checked_sub(front)?).ok()?)
+        let i = usize::try_from(id.checked_sub(front)?).ok()?;
+        (i < self.messages.len()).then_some(i)
     }
 
-    fn message_mut(&mut self, id: u64) -> Option<&mut OutMessage<B>> {
-        let front = self.messages.front()?.id;
-        self.messages
-            .get_mut(usize::try_from(id.checked_sub(front)?).ok()?)
+    fn message(&self, id: u64) -> Option<&OutMessage<B>> {
+        self.messages.get(self.message_index(id)?)
     }
 
     /// The message buffer of fragment `frag` of message `id`, the fragment's bytes, and
@@ -239,16 +238,6 @@ impl<B: AsRef<[u8]>> SendState<B> {
         let start = (frag as usize).checked_mul(self.max_payload)?.min(len);
         let end = (start + self.max_payload).min(m.len).clamp(start, len);
         Some((buf, &bytes[start..end], start))
-    }
-
-    /// The bytes of fragment `frag` of message `id`, and the message's length and
-    /// fragment count.
-    pub(crate) fn fragment(&self, id: u64, frag: u32) -> Option<(&[u8], usize, u32)> {
-        let m = self.message(id)?;
-        let data = m.buf.as_ref()?.as_ref();
-        let start = (frag as usize).checked_mul(self.max_payload)?;
-        let end = (start + self.max_payload).min(m.len);
-        Some((data.get(start..end).unwrap_or(&[]), m.len, m.frags))
     }
 
     fn sent_mut(&mut self, seq: u32) -> Option<&mut Sent> {
@@ -549,12 +538,10 @@ impl<B: AsRef<[u8]>> SendState<B> {
             // not (no need for Karn's rule).
             out.rtt = Some(now.nanos_since(sent_at));
         }
-        let Some(front) = self.messages.front().map(|f| f.id) else {
+        let Some(i) = self.message_index(msg_id) else {
             return;
         };
-        let Some(m) = self.message_mut(msg_id) else {
-            return;
-        };
+        let m = &mut self.messages[i];
         m.acked += 1;
         if m.acked != m.frags {
             return;
@@ -562,7 +549,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         let len = m.len;
         // The oldest message (the common case: acknowledgements in order) leaves the
         // queue now; a later one gives its buffer back and leaves behind the oldest.
-        let buf = if msg_id == front {
+        let buf = if i == 0 {
             self.packetize = self.packetize.saturating_sub(1);
             self.messages.pop_front().and_then(|m| m.buf)
         } else {

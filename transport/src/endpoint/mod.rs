@@ -1710,14 +1710,13 @@ fn settle_into(
 /// whether none is left lent.
 #[inline]
 fn unlend_all(c: &mut Completion) -> bool {
-    let one = Buf::unlend;
     match c {
-        Completion::Sent { buf, .. } => one(buf),
+        Completion::Sent { buf, .. } => buf.unlend(),
         Completion::PeerFailed { unsent: bufs, .. }
         | Completion::PeerRestarted { unacked: bufs, .. }
         | Completion::PeerClosed { unsent: bufs, .. } => {
             // Every buffer is tried (no short cut): each one back is one less to wait for.
-            let back = bufs.iter_mut().map(one).filter(|&b| b).count();
+            let back = bufs.iter_mut().map(Buf::unlend).filter(|&b| b).count();
             back == bufs.len()
         }
         Completion::Connected { .. } | Completion::NewPeer { .. } => true,
