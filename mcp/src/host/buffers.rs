@@ -59,11 +59,14 @@ impl SendBuf {
     /// Nobody writes it until [`LentSendBuf::try_unlend`] gives it back.
     pub fn lend(mut self) -> LentSendBuf {
         let host = self.host.take().expect("a live SendBuf holds its buffer");
-        LentSendBuf {
+        let lent = LentSendBuf {
             id: self.id,
             lent: Some(host.lend()),
             unit: self.unit.take(),
-        }
+        };
+        // Emptied: nothing is left for its drop to give back, so it need not run.
+        core::mem::forget(self);
+        lent
     }
 
     /// Whether the buffer is `unit`'s.
