@@ -1529,11 +1529,22 @@ impl Endpoint {
                     });
                     continue;
                 }
-                Event::Sent { id, msg } => Completion::Sent {
-                    peer,
-                    id: MsgId(id.0),
-                    buf: msg,
-                },
+                Event::Sent { id, mut msg } => {
+                    // `settle_into` for the common completion, its buffer taken back
+                    // before the completion is built.
+                    let settled = self.unsettled.is_empty() && msg.unlend();
+                    let c = Completion::Sent {
+                        peer,
+                        id: MsgId(id.0),
+                        buf: msg,
+                    };
+                    if settled {
+                        self.completions.push_back(c);
+                    } else {
+                        self.unsettled.push_back(c);
+                    }
+                    continue;
+                }
                 Event::PeerRestarted { new, unacked, .. } => {
                     slot.life = slot.life.wrapping_add(1);
                     Completion::PeerRestarted {
