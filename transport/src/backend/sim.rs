@@ -500,10 +500,20 @@ impl SimBackend {
         })
     }
 
+    /// The board's route to `port`: the one added before (every packet's case, a load),
+    /// else a new one.
+    #[inline]
     fn route(&mut self, port: u16) -> Result<RouteId, RouteError> {
-        if let Some(&Some(r)) = self.routes.get(usize::from(port)) {
-            return Ok(r);
+        match self.routes.get(usize::from(port)) {
+            Some(&Some(r)) => Ok(r),
+            _ => self.add_route(port),
         }
+    }
+
+    /// Adds the board's route to `port` (the first packet to it).
+    #[cold]
+    #[inline(never)]
+    fn add_route(&mut self, port: u16) -> Result<RouteId, RouteError> {
         let w = &self.world;
         let to = *w
             .ports
