@@ -533,6 +533,47 @@ impl SimBackend {
         Ok(id)
     }
 
+    /// A received buffer as a datagram, or `Err` (counted) when it fails the checks.
+    #[inline]
+    fn incoming(&mut self, rb: myri_mcp::RecvBuf) -> Result<Incoming, ()> {
+        // The board's checksums cover exactly these bytes, sender header included:
+        // the sending DMA engine's sum as they left host memory (with the sending
+        // LANai's of the header, written by PIO), and the receiving one's as they
+        // landed. A mismatch is damage between the two hosts' memories.
+        if self.check_dma && !rb.dma_checksum_ok() {
+            self.counters.bad_dma_checksum += 1;
+            return Err(());
+        }
+        let bytes = rb.as_slice();
+        if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
+            self.counters.malformed += 1;
+            return Err(());
+        }
+        let from = u16::from_be_bytes([bytes[4], bytes[5]]);
+        let len = bytes.len();
+        Ok(Incoming {
+            from: RemoteAddr::Sim(from),
+            data: RecvBuf::new(RecvKind::Board(rb), HEADER_LEN..len),
+        })
+    }
+
+    /// [`Backend::recv`] after a datagram was dropped: the next one that passes, if any.
+    #[cold]
+    #[inline(never)]
+    fn recv_after_drop(&mut self) -> Option<Incoming> {
+        loop {
+            match self.api.recv(&self.chan) {
+                Ok(Some(rb)) => {
+                    if let Ok(inc) = self.incoming(rb) {
+                        return Some(inc);
+                    }
+                }
+                Ok(None) => return None,
+                Err(_) => self.counters.malformed += 1,
+            }
+        }
+    }
+
     /// The route for a packet of `len` bytes to `to`, checked: a sim address, within the
     /// MTU.
     fn packet_route(&mut self, to: &RemoteAddr, len: usize) -> Result<RouteId, SendErrorKind> {
@@ -776,35 +817,20 @@ impl Backend for SimBackend {
         !full
     }
 
+    /// The next datagram the board received: the common cases (one that passes, or none)
+    /// inline; a refused receive or a datagram dropped here goes on out of line.
+    #[inline]
     fn recv(&mut self) -> Option<Incoming> {
-        loop {
-            let rb = match self.api.recv(&self.chan) {
-                Ok(Some(rb)) => rb,
-                Ok(None) => return None,
-                Err(_) => {
-                    self.counters.malformed += 1;
-                    continue;
-                }
-            };
-            // The board's checksums cover exactly these bytes, sender header included:
-            // the sending DMA engine's sum as they left host memory (with the sending
-            // LANai's of the header, written by PIO), and the receiving one's as they
-            // landed. A mismatch is damage between the two hosts' memories.
-            if self.check_dma && !rb.dma_checksum_ok() {
-                self.counters.bad_dma_checksum += 1;
-                continue;
-            }
-            let bytes = rb.as_slice();
-            if bytes.len() < HEADER_LEN || bytes[..4] != MAGIC {
+        match self.api.recv(&self.chan) {
+            Ok(Some(rb)) => match self.incoming(rb) {
+                Ok(inc) => Some(inc),
+                Err(()) => self.recv_after_drop(),
+            },
+            Ok(None) => None,
+            Err(_) => {
                 self.counters.malformed += 1;
-                continue;
+                self.recv_after_drop()
             }
-            let from = u16::from_be_bytes([bytes[4], bytes[5]]);
-            let len = bytes.len();
-            return Some(Incoming {
-                from: RemoteAddr::Sim(from),
-                data: RecvBuf::new(RecvKind::Board(rb), HEADER_LEN..len),
-            });
         }
     }
 
