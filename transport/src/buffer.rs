@@ -406,6 +406,15 @@ impl RecvBuf {
         r
     }
 
+    /// [`RecvBuf::new`] for a `range` the caller has checked lies within the bytes
+    /// (a received datagram past its backend header): no second look at their length.
+    #[inline]
+    pub(crate) fn new_within(kind: RecvKind, range: Range<usize>) -> RecvBuf {
+        let r = RecvBuf { kind, range };
+        debug_assert!(r.range.start <= r.range.end && r.range.end <= r.storage().len());
+        r
+    }
+
     pub(crate) fn from_vec(v: Vec<u8>) -> RecvBuf {
         let len = v.len();
         RecvBuf::new(RecvKind::Heap(v), 0..len)

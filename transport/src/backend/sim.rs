@@ -553,7 +553,7 @@ impl SimBackend {
         let len = bytes.len();
         Ok(Incoming {
             from: RemoteAddr::Sim(from),
-            data: RecvBuf::new(RecvKind::Board(rb), HEADER_LEN..len),
+            data: RecvBuf::new_within(RecvKind::Board(rb), HEADER_LEN..len),
         })
     }
 
