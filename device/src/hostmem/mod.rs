@@ -809,6 +809,7 @@ impl SharedWords {
 
     /// Loads the big-endian word at `byte_offset` (Acquire: what the board wrote before it
     /// is visible after).
+    #[inline]
     pub fn load_be(&self, byte_offset: usize) -> Result<u32, HostMemError> {
         Ok(u32::from_be_bytes(
             self.word(byte_offset)?

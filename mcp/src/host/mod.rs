@@ -1127,19 +1127,30 @@ impl Api {
 
     /// The next packet on a channel, if one has arrived (seed 000, `myri_api0_recv`): a
     /// view of the buffer the board DMA'd it into.
+    ///
+    /// Most calls find nothing: those are told from the channel's poll word alone, with no
+    /// lock and no call (this part is inline). A hint made stale by another user's
+    /// receive on the channel only sends the call down the locked path, which looks again.
+    #[inline]
     pub fn recv(&mut self, chan: &Channel) -> Result<Option<RecvBuf>, ApiError> {
+        if Arc::ptr_eq(&chan.unit, &self.unit) {
+            let unit = &self.unit;
+            let hint = unit.recv_hint[usize::from(chan.num)].load(Ordering::Acquire);
+            if hint & unit::RECV_READY != 0
+                && let Some(poll) = unit.poll_words.get()
+                && !completed(poll, chan.num, hint as u32)
+            {
+                return Ok(None);
+            }
+        }
+        self.recv_locked(chan)
+    }
+
+    /// [`Api::recv`] past its quick test: under the unit's lock.
+    #[inline(never)]
+    fn recv_locked(&mut self, chan: &Channel) -> Result<Option<RecvBuf>, ApiError> {
         self.own_channel(chan)?;
         let unit = &self.unit;
-        // Most calls find nothing: tell those from the poll word alone, with no lock. A
-        // hint made stale by another user's receive on the channel only sends the call
-        // down the locked path, which looks again.
-        let hint = unit.recv_hint[usize::from(chan.num)].load(Ordering::Acquire);
-        if hint & unit::RECV_READY != 0
-            && let Some(poll) = unit.poll_words.get()
-            && !completed(poll, chan.num, hint as u32)
-        {
-            return Ok(None);
-        }
         let mut g = unit.locked();
         let sh = &mut *g;
         let st = &mut sh.st;

@@ -61,11 +61,13 @@ impl DmaLayout {
 }
 
 /// The offset of completion `n`'s record of `chan` in the poll area.
+#[inline]
 fn record_at(chan: u8, n: u32) -> usize {
     DmaLayout::poll(chan) + (crate::firmware::host_dma::RECORD_LEN * (n % RECV_SLOTS)) as usize
 }
 
 /// Whether the board has delivered completion `n` of `chan` (its record's count alone).
+#[inline]
 pub(crate) fn completed(poll: &myri_device::hostmem::SharedWords, chan: u8, n: u32) -> bool {
     poll.load_be(record_at(chan, n) + 28) == Ok(n.wrapping_add(1))
 }
