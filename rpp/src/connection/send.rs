@@ -488,17 +488,25 @@ impl<B: AsRef<[u8]>> SendState<B> {
         lost
     }
 
+    /// Marks the packet `at` places past the oldest unacknowledged one acknowledged (the
+    /// oldest itself, at 0, is the cumulative acknowledgement's common case: no index
+    /// arithmetic), and its message complete when that was its last packet.
     #[inline(always)]
     fn mark_acked(
         &mut self,
-        seq: u32,
+        at: usize,
         echo: u64,
         now: Instant,
         out: &mut AckOutcome,
         events: &mut VecDeque<Event<B>>,
     ) {
         let timeout_mark = self.timeout_mark;
-        let Some(s) = self.sent_mut(seq) else { return };
+        let s = if at == 0 {
+            self.unacked.front_mut()
+        } else {
+            self.unacked.get_mut(at)
+        };
+        let Some(s) = s else { return };
         if s.acked {
             return;
         }
@@ -538,10 +546,16 @@ impl<B: AsRef<[u8]>> SendState<B> {
             // not (no need for Karn's rule).
             out.rtt = Some(now.nanos_since(sent_at));
         }
-        let Some(i) = self.message_index(msg_id) else {
-            return;
+        // The oldest message first: acknowledgements come in order.
+        let (i, m) = match self.messages.front_mut() {
+            Some(m) if m.id == msg_id => (0, m),
+            _ => {
+                let Some(i) = self.message_index(msg_id) else {
+                    return;
+                };
+                (i, &mut self.messages[i])
+            }
         };
-        let m = &mut self.messages[i];
         m.acked += 1;
         if m.acked != m.frags {
             return;
@@ -615,7 +629,7 @@ impl<B: AsRef<[u8]>> SendState<B> {
         let echo_full = echo.unwrap_or(0);
         // The cumulative part: everything before `ack` is acknowledged and leaves.
         while seq_lt(self.snd_una, ack) {
-            self.mark_acked(self.snd_una, echo_full, now, &mut out, events);
+            self.mark_acked(0, echo_full, now, &mut out, events);
             self.unacked.pop_front();
             self.snd_una = self.snd_una.wrapping_add(1);
         }
@@ -627,7 +641,8 @@ impl<B: AsRef<[u8]>> SendState<B> {
                 bits &= !(1 << (63 - i));
                 let seq = ack.wrapping_add(1 + w as u32 * 64 + i);
                 if seq_lt(seq, self.snd_nxt) {
-                    self.mark_acked(seq, echo_full, now, &mut out, events);
+                    let at = seq.wrapping_sub(self.snd_una) as usize;
+                    self.mark_acked(at, echo_full, now, &mut out, events);
                 }
             }
         }
