@@ -867,7 +867,10 @@ impl Backend for SimBackend {
     /// Steps the board. On a real clock, while the board is quiet (nothing arrived,
     /// nothing due, nothing posted: a few loads) the clock is read only every
     /// [`QUIET_READS`] calls, so that a host spinning on `progress` for a packet does
-    /// not pay a clock reading each turn while timers still see time pass.
+    /// not pay a clock reading each turn while timers still see time pass. Inline: the
+    /// endpoint steps the board a few times a message, and this is a few tests around the
+    /// board's own step.
+    #[inline(always)]
     fn progress(&mut self) -> bool {
         self.kicked = false;
         if self.world.config.clock == SimClock::Real && self.api.is_quiet() {
