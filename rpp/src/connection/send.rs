@@ -501,12 +501,9 @@ impl<B: AsRef<[u8]>> SendState<B> {
         events: &mut VecDeque<Event<B>>,
     ) {
         let timeout_mark = self.timeout_mark;
-        let s = if at == 0 {
-            self.unacked.front_mut()
-        } else {
-            self.unacked.get_mut(at)
+        let Some(s) = nth_mut(&mut self.unacked, at) else {
+            return;
         };
-        let Some(s) = s else { return };
         if s.acked {
             return;
         }
@@ -546,15 +543,12 @@ impl<B: AsRef<[u8]>> SendState<B> {
             // not (no need for Karn's rule).
             out.rtt = Some(now.nanos_since(sent_at));
         }
-        // The oldest message first: acknowledgements come in order.
-        let (i, m) = match self.messages.front_mut() {
-            Some(m) if m.id == msg_id => (0, m),
-            _ => {
-                let Some(i) = self.message_index(msg_id) else {
-                    return;
-                };
-                (i, &mut self.messages[i])
-            }
+        // Usually the oldest message: acknowledgements come in order.
+        let Some(i) = self.message_index(msg_id) else {
+            return;
+        };
+        let Some(m) = nth_mut(&mut self.messages, i) else {
+            return;
         };
         m.acked += 1;
         if m.acked != m.frags {
@@ -731,4 +725,11 @@ impl<B: AsRef<[u8]>> SendState<B> {
         self.next_msg_id = 0;
         out
     }
+}
+
+/// Element `i` of `q`; the front (the common case where acknowledgements come in
+/// order) without the ring's index arithmetic.
+#[inline(always)]
+fn nth_mut<T>(q: &mut VecDeque<T>, i: usize) -> Option<&mut T> {
+    if i == 0 { q.front_mut() } else { q.get_mut(i) }
 }

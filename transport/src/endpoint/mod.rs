@@ -1530,19 +1530,15 @@ impl Endpoint {
                     continue;
                 }
                 Event::Sent { id, mut msg } => {
-                    // `settle_into` for the common completion, its buffer taken back
-                    // before the completion is built.
+                    // `settle_into` for the common completion: its one buffer taken back
+                    // before the completion is built, not found again in it.
                     let settled = self.unsettled.is_empty() && msg.unlend();
                     let c = Completion::Sent {
                         peer,
                         id: MsgId(id.0),
                         buf: msg,
                     };
-                    if settled {
-                        self.completions.push_back(c);
-                    } else {
-                        self.unsettled.push_back(c);
-                    }
+                    queue_settled(&mut self.unsettled, &mut self.completions, c, settled);
                     continue;
                 }
                 Event::PeerRestarted { new, unacked, .. } => {
@@ -1710,7 +1706,20 @@ fn settle_into(
     completions: &mut VecDeque<Completion>,
     mut c: Completion,
 ) {
-    if unsettled.is_empty() && unlend_all(&mut c) {
+    let settled = unsettled.is_empty() && unlend_all(&mut c);
+    queue_settled(unsettled, completions, c, settled);
+}
+
+/// Queues `c` for the application when `settled` (nothing waits before it and its
+/// buffers are back), else behind the completions waiting.
+#[inline(always)]
+fn queue_settled(
+    unsettled: &mut VecDeque<Completion>,
+    completions: &mut VecDeque<Completion>,
+    c: Completion,
+    settled: bool,
+) {
+    if settled {
         completions.push_back(c);
     } else {
         unsettled.push_back(c);
