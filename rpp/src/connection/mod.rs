@@ -204,6 +204,10 @@ pub struct Gather<'a, B> {
     /// sends what it holds now, so that each send is one batch (see the crate docs,
     /// "Pacing and the driver").
     pub batch_end: bool,
+    /// Nothing more goes after this packet for now ([`Connection::may_transmit`] is
+    /// false once it has gone): the driver need not ask again, and one that starts its
+    /// device on what it sent can start it on this packet at once.
+    pub last: bool,
 }
 
 /// Longest payload [`Connection::poll_transmit_gather`] copies behind the header when

@@ -440,6 +440,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         }
         let plan = self.plan(now)?;
         let header_len = self.emit(&plan, header)?;
+        let last = !self.may_transmit();
         let message = plan
             .payload
             .and_then(|(id, frag)| self.send.fragment_of(id, frag));
@@ -461,6 +462,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
                 payload: &[],
                 message: None,
                 batch_end: plan.batch_end,
+                last,
             });
         }
         wire::seal(
@@ -473,6 +475,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
             payload,
             message,
             batch_end: plan.batch_end,
+            last,
         })
     }
 

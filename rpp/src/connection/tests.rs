@@ -822,7 +822,7 @@ fn gathered_transmit_lends_the_callers_buffer() {
     let range = msg.as_ptr_range();
     a.send(msg).unwrap();
     let mut header_buf = [0u8; MAX_HEADER_LEN];
-    let mut n = 0;
+    let mut lasts = Vec::new();
     while let Some(g) = a.poll_transmit_gather(at(1), &mut header_buf) {
         assert!(
             range.contains(&g.payload.as_ptr()),
@@ -830,10 +830,15 @@ fn gathered_transmit_lends_the_callers_buffer() {
         );
         let mut packet = header_buf[..g.header_len].to_vec();
         packet.extend_from_slice(g.payload);
+        lasts.push(g.last);
         b.handle_packet(at(2), &packet);
-        n += 1;
     }
-    assert_eq!(n, 3000usize.div_ceil(config().max_payload()));
+    // Only the last packet says nothing follows it, and then nothing did.
+    let n = 3000usize.div_ceil(config().max_payload());
+    let mut expected = vec![false; n];
+    expected[n - 1] = true;
+    assert_eq!(lasts, expected);
+    assert!(!a.may_transmit());
     assert_eq!(messages(&mut b), vec![vec![5u8; 3000]]);
 }
 

@@ -974,9 +974,7 @@ impl Endpoint {
             // Whether this transmit stopped short (a full pass resets the flag before its
             // own).
             self.transmit_blocked = false;
-            if self.transmit(peer.0 as usize, now) {
-                self.backend.kick();
-            }
+            self.transmit(peer.0 as usize, now, true);
             self.after_send(peer);
             id
         } else {
@@ -1296,7 +1294,7 @@ impl Endpoint {
                     conn.handle_timeout(now);
                     worked = true;
                 }
-                worked |= self.transmit(i, now);
+                worked |= self.transmit(i, now, false);
                 self.drain_events(Peer(i as u32));
                 if let Some(t) = self.peers[i].conn.as_mut().and_then(|c| c.poll_timeout()) {
                     next_timer = next_timer.min(t.as_nanos());
@@ -1371,7 +1369,9 @@ impl Endpoint {
     }
 
     /// Sends what peer `i`'s connection has to send; returns whether it sent anything.
-    fn transmit(&mut self, i: usize, now: myri_rpp::Instant) -> bool {
+    /// With `kick`, the device starts on what was sent (see [`Backend::kick`]): on the
+    /// last packet as soon as it is posted, before the bookkeeping that follows it.
+    fn transmit(&mut self, i: usize, now: myri_rpp::Instant, kick: bool) -> bool {
         let Endpoint {
             backend,
             peers,
@@ -1386,6 +1386,7 @@ impl Endpoint {
             return false;
         };
         let mut sent = false;
+        let mut kicked = false;
         if let Some(packet) = slot.stalled.take() {
             if !backend.can_send(&slot.addr) {
                 slot.stalled = Some(packet);
@@ -1415,12 +1416,18 @@ impl Endpoint {
             let Some(g) = conn.poll_transmit_gather(now, header) else {
                 break;
             };
-            let batch_end = g.batch_end;
+            let (batch_end, last) = (g.batch_end, g.last);
             let result =
                 backend.send_packet(&slot.addr, &header[..g.header_len], g.payload, g.message);
             match result {
                 Ok(s) => {
                     sent = true;
+                    if last && kick {
+                        // Nothing more goes now: the packet's wait ends at the device's
+                        // step, not behind what follows here.
+                        backend.kick();
+                        kicked = true;
+                    }
                     stats.datagrams_sent += 1;
                     stats.transmit_copies += u64::from(s.copied);
                     if batch_end {
@@ -1428,7 +1435,7 @@ impl Endpoint {
                         // `Gather::batch_end`). Would-block keeps them for the next pass.
                         let _ = backend.flush();
                     }
-                    if !conn.may_transmit() {
+                    if last {
                         break;
                     }
                 }
@@ -1465,6 +1472,9 @@ impl Endpoint {
             if drops != *local_drops {
                 *local_drops = drops;
                 conn.on_local_congestion(now);
+            }
+            if kick && !kicked {
+                backend.kick();
             }
         }
         sent
