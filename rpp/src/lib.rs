@@ -55,7 +55,9 @@
 //! what it holds at each [`Gather::batch_end`], so that each buffer is one batch, and
 //! may ask [`Connection::send_budget`] how many full-size packets may go now. Draining
 //! after each packet, it may first ask [`Connection::may_transmit`]: when that says no,
-//! `poll_transmit` would give nothing, and asking it would run its whole plan.
+//! `poll_transmit` would give nothing, and asking it would run its whole plan. A gathered
+//! packet says so itself ([`Gather::last`]), so a driver that starts its device on what it
+//! posts can start it on that packet before the rest of its own bookkeeping.
 //!
 //! # What it does not do
 //!
