@@ -343,12 +343,12 @@ impl<B: AsRef<[u8]>> Connection<B> {
             self.stats.sack_cuts += 1;
             self.full_ack_due = true;
         }
+        // In whole microseconds, from nanoseconds directly (no `Duration` between).
         let ack_delay_us = if echo == 0 {
             0
         } else {
-            now.saturating_duration_since(self.recv.echo_at)
-                .as_micros()
-                .min(u128::from(u16::MAX)) as u16
+            let nanos = now.as_nanos().saturating_sub(self.recv.echo_at.as_nanos());
+            (nanos / 1_000).min(u64::from(u16::MAX)) as u16
         };
         let credit = self.recv.credit();
         let mut repr = HeaderRepr {
