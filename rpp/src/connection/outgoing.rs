@@ -347,8 +347,7 @@ impl<B: AsRef<[u8]>> Connection<B> {
         let ack_delay_us = if echo == 0 {
             0
         } else {
-            let nanos = now.as_nanos().saturating_sub(self.recv.echo_at.as_nanos());
-            (nanos / 1_000).min(u64::from(u16::MAX)) as u16
+            (now.nanos_since(self.recv.echo_at) / 1_000).min(u64::from(u16::MAX)) as u16
         };
         let credit = self.recv.credit();
         let mut repr = HeaderRepr {
